@@ -1,0 +1,22 @@
+"""`shogi-dnn bench convert|train|scaling ...`: dispatch to shogi_dnn.bench.<name>.main(argv)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = {
+    "convert": "positions/s and peak memory of `convert` on a corpus folder",
+    "train": "positions/s of the input pipeline, the tower step (1/2/4 devices) and model.fit",
+    "scaling": "per-GPU batch x device-count sweep and the fitted v0/t throughput model",
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in BENCHES:
+        lines = ["usage: shogi-dnn bench {" + "|".join(BENCHES) + "} [options]", ""]
+        lines += [f"  {k:<8} {v}" for k, v in BENCHES.items()]
+        print("\n".join(lines), file=sys.stdout if argv and argv[0] in ("-h", "--help") else sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    module = importlib.import_module(f"shogi_dnn.bench.{argv[0]}")
+    return int(module.main(argv[1:]))

@@ -1,0 +1,38 @@
+"""Decoding record bytes: BOM, UTF-8, Shift_JIS/cp932 and EUC-JP, detected automatically."""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+_ENCODING_HINT = re.compile(rb"encoding\s*=\s*([A-Za-z0-9_\-]+)", re.IGNORECASE)
+_CSA_ENCODING = re.compile(rb"^'CSA encoding=([A-Za-z0-9_\-]+)", re.MULTILINE)
+
+
+def decode_record(data: bytes) -> str:
+    """Decode the bytes of a record file to text with '\\n' line ends.
+
+    Order: a UTF-8 BOM; an explicit `encoding=` header (KIF `#KIF version=2.0 encoding=...`,
+    CSA V3 `'CSA encoding=...`); strict UTF-8; cp932 (a superset of Shift_JIS used by Windows GUIs);
+    EUC-JP; and last UTF-8 with replacement characters (a reader then reports the bad line).
+    """
+    if data.startswith(codecs.BOM_UTF8):
+        text = data[len(codecs.BOM_UTF8):].decode("utf-8", errors="replace")
+        return _normalise_newlines(text)
+    head = data[:512]
+    hint = _ENCODING_HINT.search(head) or _CSA_ENCODING.search(head)
+    candidates = ["utf-8", "cp932", "euc-jp"]
+    if hint:
+        name = hint.group(1).decode("ascii").lower().replace("_", "-")
+        name = {"shift-jis": "cp932", "sjis": "cp932", "shift_jis": "cp932"}.get(name, name)
+        candidates.insert(0, name)
+    for encoding in candidates:
+        try:
+            return _normalise_newlines(data.decode(encoding))
+        except (UnicodeDecodeError, LookupError):
+            continue
+    return _normalise_newlines(data.decode("utf-8", errors="replace"))
+
+
+def _normalise_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
