@@ -1,0 +1,211 @@
+"""HDF5 shards: the on-disk training format written by `convert` and read by the trainer.
+
+Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 1), N positions, G games:
+
+  dataset              shape     dtype    meaning
+  board                [N, 81]   uint8    piece code per square, side to move's view (features.py)
+  hands                [N, 14]   uint8    pieces in hand, own P L N S G B R then the opponent's
+  turn                 [N]       uint8    colour to move, 0 black 1 white (to decode the real position)
+  ply                  [N]       int16    moves played before the position (0 = start position)
+  move                 [N]       uint16   the move played next (features.encode_move; 65535 = none)
+  win                  [N]       float32  label for the side to move: 1 win, 0 loss, 0.5 draw
+  game                 [N]       int32    dataset-wide game id (row of games/game_id)
+  games/game_id        [G]       int32    dataset-wide game id
+  games/source         [G]       string   file (or archive:member) the game was read from
+  games/line           [G]       int32    1-based line where the game starts
+  games/black, white   [G]       string   player names
+  games/black_rating   [G]       float32  rating (NaN when the record has none), likewise white_rating
+  games/winner         [G]       string   'black', 'white' or 'draw'
+  games/ending         [G]       string   kifu.Ending value ('resign', 'checkmate', ...)
+  games/num_moves      [G]       int16    moves in the main line
+  games/start_sfen     [G]       string   start position
+  attrs: schema_version, split, num_positions, num_games
+
+Position datasets are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter; a reader
+fetches whole chunks. Within a shard positions are stored in a seeded shuffled order (not game
+order), so one chunk mixes many games. `manifest.json` (MANIFEST_NAME) lists the shards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from shogi_dnn.errors import ShardFormatError
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+SPLITS = ("train", "validation", "test")
+CHUNK_ROWS = 4096
+KEY_BOARD, KEY_HANDS, KEY_TURN, KEY_PLY, KEY_MOVE, KEY_WIN, KEY_GAME = (
+    "board", "hands", "turn", "ply", "move", "win", "game")
+GAMES_GROUP = "games"
+# Position datasets: name -> (row shape, dtype). Pinned by tests/test_shards.py.
+POSITION_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
+    KEY_BOARD: ((81,), np.dtype(np.uint8)),
+    KEY_HANDS: ((14,), np.dtype(np.uint8)),
+    KEY_TURN: ((), np.dtype(np.uint8)),
+    KEY_PLY: ((), np.dtype(np.int16)),
+    KEY_MOVE: ((), np.dtype(np.uint16)),
+    KEY_WIN: ((), np.dtype(np.float32)),
+    KEY_GAME: ((), np.dtype(np.int32)),
+}
+_STR = h5py.string_dtype("utf-8")
+GAME_SCHEMA: dict[str, np.dtype] = {
+    "game_id": np.dtype(np.int32), "source": _STR, "line": np.dtype(np.int32), "black": _STR, "white": _STR,
+    "black_rating": np.dtype(np.float32), "white_rating": np.dtype(np.float32), "winner": _STR,
+    "ending": _STR, "num_moves": np.dtype(np.int16), "start_sfen": _STR,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardData:
+    """Positions of a shard (or a slice of one) in memory: arrays keyed as POSITION_SCHEMA."""
+
+    arrays: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(self.arrays[KEY_WIN].shape[0])
+
+
+def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
+                games: dict[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS) -> str:
+    """Write one shard atomically (temp file, then rename) and return its sha256.
+
+    Args:
+        positions: arrays keyed as POSITION_SCHEMA, all with the same first dimension N.
+        games: columns keyed as GAME_SCHEMA, all of length G.
+    """
+    path = Path(path)
+    n = len(positions[KEY_WIN])
+    tmp = path.with_name(path.name + ".tmp")
+    with h5py.File(tmp, "w", track_order=True) as f:
+        f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
+                       num_games=len(games["game_id"]))
+        for key, (row_shape, dtype) in POSITION_SCHEMA.items():
+            data = np.asarray(positions[key], dtype=dtype).reshape((n, *row_shape))
+            chunks = (max(1, min(chunk_rows, n)), *row_shape)
+            f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
+                             shuffle=True)
+        group = f.create_group(GAMES_GROUP, track_order=True)
+        for key, dtype in GAME_SCHEMA.items():
+            group.create_dataset(key, data=np.asarray(games[key], dtype=object if dtype is _STR else dtype),
+                                 dtype=dtype)
+    digest = file_sha256(tmp)
+    os.replace(tmp, path)
+    return digest
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def open_shard(path: str | Path) -> h5py.File:
+    """Open a shard read-only and check its schema version and datasets.
+
+    Raises:
+        ShardFormatError: not HDF5, another schema version, or a dataset missing/of the wrong type.
+    """
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise ShardFormatError(f"{path}: not a readable HDF5 shard ({exc})") from exc
+    version = f.attrs.get("schema_version")
+    if version != SCHEMA_VERSION:
+        f.close()
+        raise ShardFormatError(f"{path}: schema_version {version!r}, this version reads {SCHEMA_VERSION}")
+    for key, (row_shape, dtype) in POSITION_SCHEMA.items():
+        if key not in f or f[key].dtype != dtype or f[key].shape[1:] != row_shape:
+            f.close()
+            raise ShardFormatError(f"{path}: dataset {key!r} missing or not {dtype} {row_shape}")
+    return f
+
+
+def read_positions(path: str | Path, start: int = 0, stop: int | None = None,
+                   keys: Sequence[str] = tuple(POSITION_SCHEMA)) -> ShardData:
+    """Read rows [start, stop) of a shard's position datasets (whole chunks are decompressed)."""
+    with open_shard(path) as f:
+        return ShardData({key: f[key][start:stop] for key in keys})
+
+
+def read_games(path: str | Path) -> dict[str, np.ndarray]:
+    """The games table of a shard: columns keyed as GAME_SCHEMA (strings decoded)."""
+    with open_shard(path) as f:
+        group = f[GAMES_GROUP]
+        return {key: (group[key].asstr()[:] if GAME_SCHEMA[key] is _STR else group[key][:])
+                for key in GAME_SCHEMA}
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One manifest entry. `path` is relative to the dataset folder."""
+
+    path: str
+    split: str
+    positions: int
+    games: int
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """A dataset folder's manifest.json: shards, conversion settings and totals."""
+
+    root: Path
+    shards: tuple[ShardInfo, ...]
+    settings: dict[str, Any]
+    totals: dict[str, Any]
+
+    def split(self, name: str) -> tuple[ShardInfo, ...]:
+        """Shards of one split, in file-name order."""
+        return tuple(s for s in self.shards if s.split == name)
+
+    def shard_path(self, shard: ShardInfo) -> Path:
+        """Absolute path of a shard."""
+        return self.root / shard.path
+
+
+def read_manifest(root: str | Path) -> Manifest:
+    """Read DIR/manifest.json.
+
+    Raises:
+        ShardFormatError: missing, not JSON, another schema version or a missing key.
+    """
+    root = Path(root)
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        raise ShardFormatError(f"{path}: no manifest (is {root} a dataset folder written by convert?)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ShardFormatError(f"{path}: schema_version {data.get('schema_version')!r}, "
+                                   f"this version reads {SCHEMA_VERSION}")
+        shards = tuple(ShardInfo(**entry) for entry in data["shards"])
+        return Manifest(root, shards, data.get("settings", {}), data.get("totals", {}))
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ShardFormatError(f"{path}: corrupt manifest ({exc})") from exc
+
+
+def write_manifest(root: str | Path, shards: Sequence[ShardInfo], settings: dict[str, Any],
+                   totals: dict[str, Any]) -> Path:
+    """Write DIR/manifest.json atomically."""
+    root = Path(root)
+    data = {"schema_version": SCHEMA_VERSION, "shards": [dataclasses.asdict(s) for s in shards],
+            "settings": settings, "totals": totals}
+    tmp = root / (MANIFEST_NAME + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, root / MANIFEST_NAME)
+    return root / MANIFEST_NAME
