@@ -1,0 +1,211 @@
+"""Typed training configuration: frozen dataclasses, TOML presets in train/, `--set key=value` overrides.
+
+A preset may name a `base` preset (a path relative to itself) that it derives from; keys it sets
+override the base. The resolved config is saved as RUN/config.json and in every checkpoint.
+Architecture fields (ModelConfig) must match on resume; schedule fields may change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from shogi_dnn.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Residual CNN shape. Changing any field changes the architecture (checked on resume)."""
+
+    blocks: int = 2                 # residual blocks after the stem convolution
+    filters: int = 32               # channels of every convolution
+    value_hidden: int = 64          # units of the dense layer in the value head
+    batch_norm: str = "none"        # "none", "local" (per tower) or "sync" (synchronised across towers)
+    mixed_precision: str = "none"   # "none", "mixed_float16" (with loss scaling) or "mixed_bfloat16"
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+    """Optimiser and learning-rate schedule."""
+
+    optimizer: str = "sgd"          # "sgd" (with momentum, Nesterov) or "adam"
+    lr: float = 0.01                # learning rate at base_global_batch, before scaling
+    momentum: float = 0.9           # SGD momentum
+    weight_decay: float = 1e-4      # decoupled weight decay (0 to disable)
+    lr_scaling: str = "linear"      # scale lr for the global batch: "none", "linear" or "sqrt"
+    base_global_batch: int = 256    # the global batch at which `lr` was tuned
+    warmup_samples: int = 0         # linear warm-up from 0 over this many samples
+    clip_global_norm: float = 0.0   # clip the all-reduced gradient to this global norm (0 = off)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Input pipeline."""
+
+    num_groups: int = 4             # sample groups the training split is cut into (by shard); a stage = one group
+    shuffle_buffer: int = 16384     # positions in the shuffle buffer
+    mirror: bool = False            # random left-right mirroring of the board (augmentation)
+    validation_positions: int = 0   # cap on validation positions per stage (0 = the whole split)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Batching, schedule, checkpoints and logging. Progress is counted in samples."""
+
+    per_replica_batch: int = 64     # positions per tower per micro-batch
+    global_batch: int = 0           # 0: per_replica_batch * towers; else fixed (must divide by towers)
+    micro_batches: int = 1          # gradient accumulation: micro-batches summed per optimizer update
+    epochs: int = 1                 # passes over all sample groups
+    seed: int = 1                   # data order and weight initialisation
+    log_every_steps: int = 10       # console/metrics.jsonl/TensorBoard interval, in optimizer steps
+    checkpoint_every_steps: int = 0 # extra checkpoints inside a stage (0 = only after each stage)
+    keep_checkpoints: int = 3       # keep the last K checkpoints
+    max_steps_per_stage: int = 0    # cap optimizer steps per stage (0 = the whole group); for smoke runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The whole resolved configuration of a run."""
+
+    model: ModelConfig = ModelConfig()
+    optim: OptimConfig = OptimConfig()
+    data: DataConfig = DataConfig()
+    train: TrainConfig = TrainConfig()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+SECTIONS: dict[str, type] = {"model": ModelConfig, "optim": OptimConfig, "data": DataConfig, "train": TrainConfig}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "model.batch_norm": ("none", "local", "sync"),
+    "model.mixed_precision": ("none", "mixed_float16", "mixed_bfloat16"),
+    "optim.optimizer": ("sgd", "adam"),
+    "optim.lr_scaling": ("none", "linear", "sqrt"),
+}
+
+
+def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> Config:
+    """Resolve a preset (and its `base` chain) plus `section.key=value` overrides into a Config.
+
+    Raises:
+        ConfigError: unreadable file, unknown section or key, a value of the wrong type or choice.
+    """
+    raw = _read_preset(Path(path)) if path else {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. train.seed=3")
+        section, name = key.strip().split(".", 1)
+        raw.setdefault(section, {})[name] = _parse_override(value.strip())
+    return from_dict(raw, origin=str(path or "defaults"))
+
+
+def from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
+    """Build a Config from nested dicts (TOML or config.json), checking every key and type."""
+    sections = {}
+    for section, values in raw.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{origin}: unknown section [{section}] (known: {', '.join(SECTIONS)})")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{origin}: [{section}] must be a table")
+        cls = SECTIONS[section]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for name, value in values.items():
+            if name not in fields:
+                raise ConfigError(f"{origin}: unknown key {section}.{name} (known: {', '.join(fields)})")
+            kwargs[name] = _check_value(f"{section}.{name}", value, fields[name].type, origin)
+        sections[section] = cls(**kwargs)
+    config = Config(**sections)
+    _check_ranges(config, origin)
+    return config
+
+
+def _read_preset(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    if path in seen:
+        raise ConfigError(f"{path}: preset base chain loops")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such config file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    base = raw.pop("base", None)
+    if base is None:
+        return raw
+    merged = _read_preset((path.parent / base).resolve(), seen + (path,))
+    for section, values in raw.items():
+        if isinstance(values, dict) and isinstance(merged.get(section), dict):
+            merged[section].update(values)
+        else:
+            merged[section] = values
+    return merged
+
+
+def _parse_override(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text          # a bare word: a string value such as optim.optimizer=adam
+
+
+def _check_value(key: str, value: Any, annotation: Any, origin: str) -> Any:
+    expected = {"int": int, "float": float, "bool": bool, "str": str}.get(
+        annotation if isinstance(annotation, str) else getattr(annotation, "__name__", ""), None)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if expected is None or type(value) is not expected:
+        raise ConfigError(f"{origin}: {key} = {value!r} must be {getattr(expected, '__name__', annotation)}")
+    if key in CHOICES and value not in CHOICES[key]:
+        raise ConfigError(f"{origin}: {key} = {value!r} must be one of {', '.join(CHOICES[key])}")
+    return value
+
+
+def _check_ranges(config: Config, origin: str) -> None:
+    positive = {"model.blocks": config.model.blocks + 1, "model.filters": config.model.filters,
+                "train.per_replica_batch": config.train.per_replica_batch,
+                "train.micro_batches": config.train.micro_batches, "train.epochs": config.train.epochs,
+                "train.log_every_steps": config.train.log_every_steps,
+                "train.keep_checkpoints": config.train.keep_checkpoints,
+                "data.num_groups": config.data.num_groups, "optim.base_global_batch": config.optim.base_global_batch}
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{origin}: {key} must be positive")
+    if config.optim.lr <= 0:
+        raise ConfigError(f"{origin}: optim.lr must be positive")
+
+
+def global_batch(config: Config, num_replicas: int) -> int:
+    """Positions per micro-batch over all towers; checks divisibility once, with the numbers.
+
+    Raises:
+        ConfigError: train.global_batch is not divisible by the number of towers.
+    """
+    if config.train.global_batch == 0:
+        return config.train.per_replica_batch * num_replicas
+    if config.train.global_batch % num_replicas:
+        raise ConfigError(f"train.global_batch = {config.train.global_batch} is not divisible by "
+                          f"{num_replicas} towers")
+    return config.train.global_batch
+
+
+def architecture_mismatch(saved: Config, current: Config) -> list[str]:
+    """Model fields that differ between a checkpoint's config and the current one."""
+    return [f"model.{f.name}: {getattr(saved.model, f.name)!r} -> {getattr(current.model, f.name)!r}"
+            for f in dataclasses.fields(ModelConfig)
+            if getattr(saved.model, f.name) != getattr(current.model, f.name)]
+
+
