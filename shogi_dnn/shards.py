@@ -94,11 +94,11 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
             data = np.asarray(positions[key], dtype=dtype).reshape((n, *row_shape))
             chunks = (max(1, min(chunk_rows, n)), *row_shape)
             f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
-                             shuffle=True)
+                             shuffle=True, track_times=False)
         group = f.create_group(GAMES_GROUP, track_order=True)
         for key, dtype in GAME_SCHEMA.items():
             group.create_dataset(key, data=np.asarray(games[key], dtype=object if dtype is _STR else dtype),
-                                 dtype=dtype)
+                                 dtype=dtype, track_times=False)
     digest = file_sha256(tmp)
     os.replace(tmp, path)
     return digest
@@ -124,6 +124,7 @@ def open_shard(path: str | Path) -> h5py.File:
     except OSError as exc:
         raise ShardFormatError(f"{path}: not a readable HDF5 shard ({exc})") from exc
     version = f.attrs.get("schema_version")
+    version = int(version) if isinstance(version, (int, np.integer)) else version
     if version != SCHEMA_VERSION:
         f.close()
         raise ShardFormatError(f"{path}: schema_version {version!r}, this version reads {SCHEMA_VERSION}")

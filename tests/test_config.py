@@ -1,0 +1,71 @@
+"""Typed config: defaults, preset base chains, typed overrides and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shogi_dnn import config as cfg
+from shogi_dnn.errors import ConfigError
+
+
+def write(path, text: str):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_and_json_round_trip() -> None:
+    config = cfg.load_config()
+    assert config == cfg.Config()
+    assert cfg.from_dict(json.loads(config.to_json())) == config
+
+
+def test_base_chain_and_overrides(tmp_path) -> None:
+    write(tmp_path / "base.toml", "[model]\nblocks = 5\nfilters = 64\n[optim]\nlr = 0.1\n")
+    child = write(tmp_path / "child.toml", 'base = "base.toml"\n[model]\nfilters = 16\n')
+    config = cfg.load_config(child, ["optim.optimizer=adam", "train.seed=7", "data.mirror=true",
+                                     "optim.lr=1"])
+    assert (config.model.blocks, config.model.filters) == (5, 16)
+    assert config.optim.optimizer == "adam" and config.optim.lr == 1.0 and isinstance(config.optim.lr, float)
+    assert config.train.seed == 7 and config.data.mirror is True
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model.nope=1"], "unknown key model.nope"),
+    (["nosection.x=1"], r"unknown section \[nosection\]"),
+    (["model.blocks=two"], "model.blocks = 'two' must be int"),
+    (["optim.optimizer=rmsprop"], "must be one of sgd, adam"),
+    (["train.per_replica_batch=0"], "train.per_replica_batch must be positive"),
+    (["seed=3"], "expected section.key=value"),
+])
+def test_bad_overrides_are_one_line_errors(overrides, message) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        cfg.load_config(None, overrides)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_files(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        cfg.load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        cfg.load_config(write(tmp_path / "bad.toml", "[model\n"))
+    loop = write(tmp_path / "loop.toml", 'base = "loop.toml"\n')
+    with pytest.raises(ConfigError, match="loops"):
+        cfg.load_config(loop)
+
+
+def test_global_batch_divisibility() -> None:
+    config = cfg.load_config(None, ["train.per_replica_batch=16"])
+    assert cfg.global_batch(config, 4) == 64
+    fixed = cfg.load_config(None, ["train.global_batch=96"])
+    assert cfg.global_batch(fixed, 3) == 96
+    with pytest.raises(ConfigError, match="96 is not divisible by 5 towers"):
+        cfg.global_batch(fixed, 5)
+
+
+def test_architecture_mismatch_ignores_schedule() -> None:
+    a = cfg.load_config(None, ["model.filters=32", "optim.lr=0.1"])
+    b = cfg.load_config(None, ["model.filters=64", "optim.lr=0.2"])
+    assert cfg.architecture_mismatch(a, b) == ["model.filters: 32 -> 64"]
+    assert cfg.architecture_mismatch(a, a) == []

@@ -1,0 +1,124 @@
+"""Position encoding: exact round trips, the side-to-move view, move codes, labels and planes."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from shogi_dnn import features
+from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
+from shogi_dnn.rules import BLACK, WHITE, new_position
+
+
+def random_game(seed: int, max_plies: int = 80, start: str = STANDARD_START_SFEN) -> list[str]:
+    """A random legal game from `start`: a walk over legal moves, stopping at mate or max_plies."""
+    rng = random.Random(seed)
+    position, moves = new_position(start), []
+    for _ in range(max_plies):
+        legal = sorted(position.legal_usi())
+        if not legal:
+            break
+        move = rng.choice(legal)
+        position.push_usi(move)
+        moves.append(move)
+    return moves
+
+
+def record(moves: list[str], winner: Winner = Winner.BLACK, start: str = STANDARD_START_SFEN) -> GameRecord:
+    return GameRecord(start, tuple(moves), winner, Ending.RESIGN, SourceLine("test.csa", 1), "csa")
+
+
+def test_start_position_from_black_view() -> None:
+    board, hands = features.encode_position(new_position(STANDARD_START_SFEN))
+    assert board.dtype == np.uint8 and board.shape == (81,)
+    assert hands.dtype == np.uint8 and hands.shape == (14,) and not hands.any()
+    # rank 9 (bottom row, square indices 72..80) holds Black's (own) lance..lance; rank 1 the opponent's.
+    assert list(board[72:81]) == [2, 3, 4, 5, 8, 5, 4, 3, 2]
+    assert list(board[0:9]) == [16, 17, 18, 19, 22, 19, 18, 17, 16]
+    assert features.decode_position(board, hands, BLACK, 0) == STANDARD_START_SFEN
+
+
+def test_white_to_move_sees_itself_moving_up() -> None:
+    position = new_position(STANDARD_START_SFEN)
+    position.push_usi("7g7f")
+    board, hands = features.encode_position(position)
+    # White's own pieces appear on the bottom rows, and Black's advanced pawn at 7f (index 47 from
+    # Black's side) is an opponent pawn at the rotated index 80 - 47 = 33.
+    assert list(board[72:81]) == [2, 3, 4, 5, 8, 5, 4, 3, 2]
+    assert board[33] == features.NUM_PIECE_TYPES + 1
+    assert features.decode_position(board, hands, WHITE, 1) == position.sfen()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_games_round_trip(seed: int) -> None:
+    moves = random_game(seed, max_plies=120)
+    encoded = features.encode_game(record(moves, Winner.WHITE))
+    position = new_position(STANDARD_START_SFEN)
+    for i in range(len(encoded)):
+        sfen = features.decode_position(encoded.board[i], encoded.hands[i], int(encoded.turn[i]),
+                                        int(encoded.ply[i]))
+        assert sfen == position.sfen()
+        if i < len(moves):
+            assert features.decode_move(int(encoded.move[i]), int(encoded.turn[i])) == moves[i]
+            position.push_usi(moves[i])
+        else:
+            assert encoded.move[i] == features.MOVE_NONE
+
+
+def test_handicap_start_and_hands_round_trip() -> None:
+    start = "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w 2P3g 5"
+    moves = random_game(3, max_plies=30, start=start)
+    encoded = features.encode_game(record(moves, Winner.DRAW, start=start))
+    assert encoded.ply[0] == 4 and encoded.turn[0] == WHITE
+    assert (encoded.win == 0.5).all()
+    first = features.decode_position(encoded.board[0], encoded.hands[0], WHITE, 4)
+    assert first == start
+    # own (white) hand first: 3 golds; opponent (black) hand: 2 pawns
+    assert encoded.hands[0][4] == 3 and encoded.hands[0][7] == 2
+
+
+def test_labels_alternate_from_side_to_move() -> None:
+    encoded = features.encode_game(record(["7g7f", "3c3d", "2g2f"], Winner.BLACK))
+    assert encoded.win.tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert features.game_labels(Winner.WHITE, WHITE, 3).tolist() == [1.0, 0.0, 1.0]
+
+
+def test_game_without_result_is_not_training_data() -> None:
+    with pytest.raises(ValueError, match="no result"):
+        features.encode_game(record(["7g7f"], Winner.UNKNOWN))
+
+
+def test_drop_and_promotion_move_codes() -> None:
+    for usi, turn in [("P*5e", BLACK), ("R*1a", WHITE), ("8h2b+", BLACK), ("2b8h+", WHITE), ("1a1b", WHITE)]:
+        code = features.encode_move(usi, turn)
+        assert 0 <= code < features.MOVE_NONE
+        assert features.decode_move(code, turn) == usi
+
+
+def test_expand_planes_named_planes() -> None:
+    board, hands = features.encode_position(new_position("4k4/9/9/9/9/9/9/9/4K4 b 2P18p 1"))
+    planes = features.expand_planes(board[None], hands[None])
+    assert planes.shape == (1, 9, 9, features.NUM_PLANES) and planes.dtype == np.float32
+    king = features.PLANE_OWN_PIECES + 8 - 1
+    assert planes[0, 8, 4, king] == 1.0 and planes[0, :, :, king].sum() == 1.0
+    assert planes[0, 0, 4, features.PLANE_OPP_PIECES + 8 - 1] == 1.0
+    assert np.allclose(planes[0, :, :, features.PLANE_OWN_HAND + 0], 2 / 18)
+    assert np.allclose(planes[0, :, :, features.PLANE_OPP_HAND + 0], 1.0)
+    assert features.NUM_PLANES == 2 * features.NUM_PIECE_TYPES + 2 * features.NUM_HAND_TYPES
+
+
+def test_mirror_board_swaps_files() -> None:
+    board, _ = features.encode_position(new_position("4k4/9/9/9/9/9/9/9/K8 b - 1"))
+    mirrored = features.mirror_board(board[None])[0]
+    assert mirrored[80] == 8 and board[72] == 8
+    assert (features.mirror_board(mirrored[None])[0] == board).all()
+
+
+def test_encoding_stays_tensorflow_free() -> None:
+    import subprocess
+    import sys
+    code = ("import sys, shogi_dnn.features, shogi_dnn.shards, shogi_dnn.kifu; "
+            "sys.exit(1 if 'tensorflow' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -1,0 +1,105 @@
+"""The HDF5 shard format is pinned here: changing it must bump SCHEMA_VERSION and this test."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from shogi_dnn import features, shards
+from shogi_dnn.errors import ShardFormatError
+from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
+from tests.test_features import random_game
+
+PINNED_POSITIONS = {
+    "board": ((81,), "uint8"), "hands": ((14,), "uint8"), "turn": ((), "uint8"), "ply": ((), "int16"),
+    "move": ((), "uint16"), "win": ((), "float32"), "game": ((), "int32"),
+}
+PINNED_GAMES = ["game_id", "source", "line", "black", "white", "black_rating", "white_rating", "winner",
+                "ending", "num_moves", "start_sfen"]
+
+
+def make_shard_inputs(num_games: int = 3, seed: int = 0) -> tuple[dict, dict]:
+    """Positions and games columns of a few random games, as convert would pass them."""
+    encoded, games = [], {key: [] for key in shards.GAME_SCHEMA}
+    for g in range(num_games):
+        moves = random_game(seed + g, max_plies=40)
+        rec = GameRecord(STANDARD_START_SFEN, tuple(moves), Winner.BLACK, Ending.RESIGN,
+                         SourceLine(f"g{g}.csa", 1), "csa", black="b", white="w", black_rating=1500.0)
+        enc = features.encode_game(rec)
+        encoded.append((g, enc))
+        row = dict(game_id=g, source=f"g{g}.csa", line=1, black="b", white="w", black_rating=1500.0,
+                   white_rating=np.nan, winner="black", ending="resign", num_moves=len(moves),
+                   start_sfen=STANDARD_START_SFEN)
+        for key, value in row.items():
+            games[key].append(value)
+    positions = {key: np.concatenate([getattr(e, key) for _, e in encoded])
+                 for key in ("board", "hands", "turn", "ply", "move", "win")}
+    positions["game"] = np.concatenate([np.full(len(e), g, np.int32) for g, e in encoded])
+    return positions, games
+
+
+def test_schema_is_pinned() -> None:
+    assert shards.SCHEMA_VERSION == 1
+    got = {k: (shape, dtype.name) for k, (shape, dtype) in shards.POSITION_SCHEMA.items()}
+    assert got == PINNED_POSITIONS
+    assert list(shards.GAME_SCHEMA) == PINNED_GAMES
+    assert shards.CHUNK_ROWS == 4096
+
+
+def test_written_file_matches_schema(tmp_path) -> None:
+    positions, games = make_shard_inputs()
+    n = len(positions["win"])
+    digest = shards.write_shard(tmp_path / "train-00000.h5", "train", positions, games)
+    assert digest == shards.file_sha256(tmp_path / "train-00000.h5")
+    assert not list(tmp_path.glob("*.tmp"))
+    with h5py.File(tmp_path / "train-00000.h5", "r") as f:
+        assert dict(f.attrs) == {"schema_version": 1, "split": "train", "num_positions": n, "num_games": 3}
+        for key, (shape, dtype) in PINNED_POSITIONS.items():
+            assert f[key].shape == (n, *shape) and f[key].dtype == np.dtype(dtype)
+            assert f[key].compression == "gzip" and f[key].shuffle
+        assert sorted(f["games"]) == sorted(PINNED_GAMES)
+    back = shards.read_positions(tmp_path / "train-00000.h5")
+    for key in PINNED_POSITIONS:
+        assert np.array_equal(back.arrays[key], positions[key])
+    table = shards.read_games(tmp_path / "train-00000.h5")
+    assert list(table["source"]) == ["g0.csa", "g1.csa", "g2.csa"]
+    assert np.isnan(table["white_rating"]).all() and (table["black_rating"] == 1500).all()
+
+
+def test_same_input_gives_byte_identical_shards(tmp_path) -> None:
+    positions, games = make_shard_inputs()
+    a = shards.write_shard(tmp_path / "a.h5", "train", positions, games)
+    b = shards.write_shard(tmp_path / "b.h5", "train", positions, games)
+    assert a == b
+
+
+def test_bad_files_are_rejected_with_the_path(tmp_path) -> None:
+    junk = tmp_path / "junk.h5"
+    junk.write_bytes(b"not hdf5")
+    with pytest.raises(ShardFormatError, match="junk.h5"):
+        shards.open_shard(junk)
+    old = tmp_path / "old.h5"
+    with h5py.File(old, "w") as f:
+        f.attrs["schema_version"] = 99
+    with pytest.raises(ShardFormatError, match="schema_version 99"):
+        shards.read_positions(old)
+
+
+def test_manifest_round_trip_and_errors(tmp_path) -> None:
+    info = shards.ShardInfo("train-00000.h5", "train", 10, 2, "ab" * 32)
+    shards.write_manifest(tmp_path, [info], {"shard_size": 10}, {"positions": 10})
+    manifest = shards.read_manifest(tmp_path)
+    assert manifest.shards == (info,) and manifest.split("train") == (info,) and manifest.split("validation") == ()
+    assert manifest.shard_path(info) == tmp_path / "train-00000.h5"
+    (tmp_path / "manifest.json").write_text("{broken")
+    with pytest.raises(ShardFormatError, match="corrupt manifest"):
+        shards.read_manifest(tmp_path)
+    with pytest.raises(ShardFormatError, match="no manifest"):
+        shards.read_manifest(tmp_path / "nowhere")
+    data = {"schema_version": 2, "shards": []}
+    (tmp_path / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(ShardFormatError, match="schema_version 2"):
+        shards.read_manifest(tmp_path)
