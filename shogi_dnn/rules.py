@@ -120,3 +120,45 @@ def square_index(file: int, rank: int) -> int:
 def square_usi(file: int, rank: int) -> str:
     """USI name of a square: file 7, rank 7 -> '7g'."""
     return f"{file}{chr(ord('a') + rank - 1)}"
+
+
+# Backend choice for the encoder (and anything else that asks): cshogi when importable (extra `fast`),
+# else python-shogi. SHOGI_DNN_BACKEND=python-shogi|cshogi (or --backend) forces one.
+BACKEND_ENV = "SHOGI_DNN_BACKEND"
+BACKENDS = ("python-shogi", "cshogi")
+
+
+def available_backends() -> tuple[str, ...]:
+    """The backends that can be used here: python-shogi always, cshogi when it imports."""
+    try:
+        import shogi_dnn.rules_cshogi  # noqa: F401
+    except ImportError:
+        return BACKENDS[:1]
+    return BACKENDS
+
+
+def resolve_backend(name: str | None = None) -> str:
+    """The backend to use: `name` if given and not 'auto', else $SHOGI_DNN_BACKEND, else the fastest.
+
+    Raises:
+        ConfigError: an unknown backend name, or cshogi asked for but not installed.
+    """
+    import os
+
+    from shogi_dnn.errors import ConfigError
+    choice = name if name not in (None, "", "auto") else os.environ.get(BACKEND_ENV, "auto") or "auto"
+    if choice == "auto":
+        return available_backends()[-1]
+    if choice not in BACKENDS:
+        raise ConfigError(f"unknown rules backend {choice!r} (choose from auto, {', '.join(BACKENDS)})")
+    if choice not in available_backends():
+        raise ConfigError(f"rules backend {choice!r} is not installed (pip install 'shogi-dnn[fast]')")
+    return choice
+
+
+def position_factory(backend: str | None = None):
+    """A `sfen -> Position` constructor for the resolved backend (see resolve_backend)."""
+    if resolve_backend(backend) == "cshogi":
+        from shogi_dnn.rules_cshogi import CshogiPosition
+        return CshogiPosition
+    return ShogiPosition
