@@ -1,0 +1,346 @@
+"""tf.data input pipeline over HDF5 shards: whole-chunk reads, seeded shuffles, numpy batching.
+
+The training *sample stream* of one pass over a sample group is a pure function of
+(paths, seed, shuffle_buffer, mirror), never of the global batch, the number of towers or workers:
+
+  1. every shard is cut into its HDF5 chunks (shards.CHUNK_ROWS rows); the chunk list of all shards
+     is permuted with the seed (shuffle across shards);
+  2. consecutive permuted chunks are grouped into *buffers* of at least `shuffle_buffer` rows; each
+     buffer is read (whole compressed chunks, never a whole dataset), its rows are permuted with a
+     generator seeded by (seed, buffer index), and with `mirror` a seeded coin flips each board
+     left-right (features.mirror_board);
+  3. the buffers, concatenated, are the stream. `skip_samples` drops a prefix of it (exact resume:
+     whole buffers before the resume point are not even read), then it is sliced into batches of
+     `global_batch` rows in numpy (the final partial batch is dropped).
+
+A Python generator yields *whole batches* (one tf.data element per batch, not per sample: that is
+what makes the pipeline fast), followed by prefetch. Batches stay compact (uint8 codes); the model
+expands them into planes on the device.
+
+Distribution: without an input context each element is a global batch, to be split across towers by
+`strategy.experimental_distribute_dataset` (contiguous slices, tower 0 first). With an input context
+(`strategy.distribute_datasets_from_function`, also multi-worker) the pipeline of worker w yields, for
+each global batch, its slice of it as consecutive per-replica batches, so the towers of the whole
+cluster together see exactly the stream one machine would see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import h5py
+import numpy as np
+import tensorflow as tf
+
+from shogi_dnn import features, shards
+from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.rules import NUM_SQUARES
+
+# Datasets read for training/evaluation, and the element signature of a batch.
+KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY)
+_ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
+               shards.KEY_WIN: (), shards.KEY_PLY: ()}
+# Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order.
+_SEED_CHUNK_ORDER, _SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
+
+Batch = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Rows [start, stop) of shard number `shard` (one HDF5 chunk)."""
+
+    shard: int
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sample groups and seeds
+
+
+def split_groups(shard_infos: Sequence[shards.ShardInfo], num_groups: int) -> list[tuple[shards.ShardInfo, ...]]:
+    """Cut shards (in order) into `num_groups` contiguous, non-empty groups balanced by positions.
+
+    Raises:
+        ConfigError: num_groups < 1 or more groups than shards.
+    """
+    if num_groups < 1 or num_groups > len(shard_infos):
+        raise ConfigError(f"data.num_groups = {num_groups}, but the training split has "
+                          f"{len(shard_infos)} shards (need 1 <= groups <= shards)")
+    ends = np.cumsum([s.positions for s in shard_infos])
+    total = int(ends[-1])
+    cuts = [0]
+    for k in range(1, num_groups):
+        # Shard boundary nearest to k/G of the positions, leaving room for the remaining groups.
+        lo, hi = cuts[-1] + 1, len(shard_infos) - (num_groups - k)
+        candidates = np.arange(lo, hi + 1)
+        cuts.append(int(candidates[np.argmin(np.abs(ends[candidates - 1] - k * total / num_groups))]))
+    cuts.append(len(shard_infos))
+    return [tuple(shard_infos[a:b]) for a, b in itertools.pairwise(cuts)]
+
+
+def group_order(seed: int, epoch: int, num_groups: int) -> list[int]:
+    """The order in which an epoch visits the sample groups: a permutation seeded by (seed, epoch)."""
+    rng = np.random.default_rng([_check_seed(seed), _SEED_GROUP_ORDER, epoch])
+    return [int(g) for g in rng.permutation(num_groups)]
+
+
+def stage_seed(seed: int, epoch: int, group: int) -> int:
+    """Seed of one stage's sample stream (make_train_dataset), derived from the run seed."""
+    state = np.random.SeedSequence([_check_seed(seed), _SEED_STAGE, epoch, group]).generate_state(1)
+    return int(state[0])
+
+
+def _check_seed(seed: int) -> int:
+    if seed < 0:
+        raise ConfigError(f"seed = {seed} must be >= 0")
+    return int(seed)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading shards
+
+
+def _shard_layouts(paths: Sequence[Path]) -> list[tuple[int, int]]:
+    """(rows, chunk rows) of each shard, from its metadata (no data read)."""
+    layouts = []
+    for path in paths:
+        with shards.open_shard(path) as f:
+            rows = int(f[shards.KEY_WIN].shape[0])
+            chunk_rows = f[shards.KEY_BOARD].chunks[0] if f[shards.KEY_BOARD].chunks else max(rows, 1)
+            for key in KEYS:
+                if f[key].shape[0] != rows or (f[key].chunks and f[key].chunks[0] != chunk_rows):
+                    raise ShardFormatError(f"{path}: dataset {key!r} has {f[key].shape[0]} rows or chunks "
+                                           f"{f[key].chunks}, expected {rows} rows in chunks of {chunk_rows}")
+        layouts.append((rows, int(chunk_rows)))
+    return layouts
+
+
+def _chunks(paths: Sequence[Path]) -> list[Chunk]:
+    """Every chunk of every shard, in file order."""
+    return [Chunk(i, start, min(start + chunk_rows, rows))
+            for i, (rows, chunk_rows) in enumerate(_shard_layouts(paths))
+            for start in range(0, rows, chunk_rows)]
+
+
+class _ShardReader:
+    """Reads chunks from shards kept open for the duration of a pass."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self._paths = list(paths)
+        self._files: dict[int, h5py.File] = {}
+
+    def read(self, chunks: Sequence[Chunk]) -> Batch:
+        """The rows of `chunks`, concatenated in order: arrays keyed as KEYS."""
+        parts = {key: [] for key in KEYS}
+        for chunk in chunks:
+            f = self._file(chunk.shard)
+            for key in KEYS:
+                parts[key].append(f[key][chunk.start:chunk.stop])
+        return {key: np.concatenate(arrays) for key, arrays in parts.items()}
+
+    def _file(self, index: int) -> h5py.File:
+        if index not in self._files:
+            self._files[index] = shards.open_shard(self._paths[index])
+        return self._files[index]
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The training stream
+
+
+def plan_buffers(paths: Sequence[Path], seed: int, shuffle_buffer: int) -> list[tuple[Chunk, ...]]:
+    """The shuffle buffers of one pass: the seeded chunk permutation cut into groups of chunks
+    holding at least `shuffle_buffer` rows each (the last may hold fewer)."""
+    chunks = _chunks(paths)
+    order = np.random.default_rng([_check_seed(seed), _SEED_CHUNK_ORDER]).permutation(len(chunks))
+    buffers, current, rows = [], [], 0
+    for index in order:
+        current.append(chunks[index])
+        rows += len(chunks[index])
+        if rows >= shuffle_buffer:
+            buffers.append(tuple(current))
+            current, rows = [], 0
+    if current:
+        buffers.append(tuple(current))
+    return buffers
+
+
+def _shuffle_buffer(rows: Batch, seed: int, index: int, mirror: bool) -> Batch:
+    """Permute a buffer's rows (and mirror a seeded half of the boards) with a generator of (seed, index)."""
+    rng = np.random.default_rng([seed, _SEED_BUFFER, index])
+    n = len(rows[shards.KEY_WIN])
+    perm = rng.permutation(n)
+    out = {key: value[perm] for key, value in rows.items()}
+    if mirror:
+        flip = rng.random(n) < 0.5
+        out[shards.KEY_BOARD][flip] = features.mirror_board(out[shards.KEY_BOARD][flip])
+    return out
+
+
+def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror: bool,
+                skip_samples: int = 0) -> Iterator[Batch]:
+    """The sample stream of one pass (see the module docstring), as consecutive blocks of rows.
+
+    Yields:
+        dicts keyed as KEYS: board [n, 81] uint8, hands [n, 14] uint8, win [n] float32, ply [n] int16;
+        their concatenation is the stream without its first `skip_samples` rows.
+    """
+    buffers = plan_buffers(paths, seed, shuffle_buffer)
+    sizes = np.asarray([sum(len(c) for c in b) for b in buffers], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    _check_skip(skip_samples, int(starts[-1]))
+    first = int(np.searchsorted(starts, skip_samples, side="right") - 1)
+    reader = _ShardReader(paths)
+    try:
+        for index in range(first, len(buffers)):
+            rows = _shuffle_buffer(reader.read(buffers[index]), seed, index, mirror)
+            offset = skip_samples - int(starts[index]) if index == first else 0
+            yield {key: value[offset:] for key, value in rows.items()} if offset else rows
+    finally:
+        reader.close()
+
+
+def _check_skip(skip_samples: int, total: int) -> None:
+    if not 0 <= skip_samples <= total:
+        raise ConfigError(f"skip_samples = {skip_samples} is outside the {total} positions of the group")
+
+
+def _rebatch(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> Iterator[Batch]:
+    """Slice a stream of row blocks into batches of `batch` rows, carrying the remainder over."""
+    carry: Batch | None = None
+    for block in blocks:
+        if carry is not None:
+            block = {key: np.concatenate([carry[key], block[key]]) for key in KEYS}
+        n = len(block[shards.KEY_WIN])
+        full = n - n % batch
+        for start in range(0, full, batch):
+            yield {key: block[key][start:start + batch] for key in KEYS}
+        carry = {key: block[key][full:] for key in KEYS} if full < n else None
+    if keep_partial and carry is not None:
+        yield carry
+
+
+def _worker_slices(batches: Iterator[Batch], global_batch: int,
+                   input_context: tf.distribute.InputContext) -> Iterator[Batch]:
+    """For each global batch, this worker's slice as consecutive per-replica batches."""
+    per_replica = input_context.get_per_replica_batch_size(global_batch)
+    replicas = global_batch // per_replica // input_context.num_input_pipelines
+    first = input_context.input_pipeline_id * replicas * per_replica
+    for batch in batches:
+        for r in range(replicas):
+            start = first + r * per_replica
+            yield {key: value[start:start + per_replica] for key, value in batch.items()}
+
+
+def _signature(batch: int | None) -> dict[str, tf.TensorSpec]:
+    dtypes = {key: tf.as_dtype(shards.POSITION_SCHEMA[key][1]) for key in KEYS}
+    return {key: tf.TensorSpec((batch, *_ROW_SHAPES[key]), dtypes[key], name=key) for key in KEYS}
+
+
+def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,
+                       mirror: bool, skip_samples: int = 0,
+                       input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """One shuffled pass over a sample group's shards, in global batches (drop_remainder).
+
+    Args:
+        paths: the group's shard files, in manifest order.
+        global_batch: positions per batch over all towers (and workers).
+        seed: the stream seed (e.g. stage_seed(run seed, epoch, group)); must be >= 0.
+        shuffle_buffer: rows per shuffle buffer (rounded up to whole chunks).
+        mirror: flip a seeded half of the boards left-right.
+        skip_samples: drop this prefix of the stream (resume; any number, not only whole batches).
+        input_context: from distribute_datasets_from_function: yield this worker's per-replica slices.
+    Returns:
+        Dataset of dicts: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32, ply [B] int16,
+        B = global_batch (or the per-replica batch with an input context).
+    Raises:
+        ConfigError: bad batch or skip; ShardFormatError: a shard is unreadable.
+    """
+    _check_batch(global_batch, input_context)
+    paths = [Path(p) for p in paths]
+    _check_seed(seed)
+    _check_skip(skip_samples, sum(rows for rows, _ in _shard_layouts(paths)))
+
+    def generate() -> Iterator[Batch]:
+        blocks = iter_stream(paths, seed=seed, shuffle_buffer=shuffle_buffer, mirror=mirror,
+                             skip_samples=skip_samples)
+        batches = _rebatch(blocks, global_batch, keep_partial=False)
+        yield from (batches if input_context is None else _worker_slices(batches, global_batch, input_context))
+
+    batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=_signature(batch))
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | None) -> None:
+    if global_batch < 1:
+        raise ConfigError(f"global_batch = {global_batch} must be positive")
+    if input_context is not None and global_batch % input_context.num_replicas_in_sync:
+        raise ConfigError(f"global_batch = {global_batch} is not divisible by "
+                          f"{input_context.num_replicas_in_sync} replicas")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Evaluation and counting
+
+
+def iter_sequential(paths: Sequence[Path], max_positions: int = 0) -> Iterator[Batch]:
+    """Every row of the shards in file order, chunk by chunk (the first `max_positions` if > 0)."""
+    reader = _ShardReader(paths)
+    remaining = max_positions if max_positions > 0 else math.inf
+    try:
+        for chunk in _chunks(paths):
+            if remaining <= 0:
+                return
+            rows = reader.read([chunk])
+            take = int(min(len(chunk), remaining))
+            remaining -= take
+            yield {key: value[:take] for key, value in rows.items()}
+    finally:
+        reader.close()
+
+
+def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions: int = 0) -> tf.data.Dataset:
+    """All rows of the shards in file order (no shuffle), in global batches; the last may be partial.
+
+    Args:
+        max_positions: stop after this many rows (0 = all), e.g. DataConfig.validation_positions.
+    Returns:
+        Dataset of dicts as make_train_dataset's, batch dimension None (the last batch is smaller).
+    """
+    _check_batch(global_batch, None)
+    paths = [Path(p) for p in paths]
+    _shard_layouts(paths)   # fail now, with the file name, rather than inside the iterator
+
+    def generate() -> Iterator[Batch]:
+        yield from _rebatch(iter_sequential(paths, max_positions), global_batch, keep_partial=True)
+
+    return tf.data.Dataset.from_generator(generate, output_signature=_signature(None)).prefetch(tf.data.AUTOTUNE)
+
+
+def count_positions(paths: Sequence[Path]) -> int:
+    """Positions in the shards (from their metadata)."""
+    return sum(rows for rows, _ in _shard_layouts([Path(p) for p in paths]))
+
+
+def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 0) -> int:
+    """Training steps (full global batches) in one pass after skipping `skip_samples` positions."""
+    total = count_positions(paths)
+    _check_skip(skip_samples, total)
+    if global_batch < 1:
+        raise ConfigError(f"global_batch = {global_batch} must be positive")
+    return (total - skip_samples) // global_batch

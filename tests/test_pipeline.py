@@ -1,0 +1,196 @@
+"""Input pipeline: the sample stream depends on (paths, seed) only; resume, mirroring, groups, eval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from shogi_dnn import features, pipeline, shards
+from shogi_dnn.errors import ConfigError, ShardFormatError
+from tests.shardgen import make_dataset, split_paths
+
+TRAIN_SIZES = [300, 200, 250]        # 750 rows, chunks of 64 rows: 13 chunks across 3 shards
+TOTAL = sum(TRAIN_SIZES)
+BUFFER = 128                         # two chunks per shuffle buffer
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> shards.Manifest:
+    return make_dataset(tmp_path_factory.mktemp("shards"), train=TRAIN_SIZES, validation=[130], chunk_rows=64)
+
+
+@pytest.fixture(scope="module")
+def paths(dataset: shards.Manifest) -> list:
+    return split_paths(dataset, "train")
+
+
+def _concat(blocks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {key: np.concatenate([b[key] for b in blocks]) if blocks else np.zeros(0) for key in pipeline.KEYS}
+
+
+def _stream(paths, seed=1, mirror=False, skip=0) -> dict[str, np.ndarray]:
+    return _concat(list(pipeline.iter_stream(paths, seed=seed, shuffle_buffer=BUFFER, mirror=mirror,
+                                             skip_samples=skip)))
+
+
+def _collect(dataset: tf.data.Dataset) -> dict[str, np.ndarray]:
+    return _concat(list(dataset.as_numpy_iterator()))
+
+
+def _train(paths, batch, seed=1, mirror=False, skip=0, **kwargs) -> tf.data.Dataset:
+    return pipeline.make_train_dataset(paths, global_batch=batch, seed=seed, shuffle_buffer=BUFFER,
+                                       mirror=mirror, skip_samples=skip, **kwargs)
+
+
+def _originals(dataset: shards.Manifest) -> dict[str, np.ndarray]:
+    data = [shards.read_positions(p).arrays for p in split_paths(dataset, "train")]
+    return {key: np.concatenate([d[key] for d in data]) for key in pipeline.KEYS}
+
+
+def test_every_row_exactly_once_per_pass_and_shuffled(paths):
+    stream = _stream(paths)
+    assert len(stream["ply"]) == TOTAL
+    np.testing.assert_array_equal(np.sort(stream["ply"]), np.arange(TOTAL))
+    # Shuffled across shards: the first buffer already mixes rows of different chunks, out of order.
+    assert not np.array_equal(stream["ply"], np.arange(TOTAL))
+    first = stream["ply"][:BUFFER]
+    assert np.ptp(first) > 64 and not np.all(np.diff(first) > 0)
+
+
+def test_rows_arrive_intact(dataset, paths):
+    original = _originals(dataset)
+    stream = _stream(paths)
+    for key in pipeline.KEYS:
+        np.testing.assert_array_equal(stream[key], original[key][stream["ply"]])
+
+
+def test_same_seed_same_stream_other_seed_other_stream(paths):
+    a, b, c = _stream(paths, seed=5), _stream(paths, seed=5), _stream(paths, seed=6)
+    np.testing.assert_array_equal(a["ply"], b["ply"])
+    assert not np.array_equal(a["ply"], c["ply"])
+
+
+@pytest.mark.parametrize("batch", [1, 16, 50, 128])
+def test_batches_follow_the_stream_whatever_the_batch(paths, batch):
+    stream = _stream(paths)
+    got = _collect(_train(paths, batch))
+    full = TOTAL - TOTAL % batch            # drop_remainder
+    assert len(got["ply"]) == full == pipeline.count_batches(paths, batch) * batch
+    for key in pipeline.KEYS:
+        np.testing.assert_array_equal(got[key], stream[key][:full])
+
+
+def test_element_spec(paths):
+    spec = _train(paths, 32).element_spec
+    assert spec["board"].shape == (32, 81) and spec["board"].dtype == tf.uint8
+    assert spec["hands"].shape == (32, features.HAND_SIZE) and spec["hands"].dtype == tf.uint8
+    assert spec["win"].shape == (32,) and spec["win"].dtype == tf.float32
+    assert spec["ply"].shape == (32,) and spec["ply"].dtype == tf.int16
+
+
+@pytest.mark.parametrize("skip", [0, 1, 37, 64, 128, 300, 749, 750])
+def test_skip_samples_gives_exactly_the_suffix(paths, skip):
+    stream = _stream(paths)
+    np.testing.assert_array_equal(_stream(paths, skip=skip)["ply"], stream["ply"][skip:])
+    batch = 25
+    got = _collect(_train(paths, batch, skip=skip))
+    expected = stream["ply"][skip:][:(TOTAL - skip) // batch * batch]
+    np.testing.assert_array_equal(got["ply"], expected)
+    assert pipeline.count_batches(paths, batch, skip) == (TOTAL - skip) // batch
+
+
+def test_resume_with_another_batch_continues_the_stream(paths):
+    """Resuming after 3 batches of 40 with batches of 30 (say, fewer GPUs) sees the same sample order."""
+    stream = _stream(paths)
+    first = _collect(_train(paths, 40).take(3))["ply"]
+    rest = _collect(_train(paths, 30, skip=120))["ply"]
+    np.testing.assert_array_equal(np.concatenate([first, rest]), stream["ply"][:120 + len(rest)])
+
+
+def test_skip_out_of_range_is_a_config_error(paths):
+    with pytest.raises(ConfigError, match="skip_samples = 751"):
+        _train(paths, 10, skip=TOTAL + 1)
+    with pytest.raises(ConfigError, match="global_batch"):
+        _train(paths, 0)
+
+
+def test_mirror_is_deterministic_and_correct(dataset, paths):
+    original = _originals(dataset)
+    plain, a, b = _stream(paths), _stream(paths, mirror=True), _stream(paths, mirror=True)
+    for key in pipeline.KEYS:
+        np.testing.assert_array_equal(a[key], b[key])
+    np.testing.assert_array_equal(a["ply"], plain["ply"])     # mirroring does not change the order
+    board = original["board"][a["ply"]]
+    mirrored = features.mirror_board(board)
+    flipped = np.all(a["board"] == mirrored, axis=1) & ~np.all(a["board"] == board, axis=1)
+    kept = np.all(a["board"] == board, axis=1)
+    assert np.all(flipped | kept)
+    assert 0.35 * TOTAL < flipped.sum() < 0.65 * TOTAL
+    np.testing.assert_array_equal(a["hands"], original["hands"][a["ply"]])
+    np.testing.assert_array_equal(a["win"], original["win"][a["ply"]])
+    # After a resume the same boards are mirrored.
+    np.testing.assert_array_equal(_stream(paths, mirror=True, skip=100)["board"], a["board"][100:])
+
+
+def _mirrored(n: int) -> tf.distribute.MirroredStrategy:
+    return tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")[:n]])
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_towers_see_the_same_stream_as_one_device(paths, replicas):
+    if len(tf.config.list_logical_devices("CPU")) < replicas:
+        pytest.skip("needs the logical CPUs of tests/conftest.py")
+    strategy, batch = _mirrored(replicas), 40
+    expected = _stream(paths)["ply"][:TOTAL // batch * batch].reshape(-1, batch)
+    by_rebatch = strategy.experimental_distribute_dataset(_train(paths, batch))
+    by_context = strategy.distribute_datasets_from_function(
+        lambda ctx: _train(paths, batch, input_context=ctx))
+    for distributed in (by_rebatch, by_context):
+        steps = [np.concatenate([t.numpy() for t in strategy.experimental_local_results(x["ply"])])
+                 for x in distributed]
+        np.testing.assert_array_equal(np.stack(steps), expected)
+
+
+def test_input_context_gives_each_worker_its_slice(paths):
+    """Two workers with two towers each: worker w gets rows [20w, 20w + 20) of each global batch of 40."""
+    stream = _stream(paths)["ply"]
+    for worker in (0, 1):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker, num_replicas_in_sync=4)
+        got = _collect(_train(paths, 40, input_context=ctx))["ply"].reshape(-1, 20)
+        np.testing.assert_array_equal(got, stream[:TOTAL // 40 * 40].reshape(-1, 40)[:, 20 * worker:20 * worker + 20])
+
+
+def test_eval_dataset_keeps_every_row_in_order(dataset):
+    paths = split_paths(dataset, "validation")
+    batches = list(pipeline.make_eval_dataset(paths, global_batch=64).as_numpy_iterator())
+    assert [len(b["ply"]) for b in batches] == [64, 64, 2]
+    np.testing.assert_array_equal(np.concatenate([b["ply"] for b in batches]), np.arange(130))
+    capped = list(pipeline.make_eval_dataset(paths, global_batch=64, max_positions=100).as_numpy_iterator())
+    assert [len(b["ply"]) for b in capped] == [64, 36]
+
+
+def test_split_groups_contiguous_balanced():
+    infos = [shards.ShardInfo(f"s{i}.h5", "train", n, 1, "") for i, n in enumerate([100, 100, 100, 100, 50, 50])]
+    groups = pipeline.split_groups(infos, 3)
+    assert [s.path for g in groups for s in g] == [s.path for s in infos]
+    assert [sum(s.positions for s in g) for g in groups] == [200, 100, 200]  # cuts nearest 166 and 333
+    assert [len(g) for g in pipeline.split_groups(infos, 6)] == [1] * 6
+    assert len(pipeline.split_groups(infos, 1)[0]) == 6
+    with pytest.raises(ConfigError, match="num_groups = 7"):
+        pipeline.split_groups(infos, 7)
+
+
+def test_group_order_is_a_seeded_permutation_per_epoch():
+    orders = [pipeline.group_order(3, epoch, 8) for epoch in range(4)]
+    assert all(sorted(o) == list(range(8)) for o in orders)
+    assert orders[0] == pipeline.group_order(3, 0, 8)
+    assert len({tuple(o) for o in orders}) > 1
+    assert pipeline.stage_seed(1, 0, 0) != pipeline.stage_seed(1, 0, 1) != pipeline.stage_seed(1, 1, 1)
+
+
+def test_corrupt_shard_names_the_file(tmp_path):
+    bad = tmp_path / "train-00000.h5"
+    bad.write_bytes(b"not hdf5")
+    with pytest.raises(ShardFormatError, match="train-00000.h5"):
+        _train([bad], 10)
