@@ -1,0 +1,229 @@
+"""`shogi-dnn bench scaling`: positions/s of the real training step for each per-GPU batch and device
+count, and the fitted throughput model time = B / v0 + t for each device count (shogi_dnn.scaling).
+
+    shogi-dnn bench scaling --config train/cpu-smoke.toml [--batch-sizes 8,16,32,64,128]
+                            [--devices 1,2,4] [--steps 10] [--warmup 3] [--out scaling.json]
+
+With GPUs present it measures the first N GPUs; without, it splits the CPU into max(--devices) logical
+devices (before TensorFlow initialises) and measures subsets of them, so a laptop can rehearse the
+sweep. Each point times `--steps` optimizer steps of towers.make_train_step on one synthetic in-memory
+batch (the step and the all-reduce, not the input pipeline: `bench train` measures that), after
+`--warmup` untimed steps (tracing, allocation). Writes FILE.json (per device count: points, v0, t, fit
+quality, b90; speed-up and efficiency over one device), FILE.png (points and fitted curves) and prints a
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shogi_dnn import scaling
+from shogi_dnn.config import Config, load_config
+from shogi_dnn.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCHES = (8, 16, 32, 64, 128)
+DEFAULT_DEVICES = (1, 2, 4)
+SCHEMA = "shogi-dnn/bench-scaling/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One measurement: `steps` optimizer steps of `devices` towers on per_replica_batch each."""
+
+    devices: int
+    per_replica_batch: int
+    steps: int
+    seconds: float
+
+    @property
+    def global_batch(self) -> int:
+        return self.devices * self.per_replica_batch
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.seconds / self.steps
+
+    @property
+    def positions_per_s(self) -> float:
+        return self.global_batch / self.seconds_per_step
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"per_replica_batch": self.per_replica_batch, "global_batch": self.global_batch,
+                "steps": self.steps, "seconds_per_step": self.seconds_per_step,
+                "positions_per_s": self.positions_per_s}
+
+
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(item) for item in text.split(",") if item.strip())
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {text!r}: expected comma-separated integers, e.g. 8,16,32") from exc
+    if not values or any(v <= 0 for v in values):
+        raise ConfigError(f"{flag} {text!r}: expected positive integers")
+    return tuple(sorted(set(values)))
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="shogi-dnn bench scaling", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="training preset (model and optimizer), e.g. "
+                        "train/cpu-smoke.toml")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCHES)),
+                        help="per-GPU batches to measure (default %(default)s)")
+    parser.add_argument("--devices", default=",".join(map(str, DEFAULT_DEVICES)),
+                        help="device counts to measure (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per point (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default %(default)s)")
+    parser.add_argument("--out", default="scaling.json", help="JSON output; the plot goes beside it as .png")
+    args = parser.parse_args(list(argv))
+    args.batch_sizes = _int_list(args.batch_sizes, "--batch-sizes")
+    args.devices = _int_list(args.devices, "--devices")
+    if len(args.batch_sizes) < 2:
+        raise ConfigError("--batch-sizes: need at least 2 batch sizes to fit v0 and t")
+    if args.steps < 1 or args.warmup < 0:
+        raise ConfigError("--steps must be >= 1 and --warmup >= 0")
+    return args
+
+
+def build_report(points: Sequence[Point], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON document: per device count its points and fit; speed-up/efficiency over one device.
+
+    Raises:
+        ConfigError: a device count has fewer than 2 batch sizes or unusable timings.
+    """
+    counts = sorted({p.devices for p in points})
+    fits, entries = {}, []
+    for n in counts:
+        own = [p for p in points if p.devices == n]
+        fit = scaling.fit_throughput([p.global_batch for p in own], [p.seconds_per_step for p in own], n)
+        fits[n] = fit
+        entries.append({**fit.to_dict(), "points": [p.to_dict() for p in own]})
+    gains = []
+    if 1 in fits:
+        for n in counts[1:]:
+            at_b90 = scaling.scaling(fits[1], fits[n])
+            measured = _measured_speedups(points, n)
+            gains.append({**at_b90.to_dict(), "measured": measured})
+    return {"schema": SCHEMA, **meta, "fits": entries, "scaling": gains}
+
+
+def _measured_speedups(points: Sequence[Point], n: int) -> list[dict[str, float]]:
+    """Speed-up of n devices over one at each per-replica batch measured on both."""
+    one = {p.per_replica_batch: p.positions_per_s for p in points if p.devices == 1}
+    out = []
+    for p in points:
+        if p.devices == n and p.per_replica_batch in one:
+            speedup = p.positions_per_s / one[p.per_replica_batch]
+            out.append({"per_replica_batch": p.per_replica_batch, "speedup": speedup, "efficiency": speedup / n})
+    return out
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """Console table: measured positions/s per batch and device count, then the fits and scaling."""
+    batches = sorted({pt["per_replica_batch"] for f in report["fits"] for pt in f["points"]})
+    lines = ["positions/s by per-GPU batch (rows) and device count (columns)",
+             f"{'batch':>7} " + " ".join(f"{str(f['devices']) + ' dev':>10}" for f in report["fits"])]
+    for b in batches:
+        cells = []
+        for f in report["fits"]:
+            match = [pt["positions_per_s"] for pt in f["points"] if pt["per_replica_batch"] == b]
+            cells.append(f"{match[0]:>10.0f}" if match else f"{'-':>10}")
+        lines.append(f"{b:>7} " + " ".join(cells))
+    lines.append("")
+    lines.append(f"{'devices':>7} {'v0 pos/s':>10} {'t s/step':>9} {'R^2':>7} {'rel.rms':>8} {'b90/GPU':>8}")
+    for f in report["fits"]:
+        r2 = f"{f['r2']:.4f}" if f["r2"] is not None else "-"
+        lines.append(f"{f['devices']:>7} {f['v0']:>10.0f} {f['t']:>9.4f} {r2:>7} {f['rel_rms']:>8.3f} "
+                     f"{f['per_replica_b90']:>8.0f}")
+    for g in report["scaling"]:
+        lines.append(f"{g['devices']} devices over 1 at per-GPU batch {g['per_replica_batch']:.0f} (their b90): "
+                     f"speed-up {g['speedup']:.2f}, efficiency {100 * g['efficiency']:.0f}%")
+    return "\n".join(lines)
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> None:
+    """Atomic write (temp file + os.replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as tmp:
+        json.dump(report, tmp, indent=2)
+        tmp.write("\n")
+    os.replace(tmp.name, path)
+
+
+def write_plot(report: Mapping[str, Any], path: Path) -> None:
+    """PNG: measured positions/s against the global batch, with each device count's fitted curve."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, entry in enumerate(report["fits"]):
+        color = f"C{index}"
+        x = np.array([pt["global_batch"] for pt in entry["points"]], dtype=np.float64)
+        y = np.array([pt["positions_per_s"] for pt in entry["points"]])
+        fit = scaling.ThroughputFit(devices=entry["devices"], v0=entry["v0"], t=entry["t"])
+        grid = np.geomspace(x.min() / 2, max(x.max() * 2, fit.b90 * 1.5), 200)
+        ax.plot(x, y, "o", color=color, label=f"{fit.devices} device(s) measured")
+        ax.plot(grid, fit.throughput(grid), "-", color=color,
+                label=f"fit v0={fit.v0:.0f}/s, t={1000 * fit.t:.1f} ms")
+        ax.axhline(fit.v0, color=color, linestyle=":", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("global batch (positions per step)")
+    ax.set_ylabel("positions / s")
+    ax.set_title("throughput v = B / (B / v0 + t)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+# --- measurement (TensorFlow from here on; imported lazily so --help and the report stay light) ---
+
+def prepare_devices(max_devices: int) -> list[str]:
+    """The devices to measure on: the first GPUs if any, else max_devices logical CPUs split now.
+
+    Must run before TensorFlow initialises (before any model or strategy is built).
+
+    Raises:
+        RunError: fewer GPUs than max_devices, or the CPU cannot be split any more.
+    """
+    import tensorflow as tf
+
+    from shogi_dnn import towers
+    from shogi_dnn.errors import RunError
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        if len(gpus) < max_devices:
+            raise RunError(f"--devices asks for {max_devices} devices but {len(gpus)} GPU(s) are visible")
+        return [f"/gpu:{i}" for i in range(max_devices)]
+    towers.make_strategy(simulate_devices=max_devices)      # splits the CPU while TF is uninitialised
+    return [f"/cpu:{i}" for i in range(max_devices)]
+
+
+def synthetic_batch(global_batch: int, seed: int) -> dict[str, np.ndarray]:
+    """One in-memory batch shaped like the pipeline's: board [B,81] u8, hands [B,14] u8, win [B] f32,
+    ply [B] i16."""
+    from shogi_dnn import shards
+    from shogi_dnn.bench.synthetic import random_positions
+
+    rows = random_positions(global_batch, np.random.default_rng(seed))
+    return {"board": rows[shards.KEY_BOARD], "hands": rows[shards.KEY_HANDS],
+            "win": rows[shards.KEY_WIN].astype(np.float32), "ply": rows[shards.KEY_PLY]}

@@ -1,0 +1,78 @@
+"""`shogi-dnn bench scaling`: report, JSON, plot and table from points; argument errors; a tiny real sweep."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shogi_dnn import scaling
+from shogi_dnn.bench import scaling as bench
+from shogi_dnn.errors import ConfigError
+
+MODEL = {1: (258.0, 0.054), 2: (514.0, 0.15), 4: (900.0, 0.3)}
+
+
+def model_points(batches=(8, 16, 32, 64, 128), steps: int = 10) -> list[bench.Point]:
+    """Points timed exactly as the published-style model predicts (10 steps each)."""
+    points = []
+    for n, (v0, t) in MODEL.items():
+        for b in batches:
+            points.append(bench.Point(devices=n, per_replica_batch=b, steps=steps,
+                                      seconds=steps * (n * b / v0 + t)))
+    return points
+
+
+def test_report_fits_every_device_count_and_scaling() -> None:
+    report = bench.build_report(model_points(), {"config": "x.toml"})
+    assert report["schema"] == bench.SCHEMA and report["config"] == "x.toml"
+    fits = {f["devices"]: f for f in report["fits"]}
+    for n, (v0, t) in MODEL.items():
+        assert fits[n]["v0"] == pytest.approx(v0) and fits[n]["t"] == pytest.approx(t, abs=1e-9)
+        assert fits[n]["b90"] == pytest.approx(9 * v0 * t) and len(fits[n]["points"]) == 5
+        assert fits[n]["r2"] == pytest.approx(1.0)
+    gains = {g["devices"]: g for g in report["scaling"]}
+    assert sorted(gains) == [2, 4]
+    expected = scaling.scaling(scaling.ThroughputFit(1, 258.0, 0.054), scaling.ThroughputFit(2, 514.0, 0.15))
+    assert gains[2]["efficiency"] == pytest.approx(expected.efficiency)
+    measured = {m["per_replica_batch"]: m for m in gains[4]["measured"]}
+    v1, v4 = 64 / (64 / 258 + 0.054), 256 / (256 / 900 + 0.3)
+    assert measured[64]["speedup"] == pytest.approx(v4 / v1)
+    assert measured[64]["efficiency"] == pytest.approx(v4 / v1 / 4)
+
+
+def test_json_plot_and_table(tmp_path) -> None:
+    report = bench.build_report(model_points(), {})
+    out = tmp_path / "sub" / "scaling.json"
+    bench.write_json(report, out)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(report))
+    assert scaling.load_fits(out)[2].v0 == pytest.approx(514.0)          # the trainer can read it back
+    png = out.with_suffix(".png")
+    bench.write_plot(report, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert sorted(p.name for p in out.parent.iterdir()) == ["scaling.json", "scaling.png"]   # no temp left
+    table = bench.format_table(report)
+    assert "2 devices over 1 at per-GPU batch 347 (their b90)" in table
+    row64 = next(line for line in table.splitlines() if line.split()[:1] == ["64"])
+    assert row64.split()[1] == f"{64 / (64 / 258 + 0.054):.0f}"
+
+
+def test_one_batch_size_per_device_count_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="2 device\\(s\\): need at least 2 distinct batch sizes"):
+        bench.build_report([p for p in model_points() if p.devices != 2 or p.per_replica_batch == 8], {})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--config", "c.toml", "--batch-sizes", "8,x"], "expected comma-separated integers"),
+    (["--config", "c.toml", "--batch-sizes", "8"], "need at least 2 batch sizes"),
+    (["--config", "c.toml", "--devices", "0,2"], "expected positive integers"),
+    (["--config", "c.toml", "--steps", "0"], "--steps must be >= 1"),
+])
+def test_bad_arguments(argv, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        bench.parse_args(argv)
+
+
+def test_arguments_sorted_and_deduplicated() -> None:
+    args = bench.parse_args(["--config", "c.toml", "--batch-sizes", "32,8,8,16", "--devices", "2,1"])
+    assert args.batch_sizes == (8, 16, 32) and args.devices == (1, 2)
