@@ -1,0 +1,695 @@
+"""CSA records (V2, V2.1, V2.2 and V3.0) -> GameRecord, and GameRecord -> CSA V2.2 (`format_csa`).
+
+Covered: `N+`/`N-` names, `$EVENT` (other `$` keys are read and ignored), start positions given by
+`PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells), `P+`/`P-`
+piece lines including `00AL`, the `+`/`-` side to move, `'` comments (floodgate's `'black_rate:`,
+`'white_rate:` and `'summary:`), `T` time lines (V3.0 fractions too), several statements on one line
+separated by commas, several games in one file separated by a `/` line, every `%` special move, and
+Shogi Wars' non-standard endings (`SENTE_WIN_TORYO`, `GOTE_WIN_TIMEOUT`, `DRAW_SENNICHI`, ...).
+
+Results: the `%` ending decides; a floodgate `'summary:` line is used only when there is none.
+Every move is replayed with `shogi_dnn.rules` and checked legal; a bad game is yielded as a
+KifuError (file, line, ply) and parsing continues with the next game of the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+
+from shogi_dnn import rules
+from shogi_dnn.errors import KifuError
+from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
+
+# CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
+CSA_PIECES = ("FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY")
+PIECE_TYPE = {name: index + 1 for index, name in enumerate(CSA_PIECES)}
+PROMOTED = {1: 9, 2: 10, 3: 11, 4: 12, 6: 13, 7: 14}      # piece type -> promoted piece type
+UNPROMOTED = {v: k for k, v in PROMOTED.items()}
+SFEN_LETTERS = "PLNSGBRK"                                  # python-shogi types 1..8
+PIECE_TOTALS = {1: 18, 2: 4, 3: 4, 4: 4, 5: 4, 6: 2, 7: 2, 8: 2}
+USI_DROP_LETTER = {t: SFEN_LETTERS[t - 1] for t in rules.HAND_PIECE_TYPES}
+
+# Handicap boards (SFEN board field; the giver, White, moves first) by their 手合割 name, as KIF uses.
+HANDICAP_BOARDS = {
+    "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "香落ち",
+    "1nsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "右香落ち",
+    "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "角落ち",
+    "lnsgkgsnl/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "飛車落ち",
+    "lnsgkgsn1/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "飛香落ち",
+    "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "二枚落ち",
+    "lnsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "三枚落ち",
+    "1nsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "四枚落ち",
+    "2sgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "五枚落ち",
+    "1nsgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "左五枚落ち",
+    "2sgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "六枚落ち",
+    "3gkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "八枚落ち",
+    "4k4/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "十枚落ち",
+}
+
+
+class Loser:
+    """Who loses, relative to the side to move when the special move is recorded."""
+
+    SIDE_TO_MOVE = "side_to_move"
+    LAST_MOVER = "last_mover"
+    BLACK = "black"
+    WHITE = "white"
+    NOBODY = "nobody"            # a draw
+    UNKNOWN = "unknown"          # no result (interrupted)
+    CHECKING_SIDE = "checking"   # perpetual check: decided from the final position
+
+
+# `%` special moves: token -> (ending, who loses). CSA V2.2 section 4 and V3.0.
+SPECIAL_MOVES: dict[str, tuple[Ending, str]] = {
+    "%TORYO": (Ending.RESIGN, Loser.SIDE_TO_MOVE),
+    "%TSUMI": (Ending.CHECKMATE, Loser.SIDE_TO_MOVE),          # the side that gave mate won
+    "%SENNICHITE": (Ending.SENNICHITE, Loser.NOBODY),
+    "%OUTE_SENNICHITE": (Ending.OUTE_SENNICHITE, Loser.CHECKING_SIDE),
+    "%KACHI": (Ending.ENTERING_KING, Loser.LAST_MOVER),        # side to move declares and wins
+    "%JISHOGI": (Ending.JISHOGI, Loser.NOBODY),
+    "%HIKIWAKE": (Ending.DRAW, Loser.NOBODY),
+    "%MAX_MOVES": (Ending.MAX_MOVES, Loser.NOBODY),
+    "%TIME_UP": (Ending.TIME_UP, Loser.SIDE_TO_MOVE),
+    "%ILLEGAL_MOVE": (Ending.ILLEGAL_MOVE, Loser.SIDE_TO_MOVE),
+    "%+ILLEGAL_ACTION": (Ending.ILLEGAL_MOVE, Loser.BLACK),
+    "%-ILLEGAL_ACTION": (Ending.ILLEGAL_MOVE, Loser.WHITE),
+    "%CHUDAN": (Ending.INTERRUPTED, Loser.UNKNOWN),
+    "%MATTA": (Ending.MATTA, Loser.UNKNOWN),
+    "%ERROR": (Ending.INTERRUPTED, Loser.UNKNOWN),
+    "%FUZUMI": (Ending.INTERRUPTED, Loser.UNKNOWN),            # tsume problems: "no mate"
+}
+ILLEGAL_ENDINGS = ("%ILLEGAL_MOVE", "%+ILLEGAL_ACTION", "%-ILLEGAL_ACTION")
+
+# Shogi Wars exports end with `<SENTE|GOTE>_WIN_<KIND>` or `DRAW_<KIND>` (sometimes with a `%`).
+WARS_ENDING = re.compile(r"^%?(SENTE_WIN|GOTE_WIN|DRAW)_([A-Z_]+)$")
+WARS_KINDS = {
+    "TORYO": Ending.RESIGN,
+    "CHECKMATE": Ending.CHECKMATE,
+    "TIMEOUT": Ending.TIME_UP,
+    "DISCONNECT": Ending.TIME_UP,          # the loser's connection dropped: lost on time
+    "ENTERINGKING": Ending.ENTERING_KING,
+    "TRY": Ending.ENTERING_KING,           # try rule: the king reached the opponent's king square
+    "OUTE_SENNICHI": Ending.OUTE_SENNICHITE,
+    "SENNICHI": Ending.SENNICHITE,
+    "PLY_LIMIT": Ending.MAX_MOVES,
+    "INVALID": Ending.DRAW,
+    "PLAYER_DISCONNECT": Ending.DRAW,
+    "TIMEOUT_DRAW": Ending.DRAW,
+}
+
+# floodgate `'summary:<kind>:<black> <win|lose|draw>:<white> <win|lose|draw>` kinds.
+SUMMARY_KINDS = {
+    "toryo": Ending.RESIGN,
+    "tsumi": Ending.CHECKMATE,
+    "time up": Ending.TIME_UP,
+    "illegal move": Ending.ILLEGAL_MOVE,
+    "uchifuzume": Ending.ILLEGAL_MOVE,
+    "oute_kaihimore": Ending.ILLEGAL_MOVE,
+    "sennichite": Ending.SENNICHITE,
+    "oute_sennichite": Ending.OUTE_SENNICHITE,
+    "kachi": Ending.ENTERING_KING,
+    "max_moves": Ending.MAX_MOVES,
+    "jishogi": Ending.JISHOGI,
+}
+
+_MOVE = re.compile(r"^[+-](\d)(\d)(\d)(\d)([A-Z]{2})$")
+_TIME = re.compile(r"^T\d*(\.\d*)?$")
+_WARS_TIME = re.compile(r"^L\d+$")
+_TOKEN_SPLIT = re.compile(r"[,\s]+")
+
+
+@dataclasses.dataclass
+class _Game:
+    """What one game's lines said, before the position is built and the moves replayed."""
+
+    start_line: int
+    black: str = ""
+    white: str = ""
+    event: str = ""
+    black_rating: float | None = None
+    white_rating: float | None = None
+    pi: tuple[int, str] | None = None                       # (line, removed pieces after "PI")
+    rows: dict[int, tuple[int, str]] = dataclasses.field(default_factory=dict)   # rank -> (line, text)
+    piece_lines: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)  # (line, colour, text)
+    turn: int | None = None
+    moves: list[tuple[int, str]] = dataclasses.field(default_factory=list)     # (line, token)
+    ending: tuple[int, str] | None = None
+    summary: str = ""
+    pending: str = ""                                        # header whose value is on the next line
+    has_content: bool = False                                # anything beyond comments and a version
+    error: KifuError | None = None
+
+
+def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
+    """Yield each game of a CSA file: a GameRecord, or a KifuError for a game that cannot be read.
+
+    Args:
+        text: the decoded file (see shogi_dnn.kifu.text.decode_record); '\\n' or '\\r\\n' line ends.
+        path: file name used in records and errors.
+
+    Never raises on bad input: a bad game becomes a yielded KifuError naming the file, line and
+    (for a move) ply, and parsing goes on with the next game after the `/` separator.
+    """
+    game: _Game | None = None
+    found = 0
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if game is not None and (line == "/" or _starts_new_game(game, line)):
+            if game.has_content or game.error is not None:
+                found += 1
+                yield _finish(game, path)
+            game = None
+        if line == "/":
+            continue
+        if game is None:
+            game = _Game(start_line=number)
+        if game.error is None:
+            try:
+                _read_line(game, line, number, path)
+            except KifuError as exc:
+                game.error = exc
+    if game is not None and (game.has_content or game.error is not None):
+        found += 1
+        yield _finish(game, path)
+    if not found:
+        yield KifuError(path, 1, "no CSA game in the file (only comments or blank lines)")
+
+
+def _starts_new_game(game: _Game, line: str) -> bool:
+    """A version or black-name line after moves starts the next game even without a `/` line."""
+    return (bool(game.moves) or game.ending is not None) and line.startswith(("V1", "V2", "V3", "N+"))
+
+
+def _finish(game: _Game, path: str) -> GameRecord | KifuError:
+    if game.error is not None:
+        return game.error
+    try:
+        return _build_record(game, path)
+    except KifuError as exc:
+        return exc
+
+
+def _read_line(game: _Game, line: str, number: int, path: str) -> None:
+    """Record what one (stripped, non-empty) line says into `game`; raise KifuError if it is bad."""
+    head = line[0]
+    if head == "'":
+        _read_comment(game, line[1:])
+        return
+    if head == "V" and line[1:2].isdigit():
+        return
+    game.has_content = True
+    pending, game.pending = game.pending, ""
+    if head in "+-%T" or WARS_ENDING.match(line):
+        # Statements are separated by commas (Shogi Wars: tabs); a `'` starts a trailing comment.
+        for token in _TOKEN_SPLIT.split(line.split("'", 1)[0]):
+            if token:
+                _read_token(game, token, number, path)
+        return
+    if (game.moves or game.ending is not None) and (head in "$P" or line.startswith(("N+", "N-"))):
+        raise KifuError(path, number, f"header line after the moves: {line[:40]!r}")
+    if line.startswith(("N+", "N-")):
+        _set_header(game, line[:2], line[2:].strip())
+    elif head == "$":
+        key, _, value = line[1:].partition(":")
+        _set_header(game, key, value.strip())
+    elif head == "P":
+        _read_position_line(game, line, number, path)
+    elif pending and not (game.moves or game.ending is not None):   # value on the next line
+        _set_header(game, pending, line)
+    else:
+        raise KifuError(path, number, f"unrecognised line {line[:40]!r}")
+
+
+def _set_header(game: _Game, key: str, value: str) -> None:
+    """Store a name or `$EVENT`; an empty value waits for the next line (game.pending)."""
+    if not value:
+        game.pending = key
+    elif key == "N+":
+        game.black = value
+    elif key == "N-":
+        game.white = value
+    elif key == "EVENT":
+        game.event = value
+
+
+def _read_comment(game: _Game, comment: str) -> None:
+    """floodgate: `'black_rate:name+hash:3500.0`, `'white_rate:...`, `'summary:toryo:a win:b lose`."""
+    for key in ("black_rate:", "white_rate:"):
+        if comment.startswith(key):
+            try:
+                rating = float(comment.rsplit(":", 1)[1])
+            except ValueError:
+                return
+            if key[0] == "b":
+                game.black_rating = rating
+            else:
+                game.white_rating = rating
+            return
+    if comment.startswith("summary:"):
+        game.summary = comment[len("summary:"):]
+
+
+def _read_position_line(game: _Game, line: str, number: int, path: str) -> None:
+    kind = line[1]
+    if kind == "I":
+        game.pi = (number, line[2:].strip())
+    elif kind in "123456789":
+        game.rows[int(kind)] = (number, line[2:])
+    elif kind in "+-":
+        game.piece_lines.append((number, rules.BLACK if kind == "+" else rules.WHITE, line[2:].strip()))
+    else:
+        raise KifuError(path, number, f"unrecognised position line {line[:40]!r}")
+
+
+def _read_token(game: _Game, token: str, number: int, path: str) -> None:
+    """One statement of a move line: a move, a side to move, a time, or an ending."""
+    if token in ("+", "-"):
+        if game.moves or game.ending is not None:
+            raise KifuError(path, number, f"side-to-move line {token!r} after the moves")
+        game.turn = rules.BLACK if token == "+" else rules.WHITE
+    elif _TIME.match(token) or _WARS_TIME.match(token):
+        return
+    elif token[0] == "%" and token in SPECIAL_MOVES or WARS_ENDING.match(token):
+        if game.ending is None:                 # a second ending (e.g. %TORYO then %CHUDAN) is ignored
+            game.ending = (number, token)
+    elif token[0] in "+-" and len(token) == 7:
+        if game.ending is not None:
+            raise KifuError(path, number, f"move {token} after the end of the game ({game.ending[1]})")
+        game.moves.append((number, token))
+    else:
+        raise KifuError(path, number, f"unrecognised statement {token[:40]!r}")
+
+
+# --- start position -------------------------------------------------------------------------------
+
+def _standard_codes() -> list[int]:
+    return rules.new_position(STANDARD_START_SFEN).piece_codes()
+
+
+STANDARD_CODES = _standard_codes()
+
+
+def _start_position(game: _Game, path: str) -> tuple[str, str]:
+    """(start SFEN, handicap name) from the PI / P1..P9 / P+ P- lines and the side to move."""
+    if game.pi is not None and game.rows:
+        raise KifuError(path, game.pi[0], "both PI and P1..P9 give the start position")
+    if game.rows:
+        board = _board_from_rows(game, path)
+    elif game.pi is not None or not game.piece_lines:
+        board = _board_from_pi(game.pi, path)
+    else:
+        board = [0] * rules.NUM_SQUARES          # only P+/P- lines: pieces placed one by one
+    hands = [[0] * 9, [0] * 9]                   # [colour][piece type 1..8]
+    _apply_piece_lines(game, board, hands, path)
+    turn = game.turn
+    if turn is None:                              # Shogi Wars and small test files omit the `+` line
+        turn = rules.WHITE if game.moves and game.moves[0][1][0] == "-" else rules.BLACK
+    sfen = _to_sfen(board, hands, turn)
+    board_field = sfen.split(" ", 1)[0]
+    handicap = HANDICAP_BOARDS.get(board_field, "") if not any(map(any, hands)) else ""
+    if game.pi is not None and game.pi[1] and not handicap:
+        handicap = "PI" + game.pi[1]
+    return sfen, handicap
+
+
+def _board_from_rows(game: _Game, path: str) -> list[int]:
+    missing = [rank for rank in range(1, 10) if rank not in game.rows]
+    if missing:
+        raise KifuError(path, min(number for number, _ in game.rows.values()),
+                        f"board rows P{missing[0]} missing")
+    board = [0] * rules.NUM_SQUARES
+    for rank, (number, text) in game.rows.items():
+        board[(rank - 1) * 9:rank * 9] = _parse_row(text, number, path)
+    return board
+
+
+def _parse_row(text: str, number: int, path: str) -> list[int]:
+    """9 piece codes (file 9 first) from a `P1` row; cells are ` * ` or `+FU`, any spacing."""
+    cells: list[int] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char in " \t":
+            i += 1
+        elif char == "*":
+            cells.append(0)
+            i += 1
+        elif char in "+-" and text[i + 1:i + 3] in PIECE_TYPE:
+            cells.append(PIECE_TYPE[text[i + 1:i + 3]] + (rules.NUM_PIECE_TYPES if char == "-" else 0))
+            i += 3
+        else:
+            raise KifuError(path, number, f"bad board cell {text[i:i + 3]!r}")
+    if len(cells) != 9:
+        raise KifuError(path, number, f"board row has {len(cells)} cells, expected 9")
+    return cells
+
+
+def _board_from_pi(pi: tuple[int, str] | None, path: str) -> list[int]:
+    """The even-game board with the pieces listed after `PI` (e.g. `82HI22KA`) removed."""
+    board = list(STANDARD_CODES)
+    if pi is None:
+        return board
+    number, removed = pi
+    if len(removed) % 4:
+        raise KifuError(path, number, f"bad PI piece list {removed!r}")
+    for k in range(0, len(removed), 4):
+        square, name = removed[k:k + 2], removed[k + 2:k + 4]
+        index = _square(square, number, path)
+        code = board[index]
+        if name not in PIECE_TYPE or code == 0 or (code - 1) % rules.NUM_PIECE_TYPES + 1 != PIECE_TYPE[name]:
+            raise KifuError(path, number, f"PI removes {square}{name} but that square does not hold it")
+        board[index] = 0
+    return board
+
+
+def _square(text: str, number: int, path: str) -> int:
+    if len(text) != 2 or not text.isdigit() or "0" in text:
+        raise KifuError(path, number, f"bad square {text!r}")
+    return rules.square_index(int(text[0]), int(text[1]))
+
+
+def _apply_piece_lines(game: _Game, board: list[int], hands: list[list[int]], path: str) -> None:
+    """`P+63TO00KI` places pieces and fills hands; `P-00AL` gives that side every piece left over."""
+    all_to: int | None = None
+    for number, colour, text in game.piece_lines:
+        if len(text) % 4:
+            raise KifuError(path, number, f"bad piece list {text!r}")
+        for k in range(0, len(text), 4):
+            square, name = text[k:k + 2], text[k + 2:k + 4]
+            if square == "00" and name == "AL":
+                all_to = colour
+                continue
+            piece = PIECE_TYPE.get(name)
+            if piece is None:
+                raise KifuError(path, number, f"unknown piece {name!r}")
+            if square == "00":
+                if piece not in rules.HAND_PIECE_TYPES:
+                    raise KifuError(path, number, f"{name} cannot be held in hand")
+                hands[colour][piece] += 1
+            else:
+                board[_square(square, number, path)] = piece + rules.NUM_PIECE_TYPES * colour
+    used = _piece_counts(board, hands)
+    for piece, total in PIECE_TOTALS.items():
+        if used[piece] > total:
+            line = game.piece_lines[0][0] if game.piece_lines else game.start_line
+            raise KifuError(path, line, f"too many {CSA_PIECES[piece - 1]} pieces ({used[piece]} > {total})")
+        if all_to is not None and piece != 8:
+            hands[all_to][piece] += total - used[piece]
+
+
+def _piece_counts(board: list[int], hands: list[list[int]]) -> dict[int, int]:
+    counts = {piece: hands[0][piece] + hands[1][piece] for piece in PIECE_TOTALS}
+    for code in board:
+        if code:
+            piece = (code - 1) % rules.NUM_PIECE_TYPES + 1
+            counts[UNPROMOTED.get(piece, piece)] += 1
+    return counts
+
+
+def _to_sfen(board: list[int], hands: list[list[int]], turn: int) -> str:
+    rows = []
+    for rank in range(9):
+        row, empty = "", 0
+        for code in board[rank * 9:(rank + 1) * 9]:
+            if code == 0:
+                empty += 1
+                continue
+            row += str(empty) if empty else ""
+            empty = 0
+            row += _sfen_letter(code)
+        rows.append(row + (str(empty) if empty else ""))
+    hand = ""
+    for colour in (rules.BLACK, rules.WHITE):
+        for piece in (7, 6, 5, 4, 3, 2, 1):        # R B G S N L P, the usual SFEN order
+            count = hands[colour][piece]
+            letter = SFEN_LETTERS[piece - 1]
+            if count:
+                hand += (str(count) if count > 1 else "") + (letter if colour == rules.BLACK else letter.lower())
+    return f"{'/'.join(rows)} {'b' if turn == rules.BLACK else 'w'} {hand or '-'} 1"
+
+
+def _sfen_letter(code: int) -> str:
+    colour, piece = divmod(code - 1, rules.NUM_PIECE_TYPES)
+    piece += 1
+    letter = ("+" if piece > 8 else "") + SFEN_LETTERS[UNPROMOTED.get(piece, piece) - 1]
+    return letter if colour == rules.BLACK else letter.lower()
+
+
+# --- moves and result ------------------------------------------------------------------------------
+
+def _build_record(game: _Game, path: str) -> GameRecord:
+    start_sfen, handicap = _start_position(game, path)
+    try:
+        position = rules.new_position(start_sfen)
+    except rules.IllegalMoveError as exc:
+        raise KifuError(path, game.start_line, f"bad start position: {exc}") from exc
+    moves = _replay(game, position, path)
+    winner, ending = _result(game, position, path)
+    return GameRecord(
+        start_sfen=start_sfen, moves=tuple(moves), winner=winner, ending=ending,
+        source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
+        black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
+        event=game.event)
+
+
+def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:
+    """Play every move on `position` (legality checked by push_usi); USI moves in order.
+
+    A last move that is illegal and followed by %ILLEGAL_MOVE / %±ILLEGAL_ACTION is the recorded
+    offence, not a broken record: it is dropped, and the ending decides the result.
+    """
+    usi_moves: list[str] = []
+    for ply, (number, token) in enumerate(game.moves, start=1):
+        try:
+            usi = csa_move_to_usi(position, token)
+            position.push_usi(usi)
+        except rules.IllegalMoveError as exc:
+            if ply == len(game.moves) and game.ending is not None and game.ending[1] in ILLEGAL_ENDINGS:
+                break
+            raise KifuError(path, number, f"{token}: {exc}", ply) from exc
+        usi_moves.append(usi)
+    return usi_moves
+
+
+def csa_move_to_usi(position: rules.Position, token: str) -> str:
+    """`+7776FU` -> `7g7f`, `+8822UM` -> `8h2b+`, `-0055KA` -> `B*5e`, read against `position`.
+
+    Raises:
+        rules.IllegalMoveError: malformed, by the side not to move, or naming the wrong piece.
+    """
+    match = _MOVE.match(token)
+    if match is None:
+        raise rules.IllegalMoveError(f"malformed move {token!r}")
+    colour = rules.BLACK if token[0] == "+" else rules.WHITE
+    if colour != position.turn:
+        raise rules.IllegalMoveError("move by the side not to move")
+    from_file, from_rank, to_file, to_rank, name = match.groups()
+    piece = PIECE_TYPE.get(name)
+    if piece is None or to_file == "0" or to_rank == "0":
+        raise rules.IllegalMoveError(f"malformed move {token!r}")
+    to = rules.square_usi(int(to_file), int(to_rank))
+    if from_file == "0" and from_rank == "0":
+        if piece not in USI_DROP_LETTER:
+            raise rules.IllegalMoveError(f"{name} cannot be dropped")
+        return f"{USI_DROP_LETTER[piece]}*{to}"
+    if from_file == "0" or from_rank == "0":
+        raise rules.IllegalMoveError(f"malformed move {token!r}")
+    here = position.piece_type_at(rules.square_index(int(from_file), int(from_rank)))
+    if here is None or here[1] != colour:
+        raise rules.IllegalMoveError(f"no piece of the mover on {from_file}{from_rank}")
+    usi = rules.square_usi(int(from_file), int(from_rank)) + to
+    if here[0] == piece:
+        return usi
+    if PROMOTED.get(here[0]) == piece:
+        return usi + "+"
+    raise rules.IllegalMoveError(f"{from_file}{from_rank} holds {CSA_PIECES[here[0] - 1]}, not {name}")
+
+
+def _result(game: _Game, position: rules.Position, path: str) -> tuple[Winner, Ending]:
+    """Winner and ending: the `%`/Shogi Wars ending first, else a floodgate summary, else none."""
+    if game.ending is None:
+        return _summary_result(game.summary)
+    number, token = game.ending
+    wars = WARS_ENDING.match(token)
+    if wars and token not in SPECIAL_MOVES:
+        return _wars_result(wars, number, path)
+    ending, loser = SPECIAL_MOVES[token]
+    return special_move_winner(loser, position), ending
+
+
+def special_move_winner(loser: str, position: rules.Position) -> Winner:
+    """The winner implied by a special move's `Loser` rule in the position where it is recorded."""
+    to_move = Winner.BLACK if position.turn == rules.BLACK else Winner.WHITE
+    last_mover = Winner.WHITE if to_move is Winner.BLACK else Winner.BLACK
+    if loser == Loser.CHECKING_SIDE:
+        # The repetition ends on a checking move (side to move in check) or on an escape (the side
+        # to move is the one that has been checking).
+        loser = Loser.LAST_MOVER if in_check(position.piece_codes(), position.turn) else Loser.SIDE_TO_MOVE
+    return {
+        Loser.SIDE_TO_MOVE: last_mover,
+        Loser.LAST_MOVER: to_move,
+        Loser.BLACK: Winner.WHITE,
+        Loser.WHITE: Winner.BLACK,
+        Loser.NOBODY: Winner.DRAW,
+        Loser.UNKNOWN: Winner.UNKNOWN,
+    }[loser]
+
+
+def _wars_result(match: re.Match[str], number: int, path: str) -> tuple[Winner, Ending]:
+    side, kind = match.groups()
+    ending = WARS_KINDS.get(kind)
+    if side == "DRAW":
+        return Winner.DRAW, ending or Ending.DRAW
+    if ending is None:
+        raise KifuError(path, number, f"unknown Shogi Wars ending {match.group(0)!r}")
+    return (Winner.BLACK if side == "SENTE_WIN" else Winner.WHITE), ending
+
+
+def _summary_result(summary: str) -> tuple[Winner, Ending]:
+    """floodgate `summary:toryo:black_name win:white_name lose` -> (BLACK, RESIGN); unusable -> none."""
+    parts = summary.split(":")
+    ending = SUMMARY_KINDS.get(parts[0].strip()) if len(parts) >= 3 else None
+    if ending is None:
+        return Winner.UNKNOWN, Ending.NONE
+    outcome = (parts[1].rsplit(" ", 1)[-1].strip(), parts[2].rsplit(" ", 1)[-1].strip())
+    winner = {("win", "lose"): Winner.BLACK, ("lose", "win"): Winner.WHITE,
+              ("draw", "draw"): Winner.DRAW}.get(outcome)
+    return (Winner.UNKNOWN, Ending.NONE) if winner is None else (winner, ending)
+
+
+# Piece moves for the check test: (steps, slides) as (file delta, forward delta); forward is towards
+# the opponent. Files are symmetric, so a step and its mirror are both listed.
+_GOLD_STEPS = ((0, 1), (1, 1), (-1, 1), (1, 0), (-1, 0), (0, -1))
+_DIAGONALS = ((1, 1), (-1, 1), (1, -1), (-1, -1))
+_ORTHOGONALS = ((0, 1), (0, -1), (1, 0), (-1, 0))
+_PIECE_MOVES: dict[int, tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]] = {
+    1: (((0, 1),), ()),
+    2: ((), ((0, 1),)),
+    3: (((1, 2), (-1, 2)), ()),
+    4: (((0, 1), (1, 1), (-1, 1), (1, -1), (-1, -1)), ()),
+    5: (_GOLD_STEPS, ()),
+    6: ((), _DIAGONALS),
+    7: ((), _ORTHOGONALS),
+    8: (_DIAGONALS + _ORTHOGONALS, ()),
+    9: (_GOLD_STEPS, ()), 10: (_GOLD_STEPS, ()), 11: (_GOLD_STEPS, ()), 12: (_GOLD_STEPS, ()),
+    13: (_ORTHOGONALS, _DIAGONALS),
+    14: (_DIAGONALS, _ORTHOGONALS),
+}
+
+
+def in_check(codes: list[int], colour: int) -> bool:
+    """True when `colour`'s king is attacked in `codes` (81 piece codes, see rules.piece_codes)."""
+    king_code = 8 + rules.NUM_PIECE_TYPES * colour
+    if king_code not in codes:
+        return False
+    king = codes.index(king_code)
+    for index, code in enumerate(codes):
+        if code == 0 or (code - 1) // rules.NUM_PIECE_TYPES == colour:
+            continue
+        piece = (code - 1) % rules.NUM_PIECE_TYPES + 1
+        if _attacks(codes, index, piece, 1 - colour, king):
+            return True
+    return False
+
+
+def _attacks(codes: list[int], index: int, piece: int, colour: int, target: int) -> bool:
+    rank, column = divmod(index, 9)
+    forward = -1 if colour == rules.BLACK else 1          # Black moves towards rank a (row 0)
+    steps, slides = _PIECE_MOVES[piece]
+    for d_col, d_fwd in steps:
+        r, c = rank + d_fwd * forward, column + d_col
+        if 0 <= r < 9 and 0 <= c < 9 and r * 9 + c == target:
+            return True
+    for d_col, d_fwd in slides:
+        r, c = rank + d_fwd * forward, column + d_col
+        while 0 <= r < 9 and 0 <= c < 9:
+            if r * 9 + c == target:
+                return True
+            if codes[r * 9 + c]:
+                break
+            r, c = r + d_fwd * forward, c + d_col
+    return False
+
+
+# --- writer ----------------------------------------------------------------------------------------
+
+def format_csa(record: GameRecord) -> str:
+    """Write `record` as a CSA V2.2 game: names, event, ratings, start position, moves, ending.
+
+    The start position is `PI` (with removed pieces for a standard handicap board) when it is one,
+    else P1..P9 rows with P+/P- hand lines. CSA has no move number, so a start SFEN read back has
+    move number 1. MAX_MOVES is written as `%MAX_MOVES` (the CSA V3.0 marker, read by `parse`).
+
+    Raises:
+        ValueError: a move is illegal, or the winner cannot be expressed with the record's ending
+            (e.g. RESIGN won by the side to move).
+    """
+    lines = ["V2.2", f"N+{record.black}", f"N-{record.white}"]
+    if record.event:
+        lines.append(f"$EVENT:{record.event}")
+    if record.black_rating is not None:
+        lines.append(f"'black_rate:{record.black}:{record.black_rating}")
+    if record.white_rating is not None:
+        lines.append(f"'white_rate:{record.white}:{record.white_rating}")
+    lines += _position_lines(record.start_sfen)
+    position = rules.new_position(record.start_sfen)
+    for usi in record.moves:
+        lines.append(usi_to_csa_move(position, usi))
+        position.push_usi(usi)
+    if record.ending is not Ending.NONE:
+        lines.append(_special_move(record, position))
+    return "\n".join(lines) + "\n"
+
+
+def usi_to_csa_move(position: rules.Position, usi: str) -> str:
+    """`7g7f` -> `+7776FU` (sign of the side to move; the piece after the move), read against `position`."""
+    sign = "+" if position.turn == rules.BLACK else "-"
+    to = f"{usi[2]}{ord(usi[3]) - ord('a') + 1}"
+    if usi[1] == "*":
+        return f"{sign}00{to}{CSA_PIECES[SFEN_LETTERS.index(usi[0])]}"
+    from_file, from_rank = int(usi[0]), ord(usi[1]) - ord("a") + 1
+    here = position.piece_type_at(rules.square_index(from_file, from_rank))
+    if here is None:
+        raise ValueError(f"move {usi}: no piece on {usi[:2]}")
+    piece = PROMOTED[here[0]] if usi.endswith("+") and here[0] in PROMOTED else here[0]
+    return f"{sign}{from_file}{from_rank}{to}{CSA_PIECES[piece - 1]}"
+
+
+def _position_lines(sfen: str) -> list[str]:
+    board_field, turn, hand = sfen.split(" ")[:3]
+    turn_line = "+" if turn == "b" else "-"
+    codes = rules.new_position(sfen).piece_codes()
+    if hand == "-" and all(c == s or (c == 0 and s > rules.NUM_PIECE_TYPES) for c, s in zip(codes, STANDARD_CODES)):
+        removed = "".join(
+            f"{9 - index % 9}{index // 9 + 1}{CSA_PIECES[(s - 1) % rules.NUM_PIECE_TYPES]}"
+            for index, (c, s) in enumerate(zip(codes, STANDARD_CODES)) if c != s)
+        return [f"PI{removed}", turn_line]
+    lines = []
+    for rank in range(9):
+        cells = []
+        for code in codes[rank * 9:(rank + 1) * 9]:
+            if code == 0:
+                cells.append(" * ")
+            else:
+                colour, piece = divmod(code - 1, rules.NUM_PIECE_TYPES)
+                cells.append(("+" if colour == rules.BLACK else "-") + CSA_PIECES[piece])
+        lines.append(f"P{rank + 1}" + "".join(cells))
+    black_hand, white_hand = rules.new_position(sfen).hand_counts()
+    for sign, counts in (("+", black_hand), ("-", white_hand)):
+        pieces = "".join(f"00{CSA_PIECES[t - 1]}" * n for t, n in zip(rules.HAND_PIECE_TYPES, counts))
+        if pieces:
+            lines.append(f"P{sign}{pieces}")
+    return lines + [turn_line]
+
+
+def _special_move(record: GameRecord, position: rules.Position) -> str:
+    """The `%` token for the record's ending whose implied winner is the record's winner."""
+    for token, (ending, loser) in SPECIAL_MOVES.items():
+        if ending is record.ending and special_move_winner(loser, position) is record.winner:
+            return token
+    raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by "
+                     f"{record.winner.value} as CSA with {'black' if position.turn == 0 else 'white'} to move")
