@@ -1,0 +1,306 @@
+"""`shogi-dnn bench train`: positions/s of the input pipeline, of our tower step and of Keras' model.fit.
+
+    shogi-dnn bench train [--data DIR] [--config train/cpu-smoke.toml] [--set KEY=VALUE ...]
+                          [--steps N] [--warmup N] [--devices 1,2,4] [--global-batch B]
+                          [--pipeline-positions N] [--synthetic-positions N] [--json FILE]
+
+Measures, at one global batch B for every device count:
+  (a) pipeline   the tf.data input pipeline alone (pipeline.make_train_dataset, whole-chunk reads),
+                 iterated for --pipeline-positions positions (at least one batch);
+  (b) towers     towers.make_train_step fed by strategy.experimental_distribute_dataset, on 1, 2 and 4
+                 devices (the first GPUs, else logical CPUs split before TensorFlow initialises);
+  (c) model.fit  Keras' own fit under the same MirroredStrategy, on the same model, data and batch.
+Each (b)/(c) point times --steps optimizer steps after --warmup untimed ones (tracing, allocation).
+Without --data a synthetic dataset of --synthetic-positions positions is written to a temp folder
+(bench.synthetic: random legal-ish encodings, real shard format and compression). Prints a table with
+ratios and writes FILE (JSON) with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from shogi_dnn import config, shards
+from shogi_dnn.config import Config, load_config
+from shogi_dnn.errors import ConfigError, ShardFormatError
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "shogi-dnn/bench-train/1"
+DEFAULT_DEVICES = (1, 2, 4)
+SYNTHETIC_SHARD_ROWS = 131072           # 32 chunks of shards.CHUNK_ROWS per synthetic shard
+PIPELINE = "pipeline"
+TOWERS = "towers"
+FIT = "model.fit"
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """`positions` positions processed in `seconds` by one method on `devices` devices (0: host only)."""
+
+    method: str
+    devices: int
+    positions: int
+    seconds: float
+
+    @property
+    def positions_per_s(self) -> float:
+        return self.positions / self.seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "positions_per_s": self.positions_per_s}
+
+
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(sorted({int(item) for item in text.split(",") if item.strip()}))
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {text!r}: expected comma-separated integers, e.g. 1,2,4") from exc
+    if not values or values[0] < 1:
+        raise ConfigError(f"{flag} {text!r}: expected positive integers")
+    return values
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="shogi-dnn bench train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="dataset folder written by convert (default: synthetic shards)")
+    parser.add_argument("--config", help="training preset for the model, optimizer and batch "
+                        "(e.g. train/cpu-smoke.toml; default: built-in defaults)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per point (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (default %(default)s)")
+    parser.add_argument("--devices", default=",".join(map(str, DEFAULT_DEVICES)),
+                        help="device counts to measure (default %(default)s)")
+    parser.add_argument("--global-batch", type=int, default=0,
+                        help="global batch for every point (default: the config's for the most devices)")
+    parser.add_argument("--pipeline-positions", type=int, default=1_000_000,
+                        help="positions read for the pipeline-alone figure (default %(default)s)")
+    parser.add_argument("--synthetic-positions", type=int, default=8 * SYNTHETIC_SHARD_ROWS,
+                        help="size of the synthetic dataset without --data (default %(default)s)")
+    parser.add_argument("--json", help="write every figure to this JSON file")
+    args = parser.parse_args(list(argv))
+    args.devices = _int_list(args.devices, "--devices")
+    if args.steps < 1 or args.warmup < 1 or args.pipeline_positions < 1 or args.synthetic_positions < 1:
+        raise ConfigError("--steps, --warmup, --pipeline-positions and --synthetic-positions must be >= 1")
+    return args
+
+
+def train_paths(data: str | None, scratch: Path, synthetic_positions: int) -> tuple[list[Path], str]:
+    """Shard paths of the training split and a description of where they come from.
+
+    Raises:
+        ShardFormatError: --data is not a dataset folder or has no training shards.
+    """
+    if data is None:
+        from shogi_dnn.bench.synthetic import write_synthetic_dataset
+
+        sizes = [SYNTHETIC_SHARD_ROWS] * (synthetic_positions // SYNTHETIC_SHARD_ROWS)
+        sizes += [synthetic_positions % SYNTHETIC_SHARD_ROWS] if synthetic_positions % SYNTHETIC_SHARD_ROWS else []
+        log.info("writing a synthetic dataset of %d positions in %d shards ...", synthetic_positions, len(sizes))
+        manifest = write_synthetic_dataset(scratch, {"train": sizes}, seed=0)
+        source = f"synthetic ({synthetic_positions} positions)"
+    else:
+        manifest = shards.read_manifest(data)
+        source = str(Path(data).resolve())
+    paths = [manifest.shard_path(s) for s in manifest.split("train")]
+    if not paths:
+        raise ShardFormatError(f"{manifest.root}: the manifest lists no training shards")
+    return paths, source
+
+
+# --- measurement (TensorFlow from here on; imported lazily so --help stays light) ---
+
+
+def prepare_devices(max_devices: int) -> list[str]:
+    """The first max_devices GPUs, else max_devices logical CPUs (split now, before TF initialises).
+
+    Raises:
+        RunError: fewer GPUs than asked, or the CPU cannot be split any more.
+    """
+    import tensorflow as tf
+
+    from shogi_dnn import towers
+    from shogi_dnn.errors import RunError
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        if len(gpus) < max_devices:
+            raise RunError(f"--devices asks for {max_devices} devices but {len(gpus)} GPU(s) are visible")
+        return [f"/gpu:{i}" for i in range(max_devices)]
+    towers.make_strategy(simulate_devices=max_devices)
+    return [f"/cpu:{i}" for i in range(max_devices)]
+
+
+def _dataset(paths: Sequence[Path], cfg: Config, global_batch: int):
+    """The training stream of the benchmark, repeated (one pass may be shorter than a measurement)."""
+    from shogi_dnn import pipeline
+
+    return pipeline.make_train_dataset(paths, global_batch=global_batch, seed=cfg.train.seed,
+                                       shuffle_buffer=cfg.data.shuffle_buffer, mirror=cfg.data.mirror).repeat()
+
+
+def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, positions: int) -> Measurement:
+    """(a) Iterate the input pipeline alone (batches to host tensors) for about `positions` positions."""
+    batches = max(1, positions // global_batch)
+    start = time.perf_counter()
+    count = 0
+    for batch in _dataset(paths, cfg, global_batch).take(batches):
+        count += int(batch["win"].shape[0])
+    return Measurement(PIPELINE, 0, count, time.perf_counter() - start)
+
+
+def _build(strategy, cfg: Config, global_batch: int, total_steps: int):
+    """Model and optimizer created (and built) in the strategy's scope."""
+    from shogi_dnn import towers
+    from shogi_dnn.model import build_model
+
+    with strategy.scope():
+        model = build_model(cfg.model, seed=cfg.train.seed)
+        optimizer = towers.build_optimizer(cfg.optim, global_batch, total_steps, model)
+    return model, optimizer
+
+
+def measure_towers(strategy, paths: Sequence[Path], cfg: Config, global_batch: int, steps: int,
+                   warmup: int) -> Measurement:
+    """(b) Our tower step (towers.make_train_step) on the distributed pipeline."""
+    from shogi_dnn import towers
+
+    model, optimizer = _build(strategy, cfg, global_batch, steps + warmup)
+    train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
+                                        clip_global_norm=cfg.optim.clip_global_norm)
+    batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
+    for _ in range(warmup):
+        sums = train_step(next(batches))
+    towers.local_values(strategy, sums["count"])          # waits for the warm-up steps
+    start = time.perf_counter()
+    for _ in range(steps):
+        sums = train_step(next(batches))
+    towers.local_values(strategy, sums["count"])
+    return Measurement(TOWERS, strategy.num_replicas_in_sync, steps * global_batch, time.perf_counter() - start)
+
+
+def _step_clock(warmup: int):
+    """A Keras callback timing from the end of step `warmup` to the end of the last step (.start, .end)."""
+    import keras
+
+    class StepClock(keras.callbacks.Callback):
+        start = end = 0.0
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch + 1 == warmup:
+                self.start = time.perf_counter()
+            self.end = time.perf_counter()
+
+    return StepClock()
+
+
+def measure_fit(strategy, paths: Sequence[Path], cfg: Config, global_batch: int, steps: int,
+                warmup: int) -> Measurement:
+    """(c) Keras' model.fit under the same strategy, same model, optimizer, data and global batch."""
+    import keras
+
+    model, optimizer = _build(strategy, cfg, global_batch, steps + warmup)
+    with strategy.scope():
+        model.compile(optimizer=optimizer, loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    data = _dataset(paths, cfg, global_batch).map(
+        lambda b: ({"board": b["board"], "hands": b["hands"]}, b["win"][:, None]))
+    clock = _step_clock(warmup)
+    model.fit(data, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[clock])
+    return Measurement(FIT, strategy.num_replicas_in_sync, steps * global_batch, clock.end - clock.start)
+
+
+def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],
+                  global_batch: int) -> list[Measurement]:
+    """Every measurement: the pipeline, then towers and model.fit for each device count."""
+    from shogi_dnn import towers
+
+    results = [measure_pipeline(paths, cfg, global_batch, args.pipeline_positions)]
+    log.info("pipeline: %.0f positions/s", results[-1].positions_per_s)
+    for n in args.devices:
+        if global_batch % n:
+            raise ConfigError(f"--global-batch {global_batch} is not divisible by {n} devices")
+        strategy = towers.make_strategy(devices=list(devices[:n]))
+        for measure in (measure_towers, measure_fit):
+            results.append(measure(strategy, paths, cfg, global_batch, args.steps, args.warmup))
+            log.info("%s on %d device(s): %.0f positions/s", results[-1].method, n, results[-1].positions_per_s)
+    return results
+
+
+def build_report(results: Sequence[Measurement], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON document: every measurement and the ratios (towers/fit, speed-up over one device,
+    pipeline over the fastest training step)."""
+    by = {(r.method, r.devices): r.positions_per_s for r in results}
+    counts = sorted({r.devices for r in results if r.method == TOWERS})
+    ratios: dict[str, Any] = {
+        "towers_over_fit": {str(n): by[TOWERS, n] / by[FIT, n] for n in counts if (FIT, n) in by},
+        "towers_speedup_over_1": {str(n): by[TOWERS, n] / by[TOWERS, 1] for n in counts if (TOWERS, 1) in by},
+        "fit_speedup_over_1": {str(n): by[FIT, n] / by[FIT, 1] for n in counts if (FIT, 1) in by},
+    }
+    train_rates = [v for (method, _), v in by.items() if method != PIPELINE]
+    if (PIPELINE, 0) in by and train_rates:
+        ratios["pipeline_over_fastest_step"] = by[PIPELINE, 0] / max(train_rates)
+    return {"schema": SCHEMA, **meta, "results": [r.to_dict() for r in results], "ratios": ratios}
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    """Console table: positions/s per method and device count, with the ratios."""
+    ratios = report["ratios"]
+    lines = [f"global batch {report['global_batch']}, data: {report['data']}",
+             f"{'method':<10} {'devices':>7} {'positions/s':>12} {'towers/fit':>10} {'vs 1 dev':>8}"]
+    for r in report["results"]:
+        devices, key = r["devices"], str(r["devices"])
+        vs_fit = ratios["towers_over_fit"].get(key) if r["method"] == TOWERS else None
+        speedup = ratios[("towers" if r["method"] == TOWERS else "fit") + "_speedup_over_1"].get(key) \
+            if r["method"] != PIPELINE else None
+        lines.append(f"{r['method']:<10} {devices if devices else 'host':>7} {r['positions_per_s']:>12,.0f} "
+                     f"{'' if vs_fit is None else f'{vs_fit:.2f}':>10} "
+                     f"{'' if speedup is None else f'{speedup:.2f}':>8}")
+    if "pipeline_over_fastest_step" in ratios:
+        lines.append(f"pipeline alone / fastest training step: {ratios['pipeline_over_fastest_step']:.1f}x")
+    return "\n".join(lines)
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> None:
+    """Atomic write (temp file + os.replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_batch: int, source: str,
+          paths: Sequence[Path]) -> dict[str, Any]:
+    import tensorflow as tf
+
+    from shogi_dnn import pipeline
+
+    return {"data": source, "train_positions": pipeline.count_positions(paths), "global_batch": global_batch,
+            "steps": args.steps, "warmup": args.warmup, "devices": list(devices),
+            "config": cfg.to_dict(), "tensorflow": tf.__version__, "platform": platform.platform(),
+            "cpu_count": os.cpu_count()}
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_args(argv)
+    cfg = load_config(args.config, args.set)
+    devices = prepare_devices(max(args.devices))        # before anything initialises TensorFlow
+    global_batch = args.global_batch or config.global_batch(cfg, len(devices))
+    with tempfile.TemporaryDirectory(prefix="shogi-dnn-bench-") as scratch:
+        paths, source = train_paths(args.data, Path(scratch), args.synthetic_positions)
+        results = run_benchmark(args, cfg, paths, devices, global_batch)
+        report = build_report(results, _meta(args, cfg, devices, global_batch, source, paths))
+    print(format_table(report))
+    if args.json:
+        write_json(report, Path(args.json))
+        log.info("wrote %s", args.json)
+    return 0

@@ -1,0 +1,47 @@
+"""`shogi-dnn bench train`: report ratios, table, data selection (no timing assertions: speed targets
+live in the benchmark's output, not in tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shogi_dnn.bench import train as bench
+from shogi_dnn.errors import ConfigError, ShardFormatError
+
+
+def _results() -> list[bench.Measurement]:
+    return [bench.Measurement(bench.PIPELINE, 0, 1000, 0.001),
+            bench.Measurement(bench.TOWERS, 1, 100, 1.0), bench.Measurement(bench.FIT, 1, 100, 2.0),
+            bench.Measurement(bench.TOWERS, 2, 100, 0.5), bench.Measurement(bench.FIT, 2, 100, 0.8)]
+
+
+def test_report_ratios():
+    report = bench.build_report(_results(), {"global_batch": 100, "data": "synthetic"})
+    ratios = report["ratios"]
+    assert ratios["towers_over_fit"] == {"1": pytest.approx(2.0), "2": pytest.approx(1.6)}
+    assert ratios["towers_speedup_over_1"] == {"1": pytest.approx(1.0), "2": pytest.approx(2.0)}
+    assert ratios["fit_speedup_over_1"]["2"] == pytest.approx(2.5)
+    assert ratios["pipeline_over_fastest_step"] == pytest.approx(1e6 / 200)
+    assert [r["positions_per_s"] for r in report["results"]] == pytest.approx([1e6, 100, 50, 200, 125])
+
+
+def test_table_lists_every_measurement_with_ratios():
+    table = bench.format_table(bench.build_report(_results(), {"global_batch": 100, "data": "synthetic"}))
+    lines = table.splitlines()
+    assert "global batch 100" in lines[0]
+    assert any(line.split()[:3] == ["pipeline", "host", "1,000,000"] for line in lines)
+    assert any(line.split() == ["towers", "2", "200", "1.60", "2.00"] for line in lines)
+    assert any(line.split() == ["model.fit", "2", "125", "2.50"] for line in lines)
+
+
+def test_synthetic_data_when_no_data_is_given(tmp_path):
+    paths, source = bench.train_paths(None, tmp_path, 2 * bench.SYNTHETIC_SHARD_ROWS + 10)
+    assert [p.name for p in paths] == ["train-00000.h5", "train-00001.h5", "train-00002.h5"]
+    assert "synthetic" in source
+
+
+def test_bad_arguments_and_data(tmp_path):
+    with pytest.raises(ShardFormatError, match="no manifest"):
+        bench.train_paths(str(tmp_path), tmp_path, 10)
+    with pytest.raises(ConfigError, match="--devices"):
+        bench.parse_args(["--devices", "0,2"])
