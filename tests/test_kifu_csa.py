@@ -6,10 +6,15 @@ import csv
 from pathlib import Path
 
 import pytest
+import shogi                     # reference check detection in the round-trip test, independent of csa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import STANDARD_START_SFEN, Ending, GameRecord, Winner, read_record_file
-from shogi_dnn.kifu.csa import format_csa, parse
+from shogi_dnn.kifu.csa import format_csa, in_check, parse
+from shogi_dnn.kifu.record import SourceLine
 
 CSA = Path(__file__).resolve().parent / "data" / "csa"
 
@@ -286,3 +291,99 @@ def test_gnushogi_corpus(shared_dir: Path) -> None:
                 assert record.ending is Ending.CHECKMATE
             seen += 1
     assert seen == len(summary) == 930
+
+
+# --- random legal games: format_csa -> parse gives the same game ----------------------------------
+
+STARTS = [
+    STANDARD_START_SFEN,
+    "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",      # 二枚落ち
+    "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",  # 香落ち
+    "5g1nk/7pl/9/9/9/9/9/9/5K3 b RBPrb3g4s3n3l16p 1",                   # board with hands
+]
+# (ending, rule): who wins, from the side to move after the last move (checked independently here).
+RESULTS = [
+    (Ending.RESIGN, "opponent"), (Ending.CHECKMATE, "opponent"), (Ending.TIME_UP, "opponent"),
+    (Ending.ILLEGAL_MOVE, "opponent"), (Ending.ILLEGAL_MOVE, "mover"), (Ending.ENTERING_KING, "mover"),
+    (Ending.OUTE_SENNICHITE, "check"), (Ending.SENNICHITE, "draw"), (Ending.JISHOGI, "draw"),
+    (Ending.DRAW, "draw"), (Ending.MAX_MOVES, "draw"), (Ending.INTERRUPTED, "none"),
+    (Ending.MATTA, "none"), (Ending.NONE, "none"),
+]
+
+
+def expected_winner(rule: str, final_sfen: str) -> Winner:
+    board = shogi.Board(final_sfen)
+    to_move = Winner.BLACK if board.turn == shogi.BLACK else Winner.WHITE
+    other = Winner.WHITE if to_move is Winner.BLACK else Winner.BLACK
+    if rule == "check":       # perpetual check: the checking side loses
+        rule = "mover" if board.is_check() else "opponent"
+    return {"opponent": other, "mover": to_move, "draw": Winner.DRAW, "none": Winner.UNKNOWN}[rule]
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=st.sampled_from(STARTS), picks=st.lists(st.integers(0, 10_000), max_size=60),
+       result=st.sampled_from(RESULTS), names=st.sampled_from([("a", "b"), ("先手", "後手"), ("", "")]),
+       ratings=st.sampled_from([(None, None), (3500.0, 1234.5)]))
+def test_random_legal_games_round_trip(start, picks, result, names, ratings) -> None:
+    position = rules.new_position(start)
+    board = shogi.Board(start)
+    moves = []
+    for pick in picks:
+        assert in_check(position.piece_codes(), position.turn) == board.is_check()
+        legal = position.legal_usi()
+        if not legal:
+            break
+        move = sorted(legal)[pick % len(legal)]
+        position.push_usi(move)
+        board.push_usi(move)
+        moves.append(move)
+    ending, rule = result
+    record = GameRecord(start, tuple(moves), expected_winner(rule, position.sfen()), ending,
+                        SourceLine("random.csa", 1), "csa", black=names[0], white=names[1],
+                        black_rating=ratings[0], white_rating=ratings[1])
+    again = parse_one(format_csa(record), "random.csa")
+    assert isinstance(again, GameRecord), again
+    assert again.moves == record.moves
+    assert again.start_sfen == record.start_sfen
+    assert (again.winner, again.ending) == (record.winner, record.ending)
+    assert (again.black, again.white) == names
+    assert (again.black_rating, again.white_rating) == ratings
+
+
+@pytest.mark.parametrize("defender", [rules.BLACK, rules.WHITE])
+def test_in_check_matches_python_shogi_for_every_single_attacker(defender: int) -> None:
+    """Every attacker type on every free square, with blockers beside the king's lines."""
+    king, blockers = 40, (22, 20, 58)                   # king on 5e; blockers on 5c, 7c, 5g
+    attacker_colour = 1 - defender
+    checks = 0
+    for piece in range(1, 15):
+        for square in range(81):
+            if square == king or square in blockers:
+                continue
+            codes = [0] * 81
+            codes[king] = 8 + 14 * defender
+            for blocker in blockers:
+                codes[blocker] = 5 + 14 * defender      # the defender's golds
+            codes[square] = piece + 14 * attacker_colour
+            board = shogi.Board(_sfen_of(codes, defender))
+            assert in_check(codes, defender) == board.is_check(), (piece, square)
+            checks += board.is_check()
+    assert checks > 100                                  # the loop did exercise checks
+
+
+def _sfen_of(codes: list[int], turn: int) -> str:
+    letters = "PLNSGBRK"
+    rows = []
+    for rank in range(9):
+        row, empty = "", 0
+        for code in codes[rank * 9:rank * 9 + 9]:
+            if not code:
+                empty += 1
+                continue
+            colour, piece = divmod(code - 1, 14)
+            base = piece + 1 if piece < 8 else {9: 1, 10: 2, 11: 3, 12: 4, 13: 6, 14: 7}[piece + 1]
+            text = ("+" if piece >= 8 else "") + letters[base - 1]
+            row += (str(empty) if empty else "") + (text if colour == 0 else text.lower())
+            empty = 0
+        rows.append(row + (str(empty) if empty else ""))
+    return f"{'/'.join(rows)} {'b' if turn == 0 else 'w'} - 1"
