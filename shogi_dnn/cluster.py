@@ -1,0 +1,264 @@
+"""Multi-machine training on tf.distribute's MultiWorkerMirroredStrategy (no home-made engine).
+
+A cluster is W worker processes (one per machine), each driving all of its local GPUs; every update is
+one collective all-reduce over all W x GPUs towers. It is described either by the command line,
+
+    shogi-dnn train ... --workers 10.0.0.1:2222,10.0.0.2:2222 --worker-index 0     (on 10.0.0.1)
+    shogi-dnn train ... --workers 10.0.0.1:2222,10.0.0.2:2222 --worker-index 1     (on 10.0.0.2)
+
+or by a TF_CONFIG already in the environment (jobs "chief" and/or "worker"). Worker 0 (or the "chief"
+task) is the chief: it alone writes metrics, TensorBoard and the kept checkpoints; the others save theirs
+into a scratch directory (TensorFlow requires every worker to take part in a save) that is removed.
+
+`--simulate-devices N` with a cluster gives each worker process N logical CPU devices, so a two-machine,
+two-GPU-each run can be rehearsed as two processes on one laptop. TensorFlow's strategy uses a single
+CPU device per worker, so the simulation swaps in a strategy subclass whose local devices are the N
+logical CPUs (a TensorFlow-internal hook; GPU machines use the public strategy unchanged).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from shogi_dnn.errors import ConfigError, RunError
+
+TF_CONFIG = "TF_CONFIG"
+JOBS = ("chief", "worker")            # jobs a training cluster may have; the chief trains too
+_ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
+# Errors that mean a peer worker is gone (crashed, killed, reclaimed spot machine, network cut).
+PEER_LOST_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """The tasks of a multi-worker run and this process's place among them.
+
+    Attributes:
+        jobs: (job name, host:port addresses) in TF_CONFIG order, e.g. (("worker", ("a:2222", "b:2222")),).
+        task_type: this process's job ("worker" or "chief").
+        task_index: this process's index within its job.
+    """
+
+    jobs: tuple[tuple[str, tuple[str, ...]], ...]
+    task_type: str
+    task_index: int
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Every training task, chief first: position i is worker i in logs and per_gpu."""
+        order = sorted(self.jobs, key=lambda job: JOBS.index(job[0]))
+        return tuple(address for _, addresses in order for address in addresses)
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.addresses)
+
+    @property
+    def worker_id(self) -> int:
+        """This process's position in `addresses`."""
+        offset = 0
+        for job, addresses in sorted(self.jobs, key=lambda job: JOBS.index(job[0])):
+            if job == self.task_type:
+                return offset + self.task_index
+            offset += len(addresses)
+        raise ConfigError(f"{TF_CONFIG}: task type {self.task_type!r} is not in the cluster")
+
+    @property
+    def is_chief(self) -> bool:
+        """The chief writes checkpoints, metrics and TensorBoard: the chief task, else worker 0."""
+        return self.worker_id == 0
+
+    def worker_name(self, worker_id: int) -> str:
+        """e.g. 'worker1@10.0.0.2:2222'."""
+        return f"worker{worker_id}@{self.addresses[worker_id]}"
+
+    def tf_config(self) -> dict:
+        """The TF_CONFIG dict TensorFlow reads."""
+        return {"cluster": {job: list(addresses) for job, addresses in self.jobs},
+                "task": {"type": self.task_type, "index": self.task_index}}
+
+
+def _check_address(address: str, origin: str) -> str:
+    match = _ADDRESS.match(address.strip())
+    if not match or not 0 < int(match["port"]) < 65536:
+        raise ConfigError(f"{origin}: {address!r} is not host:port (e.g. 10.0.0.1:2222)")
+    return address.strip()
+
+
+def parse_workers(workers: str, worker_index: int) -> Cluster:
+    """The cluster of `--workers host:port,... --worker-index i`.
+
+    Raises:
+        ConfigError: an address that is not host:port, a repeated address, or an index out of range.
+    """
+    addresses = tuple(_check_address(a, "--workers") for a in workers.split(",") if a.strip())
+    if not addresses:
+        raise ConfigError("--workers: expected host:port,host:port (one per machine, the chief first)")
+    if len(set(addresses)) != len(addresses):
+        raise ConfigError(f"--workers: an address is listed twice in {workers!r}")
+    if not 0 <= worker_index < len(addresses):
+        raise ConfigError(f"--worker-index {worker_index}: must be 0..{len(addresses) - 1} for "
+                          f"{len(addresses)} workers")
+    return Cluster(jobs=(("worker", addresses),), task_type="worker", task_index=worker_index)
+
+
+def parse_tf_config(text: str) -> Cluster:
+    """The cluster of a TF_CONFIG JSON string (jobs "chief" and "worker" only).
+
+    Raises:
+        ConfigError: invalid JSON, a missing "cluster"/"task", an unsupported job, a bad address or index.
+    """
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{TF_CONFIG}: invalid JSON: {exc}") from exc
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("cluster"), Mapping) \
+            or not isinstance(raw.get("task"), Mapping):
+        raise ConfigError(f"{TF_CONFIG}: expected {{\"cluster\": {{\"worker\": [...]}}, \"task\": "
+                          f"{{\"type\": \"worker\", \"index\": i}}}}")
+    jobs = []
+    for job, addresses in raw["cluster"].items():
+        if job not in JOBS:
+            raise ConfigError(f"{TF_CONFIG}: job {job!r} is not supported (training uses {' and '.join(JOBS)})")
+        if not isinstance(addresses, list) or not addresses:
+            raise ConfigError(f"{TF_CONFIG}: cluster.{job} must be a non-empty list of host:port")
+        jobs.append((job, tuple(_check_address(str(a), f"{TF_CONFIG} cluster.{job}") for a in addresses)))
+    task_type, task_index = raw["task"].get("type"), raw["task"].get("index", 0)
+    sizes = dict((job, len(addresses)) for job, addresses in jobs)
+    if task_type not in sizes or not isinstance(task_index, int) or not 0 <= task_index < sizes[task_type]:
+        raise ConfigError(f"{TF_CONFIG}: task {raw['task']} is not a task of the cluster {sizes}")
+    return Cluster(jobs=tuple(jobs), task_type=task_type, task_index=task_index)
+
+
+def resolve_cluster(workers: str | None, worker_index: int | None,
+                    environ: Mapping[str, str] = os.environ) -> Cluster | None:
+    """The cluster from the flags, else from TF_CONFIG; None for a single-machine run.
+
+    Raises:
+        ConfigError: --workers without --worker-index or the reverse, or an invalid description.
+    """
+    if workers is not None:
+        if worker_index is None:
+            raise ConfigError("--workers needs --worker-index (this machine's position in the list, 0 = chief)")
+        return parse_workers(workers, worker_index)
+    if worker_index is not None:
+        raise ConfigError("--worker-index needs --workers host:port,host:port")
+    text = environ.get(TF_CONFIG, "").strip()
+    return parse_tf_config(text) if text else None
+
+
+def scratch_dir(run_dir: Path, cluster: Cluster | None) -> Path:
+    """Where this worker writes checkpoints: the run directory for the chief (or a single machine),
+    a per-worker scratch directory inside it for the others (removed after each save)."""
+    if cluster is None or cluster.is_chief:
+        return run_dir
+    return run_dir / f".worker{cluster.worker_id}-scratch"
+
+
+def peer_lost_message(exc: BaseException, cluster: Cluster) -> str:
+    """One line for a collective that failed because another worker is gone."""
+    detail = next((line.strip() for line in str(exc).splitlines()
+                   if line.strip() and "Graph execution error" not in line), type(exc).__name__)
+    return (f"{cluster.worker_name(cluster.worker_id)}: lost contact with another worker "
+            f"({type(exc).__name__}: {detail[:160]}); restart every worker with --resume to continue "
+            f"from the last checkpoint")
+
+
+def is_peer_lost(exc: BaseException) -> bool:
+    """True for the TensorFlow errors a dead or unreachable worker causes in the others."""
+    return type(exc).__name__ in PEER_LOST_ERRORS
+
+
+# --- strategy (TensorFlow from here on) ---
+
+def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = None):
+    """MultiWorkerMirroredStrategy over the cluster: every local GPU of every worker.
+
+    Sets TF_CONFIG for TensorFlow; must run before TensorFlow initialises (before any op or model).
+    With `simulate_devices` and no GPU, each worker gets that many logical CPU devices.
+
+    Raises:
+        RunError: TensorFlow was already initialised, so the CPU cannot be split any more.
+    """
+    os.environ[TF_CONFIG] = json.dumps(cluster.tf_config())
+    import tensorflow as tf
+
+    if simulate_devices and not tf.config.list_physical_devices("GPU"):
+        _split_cpu(tf, simulate_devices)
+        return _simulated_strategy_class()(simulate_devices)
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def _split_cpu(tf, devices: int) -> None:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu) or []
+    if len(current) >= devices:
+        return
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+    except RuntimeError as exc:
+        raise RunError(f"--simulate-devices {devices}: TensorFlow is already initialised with "
+                       f"{max(1, len(current))} CPU device(s); split the CPU before anything else") from exc
+
+
+def _simulated_strategy_class():
+    """A MultiWorkerMirroredStrategy whose local devices are N logical CPUs (rehearsal only)."""
+    import tensorflow as tf
+    from tensorflow.python.distribute import collective_all_reduce_strategy as cars
+    from tensorflow.python.distribute import collective_util
+
+    class _LocalCpusExtended(cars.CollectiveAllReduceExtended):
+        def __init__(self, container, local_cpus: int) -> None:
+            self._local_cpus = local_cpus
+            super().__init__(container, cluster_resolver=None, communication_options=collective_util.Options())
+
+        def _initialize_local_devices(self, cluster_resolver, worker_device):
+            devices, kind = super()._initialize_local_devices(cluster_resolver, worker_device)
+            if kind != "CPU":
+                return devices, kind
+            return tuple(f"{worker_device}/device:CPU:{i}" for i in range(self._local_cpus)), "CPU"
+
+    class SimulatedMultiWorkerStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+        def __init__(self, local_cpus: int) -> None:      # pylint: disable=super-init-not-called
+            tf.distribute.Strategy.__init__(self, _LocalCpusExtended(self, local_cpus))
+
+    return SimulatedMultiWorkerStrategy
+
+
+def device_names(strategy, cluster: Cluster | None) -> list[str]:
+    """One name per tower of the whole cluster in global replica order, e.g. 'worker1@b:2222/GPU:0'.
+
+    Workers have the same device count (MultiWorkerMirroredStrategy's assumption), so the other
+    workers' devices are named after this worker's.
+    """
+    local = [d.split("/device:")[-1] for d in strategy.extended.worker_devices]
+    if cluster is None:
+        return local
+    return [f"{cluster.worker_name(w)}/{d}" for w in range(cluster.num_workers) for d in local]
+
+
+def replica_values(strategy, per_replica) -> list[float]:
+    """One float per tower of the whole cluster (a collective: every worker must call it together).
+
+    Args:
+        per_replica: a per-replica scalar (e.g. a tower's loss sum).
+    Returns:
+        [num_replicas_in_sync] values in global replica order (worker 0's towers first).
+    """
+    import tensorflow as tf
+
+    if not is_multi_worker(strategy):
+        return [float(v) for v in strategy.experimental_local_results(per_replica)]
+    vectors = strategy.run(lambda x: tf.reshape(tf.cast(x, tf.float32), [1]), args=(per_replica,))
+    return [float(v) for v in strategy.gather(vectors, axis=0).numpy()]
+
+
+def is_multi_worker(strategy) -> bool:
+    """True when the strategy spans more than one worker process."""
+    return getattr(strategy.extended, "_num_workers", 1) > 1
+
