@@ -302,3 +302,13 @@ def _parse_inline(text: str) -> dict[int, ThroughputFit]:
             raise ConfigError(f"scaling fit {text!r}: expected v0=POSITIONS_PER_S,t=SECONDS[,devices=N]")
         entry[key.strip()] = value.strip()
     return fits_from_dict({"fits": [entry]}, f"scaling fit {text!r}")
+
+
+def advise(fit_spec: str | Path, per_replica_batch: int, num_replicas: int) -> BatchAdvice:
+    """The trainer's start-up advice: load `--scaling-fit` (file or inline), pick the fit for the
+    number of towers (nearest measured count) and rate the per-replica batch against it.
+
+    Raises:
+        ConfigError: an unreadable or invalid fit, or a non-positive batch.
+    """
+    return batch_advice(per_replica_batch, select_fit(load_fits(fit_spec), num_replicas))

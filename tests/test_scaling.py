@@ -127,3 +127,14 @@ def test_bad_fit_files(tmp_path, content, message) -> None:
 def test_bad_inline_fit() -> None:
     with pytest.raises(ConfigError, match="expected v0=POSITIONS_PER_S"):
         scaling.load_fits("v0=258,speed=3")
+
+
+def test_advise_picks_the_fit_for_the_tower_count(tmp_path) -> None:
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps({"fits": [{"devices": 1, "v0": 258, "t": 0.054},
+                                         {"devices": 2, "v0": 514, "t": 0.15}]}))
+    advice = scaling.advise(path, 64, 2)
+    assert advice.fit.devices == 2 and advice.fraction == pytest.approx(128 / (128 + 514 * 0.15))
+    assert scaling.advise("v0=258,t=0.054", 200, 1).saturated
+    with pytest.raises(ConfigError, match="no such scaling fit file"):
+        scaling.advise(tmp_path / "missing.json", 64, 1)

@@ -227,3 +227,75 @@ def synthetic_batch(global_batch: int, seed: int) -> dict[str, np.ndarray]:
     rows = random_positions(global_batch, np.random.default_rng(seed))
     return {"board": rows[shards.KEY_BOARD], "hands": rows[shards.KEY_HANDS],
             "win": rows[shards.KEY_WIN].astype(np.float32), "ply": rows[shards.KEY_PLY]}
+
+
+def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, warmup: int) -> Point:
+    """Seconds for `steps` optimizer steps of the real tower step on one synthetic batch per step.
+
+    The model and optimizer are built in the strategy's scope (towers.build_optimizer, as training does);
+    one micro-batch per update, so the step's batch is the global batch of the throughput model.
+    """
+    import tensorflow as tf
+
+    from shogi_dnn import towers
+    from shogi_dnn.model import build_model
+
+    n = strategy.num_replicas_in_sync
+    global_batch = n * per_replica_batch
+    with strategy.scope():
+        model = build_model(config.model, seed=config.train.seed)
+    optimizer = towers.build_optimizer(config.optim, global_batch, strategy=strategy, model=model)
+    step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
+                                  clip_global_norm=config.optim.clip_global_norm)
+    rows = synthetic_batch(global_batch, config.train.seed)
+    dataset = tf.data.Dataset.from_tensor_slices(rows).batch(global_batch, drop_remainder=True).cache().repeat()
+    batches = iter(strategy.experimental_distribute_dataset(dataset))
+    for _ in range(warmup):
+        sums = step(next(batches))
+        towers.local_values(strategy, sums["count"])          # waits: tracing is not timed
+    start = time.perf_counter()
+    for _ in range(steps):
+        sums = step(next(batches))
+    towers.local_values(strategy, sums["count"])
+    return Point(devices=n, per_replica_batch=per_replica_batch, steps=steps, seconds=time.perf_counter() - start)
+
+
+def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps: int, warmup: int,
+          device_names: Sequence[str]) -> list[Point]:
+    """Measure every (device count, per-replica batch); Ctrl-C stops early and keeps what was measured."""
+    from tqdm import tqdm
+
+    from shogi_dnn import towers
+
+    points: list[Point] = []
+    todo = [(n, b) for n in devices for b in batches]
+    try:
+        with tqdm(todo, desc="bench scaling", unit="point", leave=False) as progress:
+            for n, b in progress:
+                progress.set_postfix_str(f"{n} dev x {b}")
+                strategy = (towers.make_strategy(simulate_devices=n) if device_names[0].startswith("/cpu")
+                            else towers.make_strategy(devices=device_names[:n]))
+                points.append(measure_point(strategy, config, b, steps, warmup))
+                log.debug("%d devices x %d: %.0f positions/s", n, b, points[-1].positions_per_s)
+    except KeyboardInterrupt:
+        log.warning("interrupted: reporting the %d of %d points measured", len(points), len(todo))
+    return points
+
+
+def main(argv: Sequence[str]) -> int:
+    """`shogi-dnn bench scaling`: sweep, fit, write JSON + PNG, print the table."""
+    args = parse_args(argv)
+    config = load_config(args.config, args.set)
+    device_names = prepare_devices(max(args.devices))
+    points = sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup, device_names)
+    meta = {"config": str(args.config), "overrides": list(args.set), "model": dataclasses.asdict(config.model),
+            "optimizer": config.optim.optimizer, "steps": args.steps, "warmup": args.warmup,
+            "devices": device_names, "simulated": device_names[0].startswith("/cpu"),
+            "host": platform.node(), "cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
+    report = build_report(points, meta)
+    out = Path(args.out)
+    write_json(report, out)
+    write_plot(report, out.with_suffix(".png"))
+    print(format_table(report))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
