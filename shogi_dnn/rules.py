@@ -13,6 +13,7 @@ Canonical conventions used across the package:
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol
 
 import shogi
@@ -108,8 +109,10 @@ class ShogiPosition:
 
 
 def new_position(sfen: str) -> Position:
-    """A python-shogi position for readers (legality, KI2 move resolution)."""
-    return ShogiPosition(sfen)
+    """A position for readers (legality, KI2 move resolution) on the resolved backend: cshogi when
+    installed (it judges every move exactly as python-shogi does, tests/test_backends.py), else
+    python-shogi; SHOGI_DNN_BACKEND=python-shogi forces the reference library."""
+    return position_factory()(sfen)
 
 
 def square_index(file: int, rank: int) -> int:
@@ -128,6 +131,7 @@ BACKEND_ENV = "SHOGI_DNN_BACKEND"
 BACKENDS = ("python-shogi", "cshogi")
 
 
+@functools.lru_cache(maxsize=1)
 def available_backends() -> tuple[str, ...]:
     """The backends that can be used here: python-shogi always, cshogi when it imports."""
     try:

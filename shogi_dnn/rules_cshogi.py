@@ -11,7 +11,7 @@ from __future__ import annotations
 import cshogi
 import numpy as np
 
-from shogi_dnn.rules import NUM_PIECE_TYPES, NUM_SQUARES, IllegalMoveError
+from shogi_dnn.rules import NUM_PIECE_TYPES, NUM_SQUARES, IllegalMoveError, ShogiPosition
 
 # Package square index i (rank-major from 9a) -> cshogi square (file-major from 1a).
 _CSHOGI_SQUARE = np.array([(8 - i % 9) * 9 + i // 9 for i in range(NUM_SQUARES)], np.int64)
@@ -32,8 +32,10 @@ class CshogiPosition:
     backend = "cshogi"
 
     def __init__(self, sfen: str) -> None:
+        # python-shogi validates and normalises the SFEN first: both backends then accept the same
+        # start positions, and cshogi never sees a string that could abort the process.
         try:
-            self._board = cshogi.Board(sfen)
+            self._board = cshogi.Board(ShogiPosition(sfen).sfen())
         except (RuntimeError, ValueError) as exc:
             raise IllegalMoveError(f"invalid SFEN {sfen!r}: {exc}") from exc
 
