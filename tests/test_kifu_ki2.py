@@ -231,3 +231,11 @@ def test_shared_ki2_games_match_their_kif_twins(shared_dir: Path) -> None:
             assert items[0].start_sfen == kif_record.start_sfen
             checked += 1
     assert checked >= 20
+
+
+def test_euc_jp_that_also_decodes_as_cp932() -> None:
+    """These EUC-JP bytes are valid cp932 too (half-width kana, private-use characters)."""
+    text = "▲７六歩△８四歩▲５六歩△３四歩▲５五歩△６二銀▲５八飛△５二金右\n"
+    (record,) = read_record_bytes(text.encode("euc-jp"), "moves.ki2")
+    assert isinstance(record, GameRecord)
+    assert record.moves == ("7g7f", "8c8d", "5g5f", "3c3d", "5f5e", "7a6b", "2h5h", "6a5b")

@@ -28,10 +28,30 @@ def decode_record(data: bytes) -> str:
         candidates.insert(0, name)
     for encoding in candidates:
         try:
-            return _normalise_newlines(data.decode(encoding))
+            text = data.decode(encoding)
         except (UnicodeDecodeError, LookupError):
             continue
+        if encoding == "cp932" and _odd_chars(text):
+            text = _prefer_euc_jp(data, text)
+        return _normalise_newlines(text)
     return _normalise_newlines(data.decode("utf-8", errors="replace"))
+
+
+# EUC-JP bytes often decode as cp932 too, into half-width katakana and private-use characters that
+# no record uses: when cp932 yields those and EUC-JP decodes with fewer, the file is EUC-JP.
+_ODD = re.compile("[\uff61-\uff9f\ue000-\uf8ff]")
+
+
+def _odd_chars(text: str) -> int:
+    return len(_ODD.findall(text))
+
+
+def _prefer_euc_jp(data: bytes, cp932_text: str) -> str:
+    try:
+        euc_text = data.decode("euc-jp")
+    except UnicodeDecodeError:
+        return cp932_text
+    return euc_text if _odd_chars(euc_text) < _odd_chars(cp932_text) else cp932_text
 
 
 def _normalise_newlines(text: str) -> str:
