@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-import shogi                     # reference check detection in the round-trip test, independent of csa
+import shogi  # reference check detection in the round-trip test, independent of csa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -114,7 +114,8 @@ SUMMARY_KINDS = {
     "jishogi": Ending.JISHOGI,
 }
 
-_MOVE = re.compile(r"^[+-](\d)(\d)(\d)(\d)([A-Z]{2})$")
+# CSA square `77` -> (square index, USI square `7g`).
+_SQUARES = {f"{f}{r}": (rules.square_index(f, r), rules.square_usi(f, r)) for f in range(1, 10) for r in range(1, 10)}
 _TIME = re.compile(r"^T\d*(\.\d*)?$")
 _WARS_TIME = re.compile(r"^L\d+$")
 _TOKEN_SPLIT = re.compile(r"[,\s]+")
@@ -203,6 +204,9 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
         return
     game.has_content = True
     pending, game.pending = game.pending, ""
+    if len(line) == 7 and head in "+-" and game.ending is None:
+        game.moves.append((number, line))            # the common case: one move on its own line
+        return
     if head in "+-%T" or WARS_ENDING.match(line):
         # Statements are separated by commas (Shogi Wars: tabs); a `'` starts a trailing comment.
         for token in _TOKEN_SPLIT.split(line.split("'", 1)[0]):
@@ -481,32 +485,29 @@ def csa_move_to_usi(position: rules.Position, token: str) -> str:
     Raises:
         rules.IllegalMoveError: malformed, by the side not to move, or naming the wrong piece.
     """
-    match = _MOVE.match(token)
-    if match is None:
+    # The hot path of the reader: plain dict look-ups, no regex (legality is push_usi's job).
+    to = _SQUARES.get(token[3:5])
+    piece = PIECE_TYPE.get(token[5:])
+    if len(token) != 7 or token[0] not in "+-" or to is None or piece is None:
         raise rules.IllegalMoveError(f"malformed move {token!r}")
     colour = rules.BLACK if token[0] == "+" else rules.WHITE
     if colour != position.turn:
         raise rules.IllegalMoveError("move by the side not to move")
-    from_file, from_rank, to_file, to_rank, name = match.groups()
-    piece = PIECE_TYPE.get(name)
-    if piece is None or to_file == "0" or to_rank == "0":
-        raise rules.IllegalMoveError(f"malformed move {token!r}")
-    to = rules.square_usi(int(to_file), int(to_rank))
-    if from_file == "0" and from_rank == "0":
+    if token[1:3] == "00":
         if piece not in USI_DROP_LETTER:
-            raise rules.IllegalMoveError(f"{name} cannot be dropped")
-        return f"{USI_DROP_LETTER[piece]}*{to}"
-    if from_file == "0" or from_rank == "0":
+            raise rules.IllegalMoveError(f"{token[5:]} cannot be dropped")
+        return f"{USI_DROP_LETTER[piece]}*{to[1]}"
+    origin = _SQUARES.get(token[1:3])
+    if origin is None:
         raise rules.IllegalMoveError(f"malformed move {token!r}")
-    here = position.piece_type_at(rules.square_index(int(from_file), int(from_rank)))
+    here = position.piece_type_at(origin[0])
     if here is None or here[1] != colour:
-        raise rules.IllegalMoveError(f"no piece of the mover on {from_file}{from_rank}")
-    usi = rules.square_usi(int(from_file), int(from_rank)) + to
+        raise rules.IllegalMoveError(f"no piece of the mover on {token[1:3]}")
     if here[0] == piece:
-        return usi
+        return origin[1] + to[1]
     if PROMOTED.get(here[0]) == piece:
-        return usi + "+"
-    raise rules.IllegalMoveError(f"{from_file}{from_rank} holds {CSA_PIECES[here[0] - 1]}, not {name}")
+        return origin[1] + to[1] + "+"
+    raise rules.IllegalMoveError(f"{token[1:3]} holds {CSA_PIECES[here[0] - 1]}, not {token[5:]}")
 
 
 def _result(game: _Game, position: rules.Position, path: str) -> tuple[Winner, Ending]:
@@ -660,7 +661,7 @@ def usi_to_csa_move(position: rules.Position, usi: str) -> str:
 
 
 def _position_lines(sfen: str) -> list[str]:
-    board_field, turn, hand = sfen.split(" ")[:3]
+    _, turn, hand = sfen.split(" ")[:3]
     turn_line = "+" if turn == "b" else "-"
     codes = rules.new_position(sfen).piece_codes()
     if hand == "-" and all(c == s or (c == 0 and s > rules.NUM_PIECE_TYPES) for c, s in zip(codes, STANDARD_CODES)):
