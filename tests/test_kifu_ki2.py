@@ -7,6 +7,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import ki2, read_record_bytes, read_record_file
@@ -195,7 +197,8 @@ def test_real_ki2_fixtures(data_dir: Path, name: str, plies: int, winner: Winner
     items = list(read_record_file(data_dir / "ki2" / name))
     assert len(items) == 1 and isinstance(items[0], GameRecord), items
     record = items[0]
-    assert (len(record.moves), record.winner, record.ending, record.handicap) == (plies, winner, ending, handicap)
+    got = (len(record.moves), record.winner, record.ending, record.handicap)
+    assert got == (plies, winner, ending, handicap)
 
 
 def test_ki2_and_kif_of_the_same_game_agree(data_dir: Path) -> None:
@@ -239,3 +242,12 @@ def test_euc_jp_that_also_decodes_as_cp932() -> None:
     (record,) = read_record_bytes(text.encode("euc-jp"), "moves.ki2")
     assert isinstance(record, GameRecord)
     assert record.moves == ("7g7f", "8c8d", "5g5f", "3c3d", "5f5e", "7a6b", "2h5h", "6a5b")
+
+
+@settings(max_examples=150, deadline=None)
+@given(cut=st.integers(0, len(GAME)), junk=st.text(max_size=12), at=st.integers(0, len(GAME)))
+def test_truncated_or_garbled_text_never_raises(cut: int, junk: str, at: int) -> None:
+    text = (THREE_GOLDS + GAME)[:cut + len(THREE_GOLDS)]
+    text = text[:at] + junk + text[at:]
+    items = parse_all(text)
+    assert items and all(isinstance(x, (GameRecord, KifuError)) for x in items)

@@ -10,9 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shogi_dnn.errors import KifuError
-from shogi_dnn.kifu import read_record_bytes, read_record_file
 from shogi_dnn.kifu import japanese as ja
-from shogi_dnn.kifu import kif
+from shogi_dnn.kifu import kif, read_record_bytes, read_record_file
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, Winner
 from shogi_dnn.kifu.text import decode_record
 from shogi_dnn.rules import new_position
@@ -299,6 +298,18 @@ def test_recorded_foul_is_a_result(data_dir: Path) -> None:
     assert (record.winner, record.ending) == (Winner.WHITE, Ending.ILLEGAL_MOVE)
 
 
+@pytest.mark.parametrize("after", ["   4 反則負け\n", "*反則手にて終局\n", "まで3手で先手の反則負け\n"])
+def test_recorded_illegal_last_move_is_a_result(after: str) -> None:
+    record = parse_one(HEADER + "\n".join(OPENING[:2]) + "\n   3 ２五歩(27)\n" + after)
+    assert record.moves == ("7g7f", "3c3d")
+    assert (record.winner, record.ending) == (Winner.WHITE, Ending.ILLEGAL_MOVE)
+
+
+def test_illegal_move_without_foul_mark_stays_an_error() -> None:
+    items = parse_all(HEADER + "\n".join(OPENING[:2]) + "\n   3 ２五歩(27)\n*コメント\n   4 反則負け\n")
+    assert len(items) == 1 and isinstance(items[0], KifuError) and items[0].ply == 3
+
+
 @pytest.mark.parametrize(("name", "plies", "winner", "ending", "handicap"), [
     ("fork.kif", 3, Winner.BLACK, Ending.RESIGN, ""),                 # cp932, every result word in variations
     ("jt201409130101.kif", 107, Winner.BLACK, Ending.RESIGN, ""),     # cp932, real game
@@ -311,7 +322,8 @@ def test_real_kif_fixtures(data_dir: Path, name: str, plies: int, winner: Winner
     items = list(read_record_file(data_dir / "kif" / name))
     assert len(items) == 1 and isinstance(items[0], GameRecord), items
     record = items[0]
-    assert (len(record.moves), record.winner, record.ending, record.handicap) == (plies, winner, ending, handicap)
+    got = (len(record.moves), record.winner, record.ending, record.handicap)
+    assert got == (plies, winner, ending, handicap)
 
 
 def test_format_kif_writes_handicap_and_board(data_dir: Path) -> None:
@@ -431,3 +443,12 @@ def test_shogi_wars_kif_exports(shared_dir: Path) -> None:
         (record,) = read_record_file(base / rel)
         assert isinstance(record, GameRecord)
         assert (len(record.moves), record.winner, record.ending) == (plies, winner, Ending.RESIGN)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cut=st.integers(0, len(GAME)), junk=st.text(max_size=12), at=st.integers(0, len(GAME)))
+def test_truncated_or_garbled_text_never_raises(cut: int, junk: str, at: int) -> None:
+    text = (GAME + BOARD + GAME)[:cut + len(BOARD)]
+    text = text[:at] + junk + text[at:]
+    items = parse_all(text)
+    assert items and all(isinstance(x, (GameRecord, KifuError)) for x in items)

@@ -160,7 +160,24 @@ def handicap_name(sfen: str) -> str | None:
 
 
 __all__ = [
-    "DIGITS", "PIECE_TYPES", "PIECE_NAMES", "BOARD_NAMES", "PIECE_PATTERN", "SFEN_LETTERS", "PROMOTED_BASE",
-    "HANDICAPS", "BLACK_KEYS", "WHITE_KEYS", "Mover", "Outcome", "RESULT_WORDS", "RESULT_PATTERN",
-    "SUMMARY_LINE", "parse_number", "kanji_number", "square_text", "handicap_sfen", "handicap_name",
+    "BLACK_KEYS",
+    "BOARD_NAMES",
+    "DIGITS",
+    "HANDICAPS",
+    "PIECE_NAMES",
+    "PIECE_PATTERN",
+    "PIECE_TYPES",
+    "PROMOTED_BASE",
+    "RESULT_PATTERN",
+    "RESULT_WORDS",
+    "SFEN_LETTERS",
+    "SUMMARY_LINE",
+    "WHITE_KEYS",
+    "Mover",
+    "Outcome",
+    "handicap_name",
+    "handicap_sfen",
+    "kanji_number",
+    "parse_number",
+    "square_text",
 ]

@@ -56,7 +56,8 @@ def _read_token(state: GameState, colour: int, token: str, line_no: int) -> None
     candidates = resolve_move(state.board(line_no), move, to)
     if len(candidates) != 1:
         what = "ambiguous" if candidates else "impossible"
-        state.fail(line_no, f"{what} move {token!r}" + (f": {' '.join(candidates)}" if candidates else ""), ply)
+        listed = f": {' '.join(candidates)}" if candidates else ""
+        state.fail(line_no, f"{what} move {token!r}{listed}", ply)
         return
     state.play(candidates[0], line_no)
 
@@ -141,4 +142,4 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     yield from read_games(text, path, "ki2", read_ki2_move_line)
 
 
-__all__ = ["parse", "resolve_move", "read_ki2_move_line"]
+__all__ = ["parse", "read_ki2_move_line", "resolve_move"]

@@ -80,8 +80,12 @@ class GameState:
     def board(self, line: int) -> Position:
         """The current position, building the start position on first use (raises KifuError)."""
         if self.position is None:
-            self.start = start_sfen(self, line)
-            self.position = new_position(self.start)
+            start = start_sfen(self, line)
+            try:
+                self.position = new_position(start)
+            except IllegalMoveError as exc:
+                raise KifuError(self.path, line, f"bad start position: {exc}") from exc
+            self.start = start
         return self.position
 
     def play(self, usi: str, line: int) -> None:
@@ -119,10 +123,6 @@ def start_sfen(state: GameState, line: int) -> str:
         sfen = ja.handicap_sfen(name) or ""
         if not sfen:
             raise KifuError(state.path, line, f"unknown 手合割 {name!r} and no board diagram")
-    try:
-        new_position(sfen)
-    except IllegalMoveError as exc:
-        raise KifuError(state.path, line, f"bad start position: {exc}") from exc
     return sfen
 
 
@@ -180,7 +180,8 @@ def _sfen_hand(state: GameState, colour: int, line: int) -> str:
 LineHandler = Callable[[GameState, str, int], bool]
 
 
-def read_games(text: str, path: str, fmt: str, read_move_line: LineHandler) -> Iterator[GameRecord | KifuError]:
+def read_games(text: str, path: str, fmt: str,
+               read_move_line: LineHandler) -> Iterator[GameRecord | KifuError]:
     """Split a KIF/KI2 text into games and yield each as a GameRecord or a KifuError.
 
     `read_move_line(state, line, line_no)` reads the format's move lines and returns True when the
@@ -218,12 +219,12 @@ def _read_line(state: GameState, line: str, line_no: int, read_move_line: LineHa
     head = line.lstrip()[:1]
     if head in "#&":
         return
+    if state.illegal_pending and "反則" in line:
+        _accept_recorded_foul(state)      # a まで line after it is still read: its winner prevails
+    state.illegal_pending = False
     if head == "*":
         state.max_moves_comment |= "最大手数" in line
-        if state.illegal_pending and "反則" in line:
-            _accept_recorded_foul(state)
         return
-    state.illegal_pending = False
     if line.startswith("変化") or state.error is not None:
         state.in_variation |= line.startswith("変化")
         return
@@ -241,7 +242,8 @@ def _read_line(state: GameState, line: str, line_no: int, read_move_line: LineHa
 
 
 def _accept_recorded_foul(state: GameState) -> None:
-    """An illegal last move followed by `*反則手にて終局` is the game's result: the mover lost."""
+    """An illegal last move followed by `*反則手にて終局`, a 反則 result word or a `まで…反則…` line is
+    the game's result, not a broken record: the side that played it lost."""
     state.error = None
     state.illegal_pending = False
     state.outcome = ja.Outcome(Ending.ILLEGAL_MOVE, ja.Mover.OPPONENT)
@@ -270,7 +272,7 @@ def _read_board_line(state: GameState, line: str) -> bool:
     if stripped in TURN_LINES:
         state.turn = TURN_LINES[stripped]
         return True
-    return stripped.startswith("+---") or stripped.startswith("９ ８") or stripped.startswith("９　８")
+    return stripped.startswith(("+---", "９ ８", "９\u3000８"))
 
 
 def finish_game(state: GameState) -> GameRecord | KifuError:
@@ -500,4 +502,5 @@ def _summary_lines(record: GameRecord, plies: int, keys: tuple[str, str]) -> lis
     return [f"まで{plies}手で中断"] if record.ending in (Ending.INTERRUPTED, Ending.MATTA) else []
 
 
-__all__ = ["parse", "format_kif", "board_diagram", "move_text", "GameState", "read_games", "finish_game", "start_sfen", "destination"]
+__all__ = ["GameState", "board_diagram", "destination", "finish_game", "format_kif", "move_text", "parse",
+           "read_games", "start_sfen", "usi_square_index"]
