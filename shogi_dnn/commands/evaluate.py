@@ -1,0 +1,35 @@
+"""`shogi-dnn evaluate --run-dir RUN [--data DIR] [--split validation|test|train|all] [--checkpoint NAME]
+[--simulate-devices N]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
+
+from __future__ import annotations
+
+import argparse
+
+from shogi_dnn.errors import ConfigError
+from shogi_dnn.shards import SPLITS
+
+EVAL_SPLITS = (*SPLITS, "all")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="shogi-dnn evaluate", description=__doc__.split(":", 1)[1].strip())
+    parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
+    parser.add_argument("--data", default=None, help="dataset folder (default: the run's data_dir)")
+    parser.add_argument("--split", default="validation", help="validation (default), test, train or all")
+    parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
+    parser.add_argument("--simulate-devices", type=int, default=None, metavar="N",
+                        help="split the CPU into N logical devices and evaluate on N towers")
+    args = parser.parse_args(argv)
+    if args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
+        raise ConfigError(f"--split {args.split!r}: must be one of {', '.join(EVAL_SPLITS)}")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    from shogi_dnn import evaluate   # TensorFlow is imported only once the arguments are good
+
+    result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint, args.simulate_devices)
+    print(evaluate.format_table(result))
+    print(f"\nwrote {evaluate.runinfo.eval_path(args.run_dir, args.split)}")
+    return 0

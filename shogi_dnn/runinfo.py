@@ -1,0 +1,129 @@
+"""Reading a run directory (written by the trainer) for evaluate, report and predict. TF-free.
+
+  RUN/run.json        {"data_dir", "devices", "num_replicas", ...}
+  RUN/config.json     the resolved Config
+  RUN/metrics.jsonl   one JSON object per line (kind "train" | "validation")
+  RUN/model.keras     the final model; RUN/checkpoints/ the checkpoints
+  RUN/eval-<split>.json   written by evaluate; RUN/report.md and RUN/plots/ by report
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from shogi_dnn.config import Config, from_dict
+from shogi_dnn.errors import ConfigError, RunError
+
+log = logging.getLogger(__name__)
+
+RUN_JSON = "run.json"
+CONFIG_JSON = "config.json"
+METRICS_JSONL = "metrics.jsonl"
+MODEL_FILE = "model.keras"
+CHECKPOINTS_DIR = "checkpoints"
+EVAL_PREFIX = "eval-"
+
+
+def check_run_dir(run_dir: str | Path) -> Path:
+    """The run directory as a Path.
+
+    Raises:
+        RunError: it does not exist, or holds none of run.json, model.keras, checkpoints/, metrics.jsonl.
+    """
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunError(f"{path}: no such run directory")
+    markers = (RUN_JSON, MODEL_FILE, CHECKPOINTS_DIR, METRICS_JSONL)
+    if not any((path / m).exists() for m in markers):
+        raise RunError(f"{path}: not a run directory (none of {', '.join(markers)})")
+    return path
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a file. Raises RunError (one line) if unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise RunError(f"{path}: missing") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunError(f"{path}: corrupt JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise RunError(f"{path}: expected a JSON object")
+    return data
+
+
+def read_run_json(run_dir: str | Path) -> dict[str, Any]:
+    """RUN/run.json ({} when the run has none, e.g. a bare model directory)."""
+    path = check_run_dir(run_dir) / RUN_JSON
+    return read_json(path) if path.exists() else {}
+
+
+def read_config(run_dir: str | Path) -> Config:
+    """RUN/config.json as a Config (defaults when absent). Raises RunError if it is invalid."""
+    path = check_run_dir(run_dir) / CONFIG_JSON
+    if not path.exists():
+        return Config()
+    try:
+        return from_dict(read_json(path), origin=str(path))
+    except ConfigError as exc:
+        raise RunError(str(exc)) from exc
+
+
+def data_dir(run_dir: str | Path, override: str | Path | None = None) -> Path:
+    """The dataset folder: `override` if given, else run.json's data_dir. Raises RunError if neither."""
+    if override is not None:
+        return Path(override)
+    recorded = read_run_json(run_dir).get("data_dir")
+    if not recorded:
+        raise RunError(f"{run_dir}/{RUN_JSON}: no data_dir recorded; pass --data DIR")
+    return Path(recorded)
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Records of RUN/metrics.jsonl, in order. A truncated last line (interrupted write) is skipped.
+
+    Raises:
+        RunError: missing file, or a corrupt line other than the last (names the line).
+    """
+    path = check_run_dir(run_dir) / METRICS_JSONL
+    if not path.is_file():
+        raise RunError(f"{path}: missing (has the run logged anything?)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                log.warning("%s:%d: skipping a truncated last line", path, number)
+                continue
+            raise RunError(f"{path}:{number}: corrupt JSON line ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise RunError(f"{path}:{number}: expected a JSON object")
+        records.append(record)
+    return records
+
+
+def eval_path(run_dir: str | Path, split: str) -> Path:
+    """RUN/eval-<split>.json."""
+    return Path(run_dir) / f"{EVAL_PREFIX}{split}.json"
+
+
+def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Every RUN/eval-<split>.json, keyed by split."""
+    path = check_run_dir(run_dir)
+    return {p.stem[len(EVAL_PREFIX):]: read_json(p) for p in sorted(path.glob(f"{EVAL_PREFIX}*.json"))}
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:
+    """Write JSON to a temp file beside `path`, then rename it into place."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

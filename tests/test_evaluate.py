@@ -1,0 +1,105 @@
+"""evaluate: per-tower scores consistent with the totals and with the training code's eval step,
+baselines fitted on the training split, one-line errors for bad arguments."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from shogi_dnn import cli, evaluate, pipeline, scoring, towers
+from shogi_dnn.errors import ConfigError, RunError
+from tests.evaldata import material_dataset, split_paths
+from tests.evalrun import make_random_run
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    manifest = material_dataset(root / "data", {"train": (300, 0.9, False), "validation": (205, 0.5, True),
+                                                "test": (50, 0.5, False)})
+    run_dir = make_random_run(root / "run", root / "data", devices=2, per_replica_batch=16)
+    result = evaluate.evaluate_run(run_dir, split="validation")
+    return manifest, run_dir, result
+
+
+def test_eval_json_keys_and_per_gpu_consistency(planted) -> None:
+    manifest, run_dir, result = planted
+    on_disk = json.loads((run_dir / "eval-validation.json").read_text())
+    assert on_disk == json.loads(json.dumps(result))
+    for key in ("split", "positions", "loss", "accuracy", "brier", "ece", "per_gpu", "by_ply", "baselines"):
+        assert key in on_disk
+    assert result["split"] == "validation" and result["positions"] == 205
+    gpus = result["per_gpu"]
+    assert len(gpus) == 2 and sum(g["positions"] for g in gpus) == 205
+    weighted = sum(g["loss"] * g["positions"] for g in gpus) / 205
+    assert weighted == pytest.approx(result["loss"], rel=1e-9)
+    assert result["per_gpu_spread"]["loss"] == pytest.approx(abs(gpus[0]["loss"] - gpus[1]["loss"]))
+    assert sum(r["positions"] for r in result["by_ply"]) == 205
+    assert sum(r["positions"] for r in result["by_rating"]) == 205
+    assert result["decisive"] + result["draws"]["positions"] == 205
+
+
+def test_totals_match_a_plain_prediction_of_every_row(planted) -> None:
+    manifest, run_dir, result = planted
+    model = evaluate.load_run_model(run_dir)
+    rows = [b for b in pipeline.make_eval_dataset(split_paths(manifest, "validation"), global_batch=64)]
+    logits = np.concatenate([model({"board": b["board"], "hands": b["hands"]}).numpy().reshape(-1) for b in rows])
+    win = np.concatenate([b["win"].numpy() for b in rows])
+    assert result["loss"] == pytest.approx(scoring.log_loss(logits, win), rel=1e-5)
+    assert result["accuracy"] == pytest.approx(scoring.accuracy(logits, win))
+
+
+def test_per_gpu_matches_the_training_eval_step(planted) -> None:
+    manifest, run_dir, result = planted
+    strategy = towers.make_strategy(simulate_devices=2)
+    with strategy.scope():
+        model = evaluate.load_run_model(run_dir)
+    step = towers.make_eval_step(strategy, model)
+    dataset = pipeline.make_eval_dataset(split_paths(manifest, "validation"), global_batch=32)
+    sums = np.zeros((2, 4))
+    for batch in strategy.experimental_distribute_dataset(dataset):
+        out = step(batch)
+        sums += np.array([towers.local_values(strategy, out[k]) for k in towers.METRIC_KEYS]).T
+    for tower, gpu in zip(sums, result["per_gpu"]):
+        loss_sum, correct, decisive, count = tower
+        assert gpu["positions"] == count
+        assert gpu["loss"] == pytest.approx(loss_sum / count, rel=1e-5)
+        assert gpu["accuracy"] == pytest.approx(correct / decisive)
+
+
+def test_baselines_are_fitted_on_the_train_split(planted) -> None:
+    _, run_dir, result = planted
+    b = result["baselines"]
+    assert b["train_positions"] == 300 and b["side_to_move"]["rate"] == pytest.approx(0.9)
+    assert b["material"]["accuracy"] == 0.0         # the train rule is reversed in validation
+    assert b["side_to_move"]["positions"] == 205
+    assert (run_dir / "baselines.json").is_file()
+    table = evaluate.format_table(result)
+    assert "material" in table and "side to move" in table and "spread" in table
+
+
+def test_test_split_and_one_tower(planted) -> None:
+    _, run_dir, _ = planted
+    result = evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)
+    assert result["positions"] == 50 and len(result["per_gpu"]) == 1
+    assert (run_dir / "eval-test.json").is_file()
+
+
+def test_bad_arguments(planted, tmp_path, capsys) -> None:
+    _, run_dir, _ = planted
+    with pytest.raises(RunError, match="no such run directory"):
+        evaluate.evaluate_run(tmp_path / "nope")
+    with pytest.raises(ConfigError, match="--split"):
+        evaluate.split_paths(run_dir, "valid")
+    assert cli.main(["evaluate", "--run-dir", str(run_dir), "--split", "valid"]) == 2
+    assert cli.main(["evaluate", "--run-dir", str(tmp_path / "nope")]) == 2
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.keras").write_bytes(b"not a zip")
+    (broken / "run.json").write_text((run_dir / "run.json").read_text())
+    assert cli.main(["evaluate", "--run-dir", str(broken), "--simulate-devices", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("shogi-dnn evaluate: error:") for line in err)
+    assert "--split 'valid'" in err[0] and "no such run directory" in err[1] and "model.keras" in err[2]
