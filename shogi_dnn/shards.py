@@ -87,7 +87,7 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     path = Path(path)
     n = len(positions[KEY_WIN])
     tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w", track_order=True) as f:
+    with _create_untimed_file(tmp) as f:
         f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
                        num_games=len(games["game_id"]))
         for key, (row_shape, dtype) in POSITION_SCHEMA.items():
@@ -95,13 +95,35 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
             chunks = (max(1, min(chunk_rows, n)), *row_shape)
             f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
                              shuffle=True, track_times=False)
-        group = f.create_group(GAMES_GROUP, track_order=True)
+        group = _create_untimed_group(f, GAMES_GROUP)
         for key, dtype in GAME_SCHEMA.items():
             group.create_dataset(key, data=np.asarray(games[key], dtype=object if dtype is _STR else dtype),
                                  dtype=dtype, track_times=False)
     digest = file_sha256(tmp)
     os.replace(tmp, path)
     return digest
+
+
+# Byte-identical shards: HDF5 stamps every object header with its creation time unless told not to.
+# Datasets take track_times=False; the root group (via the file creation list) and groups need
+# the low-level property lists below. Link/attribute creation order is tracked as track_order=True does.
+_ORDER = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
+
+
+def _create_untimed_file(path: Path) -> h5py.File:
+    fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+    fcpl.set_link_creation_order(_ORDER)
+    fcpl.set_attr_creation_order(_ORDER)
+    fcpl.set_obj_track_times(False)
+    return h5py.File(h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fcpl=fcpl))
+
+
+def _create_untimed_group(parent: h5py.Group, name: str) -> h5py.Group:
+    gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+    gcpl.set_link_creation_order(_ORDER)
+    gcpl.set_attr_creation_order(_ORDER)
+    gcpl.set_obj_track_times(False)
+    return h5py.Group(h5py.h5g.create(parent.id, name.encode(), gcpl=gcpl))
 
 
 def file_sha256(path: str | Path) -> str:

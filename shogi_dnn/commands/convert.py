@@ -1,0 +1,67 @@
+"""`shogi-dnn convert INPUT... --out DIR`: game records -> HDF5 shards (see shogi_dnn.convert)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from shogi_dnn.convert import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings, GameFilter, run_convert
+from shogi_dnn.kifu.record import Ending
+
+log = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = ConvertSettings()
+    parser = argparse.ArgumentParser(
+        prog="shogi-dnn convert",
+        description="Convert game records (CSA, KIF, KI2; files, folders, .zip/.tar[.gz|.xz]/.7z archives) "
+                    "into HDF5 shards. By default every finished game with a result is kept.")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="record files, folders (recursive) or archives")
+    parser.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write")
+    parser.add_argument("--min-rating", type=float, default=None, help="drop games below this rating")
+    parser.add_argument("--rating-of", choices=RATING_OF, default="both",
+                        help="--min-rating applies to both players or to the loser (default: both)")
+    parser.add_argument("--min-moves", type=int, default=0, help="drop games with fewer moves")
+    parser.add_argument("--endings", default=None, metavar="LIST",
+                        help="comma-separated endings to keep: " + ",".join(e.value for e in Ending))
+    parser.add_argument("--draws", choices=DRAWS, default="keep", help="keep draws (label 0.5) or drop them")
+    parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction,
+                        help=f"share of games in validation (default {defaults.val_fraction})")
+    parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction,
+                        help=f"share of games in test (default {defaults.test_fraction})")
+    parser.add_argument("--shard-size", type=int, default=defaults.shard_size,
+                        help=f"positions per shard (default {defaults.shard_size}; shards hold whole games)")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the within-shard shuffle")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "python-shogi", "cshogi"),
+                        help="move-rules backend (default auto: cshogi when installed); same output")
+    parser.add_argument("--overwrite", action="store_true", help="replace a dataset already in DIR")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> ConvertSettings:
+    """ConvertSettings from parsed arguments (raises ConfigError on bad values)."""
+    endings = None
+    if args.endings is not None:
+        endings = frozenset(e.strip() for e in args.endings.split(",") if e.strip())
+    filters = GameFilter(min_rating=args.min_rating, rating_of=args.rating_of, min_moves=args.min_moves,
+                         endings=endings, draws=args.draws)
+    return ConvertSettings(filters=filters, val_fraction=args.val_fraction, test_fraction=args.test_fraction,
+                           shard_size=args.shard_size, seed=args.seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = settings_from_args(args)
+    try:
+        report = run_convert(args.inputs, args.out, settings, workers=args.workers, backend=args.backend,
+                             overwrite=args.overwrite, progress=not args.no_progress and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        log.error("shogi-dnn convert: interrupted; finished shards are kept in %s: "
+                  "rerun the same command to resume", args.out)
+        return 130
+    log.info("%s\nreport: %s/%s", report.summary(), args.out, REPORT_NAME)
+    return 0
