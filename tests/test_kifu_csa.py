@@ -389,3 +389,22 @@ def _sfen_of(codes: list[int], turn: int) -> str:
             empty = 0
         rows.append(row + (str(empty) if empty else ""))
     return f"{'/'.join(rows)} {'b' if turn == 0 else 'w'} - 1"
+
+
+@pytest.mark.parametrize("token", ["%ERROR", "%FUZUMI"])
+def test_other_v22_special_moves_have_no_result(token: str) -> None:
+    record = parse_one(f"PI\n+\n+7776FU\n{token}\n")
+    assert (record.winner, record.ending) == (Winner.UNKNOWN, Ending.INTERRUPTED)
+
+
+CSA_ALPHABET = st.sampled_from(list("+-%PIVNT$'/,0123456789 *\n\r\tFUKYEGIAHOTRMLZ:\x00é歩") +
+                               ["+7776FU", "-3334FU", "%TORYO", "PI", "P1", "P+00AL", "\n/\n", "GOTE_WIN_"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(CSA_ALPHABET, max_size=80))
+def test_parse_never_raises_on_garbage(pieces: list[str]) -> None:
+    for item in parse("".join(pieces), "fuzz.csa"):
+        assert isinstance(item, (GameRecord, KifuError))
+        if isinstance(item, KifuError):
+            assert item.path == "fuzz.csa" and item.line >= 1

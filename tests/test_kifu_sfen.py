@@ -118,3 +118,14 @@ def test_opening_prefix_corpus(shared_dir: Path) -> None:
     assert not errors, errors[:3]
     assert len(items) == 10831
     assert sum(len(record.moves) for record in items) == 259944     # DETAILS.tsv mainline_moves
+
+
+SFEN_ALPHABET = st.sampled_from(list("lnsgkrbpLNSGKRBP+*/0123456789 bw-\n#abcdefghi\x00歩１") +
+                                ["startpos", "position ", "sfen ", " moves ", "7g7f", "resign", "\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(SFEN_ALPHABET, max_size=60))
+def test_parse_never_raises_on_garbage(pieces: list[str]) -> None:
+    for item in parse("".join(pieces), "fuzz.sfen"):
+        assert isinstance(item, (GameRecord, KifuError))

@@ -258,12 +258,12 @@ def _read_comment(game: _Game, comment: str) -> None:
 
 
 def _read_position_line(game: _Game, line: str, number: int, path: str) -> None:
-    kind = line[1]
+    kind = line[1:2]
     if kind == "I":
         game.pi = (number, line[2:].strip())
-    elif kind in "123456789":
+    elif kind and kind in "123456789":
         game.rows[int(kind)] = (number, line[2:])
-    elif kind in "+-":
+    elif kind and kind in "+-":
         game.piece_lines.append((number, rules.BLACK if kind == "+" else rules.WHITE, line[2:].strip()))
     else:
         raise KifuError(path, number, f"unrecognised position line {line[:40]!r}")

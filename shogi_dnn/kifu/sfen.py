@@ -98,7 +98,7 @@ def _start(tokens: list[str], number: int, path: str) -> tuple[str, list[str]]:
     if len(fields) < 3 or "moves" in fields:
         raise KifuError(path, number, "SFEN needs board, side to move and hands")
     rest = tokens[3:]
-    if rest and rest[0].isdigit():
+    if rest and rest[0].isascii() and rest[0].isdigit():
         move_number, rest = rest[0], rest[1:]
     else:
         move_number = "1"
