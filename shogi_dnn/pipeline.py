@@ -13,9 +13,10 @@ The training *sample stream* of one pass over a sample group is a pure function 
      whole buffers before the resume point are not even read), then it is sliced into batches of
      `global_batch` rows in numpy (the final partial batch is dropped).
 
-A Python generator yields *whole batches* (one tf.data element per batch, not per sample: that is
-what makes the pipeline fast), followed by prefetch. Batches stay compact (uint8 codes); the model
-expands them into planes on the device.
+Batches are cut in numpy and a Python generator yields *whole batches*, never samples (per-sample
+generators manage a few thousand positions/s): one call yields the stack of every whole batch a shuffle
+buffer completes, [k, batch, ...], which tf.data unbatches into k batch elements in C++; then prefetch.
+Batches stay compact (uint8 codes); the model expands them into planes on the device.
 
 Distribution: without an input context each element is a global batch, to be split across towers by
 `strategy.experimental_distribute_dataset` (contiguous slices, tower 0 first). With an input context
@@ -219,36 +220,42 @@ def _check_skip(skip_samples: int, total: int) -> None:
         raise ConfigError(f"skip_samples = {skip_samples} is outside the {total} positions of the group")
 
 
-def _rebatch(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> Iterator[Batch]:
-    """Slice a stream of row blocks into batches of `batch` rows, carrying the remainder over."""
+def _stack_batches(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> Iterator[Batch]:
+    """Cut a stream of row blocks into whole batches, carrying the remainder over to the next block.
+
+    Yields stacks of k >= 1 consecutive batches, [k, batch, ...] (tf.data unbatches them in C++: one
+    Python call per block, not per batch), and with keep_partial a final [1, r, ...] stack of r < batch.
+    """
     carry: Batch | None = None
     for block in blocks:
         if carry is not None:
             block = {key: np.concatenate([carry[key], block[key]]) for key in KEYS}
         n = len(block[shards.KEY_WIN])
-        full = n - n % batch
-        for start in range(0, full, batch):
-            yield {key: block[key][start:start + batch] for key in KEYS}
-        carry = {key: block[key][full:] for key in KEYS} if full < n else None
+        k = n // batch
+        if k:
+            yield {key: value[:k * batch].reshape((k, batch, *value.shape[1:])) for key, value in block.items()}
+        carry = {key: value[k * batch:] for key, value in block.items()} if k * batch < n else None
     if keep_partial and carry is not None:
-        yield carry
+        yield {key: value[None] for key, value in carry.items()}
 
 
-def _worker_slices(batches: Iterator[Batch], global_batch: int,
+def _worker_slices(stacks: Iterator[Batch], global_batch: int,
                    input_context: tf.distribute.InputContext) -> Iterator[Batch]:
-    """For each global batch, this worker's slice as consecutive per-replica batches."""
+    """For each global batch, this worker's slice of it as consecutive per-replica batches:
+    [k, global_batch, ...] -> [k * replicas_per_worker, per_replica_batch, ...]."""
     per_replica = input_context.get_per_replica_batch_size(global_batch)
     replicas = global_batch // per_replica // input_context.num_input_pipelines
     first = input_context.input_pipeline_id * replicas * per_replica
-    for batch in batches:
-        for r in range(replicas):
-            start = first + r * per_replica
-            yield {key: value[start:start + per_replica] for key, value in batch.items()}
+    for stack in stacks:
+        yield {key: value[:, first:first + replicas * per_replica].reshape((-1, per_replica, *value.shape[2:]))
+               for key, value in stack.items()}
 
 
-def _signature(batch: int | None) -> dict[str, tf.TensorSpec]:
+def _from_stacks(generate, batch: int | None) -> tf.data.Dataset:
+    """Dataset of batches from a generator of batch stacks [k, batch, ...]; then prefetch."""
     dtypes = {key: tf.as_dtype(shards.POSITION_SCHEMA[key][1]) for key in KEYS}
-    return {key: tf.TensorSpec((batch, *_ROW_SHAPES[key]), dtypes[key], name=key) for key in KEYS}
+    signature = {key: tf.TensorSpec((None, batch, *_ROW_SHAPES[key]), dtypes[key], name=key) for key in KEYS}
+    return tf.data.Dataset.from_generator(generate, output_signature=signature).unbatch().prefetch(tf.data.AUTOTUNE)
 
 
 def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,
@@ -278,12 +285,11 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
     def generate() -> Iterator[Batch]:
         blocks = iter_stream(paths, seed=seed, shuffle_buffer=shuffle_buffer, mirror=mirror,
                              skip_samples=skip_samples)
-        batches = _rebatch(blocks, global_batch, keep_partial=False)
-        yield from (batches if input_context is None else _worker_slices(batches, global_batch, input_context))
+        stacks = _stack_batches(blocks, global_batch, keep_partial=False)
+        yield from (stacks if input_context is None else _worker_slices(stacks, global_batch, input_context))
 
     batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=_signature(batch))
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return _from_stacks(generate, batch)
 
 
 def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | None) -> None:
@@ -327,9 +333,9 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
     _shard_layouts(paths)   # fail now, with the file name, rather than inside the iterator
 
     def generate() -> Iterator[Batch]:
-        yield from _rebatch(iter_sequential(paths, max_positions), global_batch, keep_partial=True)
+        yield from _stack_batches(iter_sequential(paths, max_positions), global_batch, keep_partial=True)
 
-    return tf.data.Dataset.from_generator(generate, output_signature=_signature(None)).prefetch(tf.data.AUTOTUNE)
+    return _from_stacks(generate, None)
 
 
 def count_positions(paths: Sequence[Path]) -> int:

@@ -71,7 +71,7 @@ def test_same_seed_same_stream_other_seed_other_stream(paths):
     assert not np.array_equal(a["ply"], c["ply"])
 
 
-@pytest.mark.parametrize("batch", [1, 16, 50, 128])
+@pytest.mark.parametrize("batch", [1, 16, 50, 128, 300])   # 300: a batch spans several buffers
 def test_batches_follow_the_stream_whatever_the_batch(paths, batch):
     stream = _stream(paths)
     got = _collect(_train(paths, batch))
@@ -168,6 +168,9 @@ def test_eval_dataset_keeps_every_row_in_order(dataset):
     np.testing.assert_array_equal(np.concatenate([b["ply"] for b in batches]), np.arange(130))
     capped = list(pipeline.make_eval_dataset(paths, global_batch=64, max_positions=100).as_numpy_iterator())
     assert [len(b["ply"]) for b in capped] == [64, 36]
+    wide = list(pipeline.make_eval_dataset(paths, global_batch=100).as_numpy_iterator())   # > one chunk
+    assert [len(b["ply"]) for b in wide] == [100, 30]
+    np.testing.assert_array_equal(np.concatenate([b["ply"] for b in wide]), np.arange(130))
 
 
 def test_split_groups_contiguous_balanced():
