@@ -76,3 +76,23 @@ def test_bad_arguments(argv, message) -> None:
 def test_arguments_sorted_and_deduplicated() -> None:
     args = bench.parse_args(["--config", "c.toml", "--batch-sizes", "32,8,8,16", "--devices", "2,1"])
     assert args.batch_sizes == (8, 16, 32) and args.devices == (1, 2)
+
+
+@pytest.mark.slow
+def test_tiny_sweep_on_simulated_devices(tmp_path, capsys) -> None:
+    """The real tower step on 1 and 2 logical CPUs: a fit per device count, JSON, plot and table."""
+    preset = tmp_path / "tiny.toml"
+    preset.write_text("[model]\nblocks = 1\nfilters = 8\nvalue_hidden = 8\n")
+    out = tmp_path / "fit.json"
+    # Batches far apart so that the time per step surely grows with the batch, even on a busy machine.
+    assert bench.main(["--config", str(preset), "--batch-sizes", "2,512", "--devices", "1,2",
+                       "--steps", "3", "--warmup", "1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [f["devices"] for f in report["fits"]] == [1, 2] and report["simulated"] is True
+    for entry in report["fits"]:
+        assert [p["per_replica_batch"] for p in entry["points"]] == [2, 512]
+        assert entry["v0"] > 0 and entry["t"] >= 0 and entry["num_points"] == 2
+        assert all(p["steps"] == 3 and p["seconds_per_step"] > 0 for p in entry["points"])
+    assert report["scaling"][0]["devices"] == 2 and report["scaling"][0]["efficiency"] > 0
+    assert out.with_suffix(".png").stat().st_size > 5000
+    assert "devices over 1 at per-GPU batch" in capsys.readouterr().out

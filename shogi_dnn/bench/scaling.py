@@ -286,6 +286,7 @@ def main(argv: Sequence[str]) -> int:
     """`shogi-dnn bench scaling`: sweep, fit, write JSON + PNG, print the table."""
     args = parse_args(argv)
     config = load_config(args.config, args.set)
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)     # one INFO line per all-reduce otherwise
     device_names = prepare_devices(max(args.devices))
     points = sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup, device_names)
     meta = {"config": str(args.config), "overrides": list(args.set), "model": dataclasses.asdict(config.model),
