@@ -408,3 +408,21 @@ def test_parse_never_raises_on_garbage(pieces: list[str]) -> None:
         assert isinstance(item, (GameRecord, KifuError))
         if isinstance(item, KifuError):
             assert item.path == "fuzz.csa" and item.line >= 1
+
+
+def test_shared_real_csa_games(shared_dir: Path) -> None:
+    """Every real_game CSA file of ../shared/kifu reads with DETAILS.tsv's move count and winner."""
+    root = shared_dir / "kifu"
+    if not (root / "DETAILS.tsv").is_file():
+        pytest.skip("../shared/kifu is absent")
+    with open(root / "DETAILS.tsv", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle, delimiter="\t")
+                if row["format"] == "csa" and row["kind"] == "real_game"]
+    assert len(rows) >= 20
+    for row in rows:
+        (record,) = read_record_file(root / row["local_path"])
+        assert isinstance(record, GameRecord), record
+        assert len(record.moves) == int(row["mainline_moves"]), row["local_path"]
+        # The one exception states its result only in free English text ('Sente wins by checkmate.').
+        want = "unknown" if row["result_marker"] == "comment" else row["winner"]
+        assert record.winner.value == want, row["local_path"]

@@ -291,7 +291,7 @@ def _read_token(game: _Game, token: str, number: int, path: str) -> None:
 # --- start position -------------------------------------------------------------------------------
 
 def _standard_codes() -> list[int]:
-    return rules.new_position(STANDARD_START_SFEN).piece_codes()
+    return rules.ShogiPosition(STANDARD_START_SFEN).piece_codes()   # no backend choice at import
 
 
 STANDARD_CODES = _standard_codes()
