@@ -147,6 +147,11 @@ def test_bad_board_diagram_is_an_error() -> None:
     assert len(items) == 1 and isinstance(items[0], KifuError) and "board" in items[0].reason
 
 
+def test_side_marks_and_unspaced_same_are_accepted() -> None:
+    text = GAME.replace("７六歩(77)", "▲７六歩(77)").replace("３四歩(33)", "△３四歩(33)").replace("同　桂", "同桂")
+    assert parse_one(text).moves == MOVES_USI
+
+
 def test_variations_comments_bookmarks_and_branch_marks_are_skipped() -> None:
     text = HEADER + """\
 *開始前のコメント
@@ -280,6 +285,14 @@ def test_no_moves_is_one_error() -> None:
     items = parse_all("手合割：平手\n先手：A\n")
     assert len(items) == 1 and isinstance(items[0], KifuError)
     assert [type(x) for x in parse_all("")] == [KifuError]
+
+
+def test_declared_position_without_moves_is_a_game_without_result() -> None:
+    """A position-only record (for inspect/predict): no moves, no result, so never training data."""
+    record = parse_one("手合割：香落ち\n手数----指手---------消費時間--\n")
+    assert record.moves == () and record.start_sfen == ja.HANDICAPS["香落ち"] and not record.has_result
+    board = parse_one(BOARD)
+    assert board.moves == () and board.start_sfen.startswith("4+B2n1/")
 
 
 def test_concatenated_games() -> None:

@@ -61,6 +61,7 @@ class GameState:
     in_variation: bool = False
     error: KifuError | None = None
     illegal_pending: bool = False        # the error is an illegal move that a `*反則…` comment may confirm
+    declared: bool = False               # a board diagram or the `手数----指手` line: a game even with no moves
 
     @property
     def started(self) -> bool:
@@ -200,7 +201,7 @@ def read_games(text: str, path: str, fmt: str,
         if state is None:
             state = GameState(path, fmt, line_no)
         _read_line(state, line, line_no, read_move_line)
-    if state is not None and (state.started or state.error is not None):
+    if state is not None and (state.started or state.declared or state.error is not None):
         found = True
         yield finish_game(state)
     if not found:
@@ -268,6 +269,10 @@ def _read_board_line(state: GameState, line: str) -> bool:
     row = _BOARD_ROW.match(stripped)
     if row:
         state.board_rows.append(row.group(1))
+        state.declared = True
+        return True
+    if stripped.startswith("手数-"):
+        state.declared = True
         return True
     if stripped in TURN_LINES:
         state.turn = TURN_LINES[stripped]
@@ -346,7 +351,7 @@ def read_kif_move_line(state: GameState, line: str, line_no: int) -> bool:
     if state.finished:
         return True
     tokens = _SAME.sub("同", match.group(2)).split()
-    token = tokens[0].rstrip("+") if tokens else ""
+    token = tokens[0].rstrip("+").lstrip("▲△☗☖") if tokens else ""   # some sites write `1 ▲７六歩(77)`
     try:
         if token in ja.RESULT_WORDS:
             state.set_result(token, line_no)
