@@ -1,0 +1,19 @@
+"""`shogi-dnn report --run-dir RUN`: PNG plots (RUN/plots/) and RUN/report.md from metrics.jsonl and
+the eval-*.json files; flags an unbalanced tower."""
+
+from __future__ import annotations
+
+import argparse
+
+from shogi_dnn import report
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="shogi-dnn report", description=__doc__.split(":", 1)[1].strip())
+    parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
+    args = parser.parse_args(argv)
+    path = report.write_report(args.run_dir)
+    for flag in report.find_unbalanced_towers(report.runinfo.read_metrics(args.run_dir)):
+        print(f"UNBALANCED TOWER: {flag.message}")
+    print(f"wrote {path} and plots in {path.parent / report.PLOTS_DIR}")
+    return 0
