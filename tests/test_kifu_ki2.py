@@ -251,3 +251,83 @@ def test_truncated_or_garbled_text_never_raises(cut: int, junk: str, at: int) ->
     text = text[:at] + junk + text[at:]
     items = parse_all(text)
     assert items and all(isinstance(x, (GameRecord, KifuError)) for x in items)
+
+
+# --- round trip: random legal games written as KI2 by an independent writer -> parse ------------
+
+def _usi_file_rank(square: str) -> tuple[int, int]:
+    return int(square[0]), ord(square[1]) - ord("a") + 1
+
+
+def _words(usi: str, turn: int) -> dict[str, bool]:
+    """Which relative words describe a board move, from the mover's view (JSA notation rules)."""
+    (from_file, from_rank), (to_file, to_rank) = _usi_file_rank(usi[:2]), _usi_file_rank(usi[2:4])
+    ahead = (from_rank - to_rank) if turn == 0 else (to_rank - from_rank)
+    return {"上": ahead > 0, "引": ahead < 0, "寄": ahead == 0, "直": ahead > 0 and from_file == to_file}
+
+
+def _relative_words(usi: str, rivals: list[str], turn: int) -> str:
+    """The shortest relative words telling `usi` apart from the other `rivals` (same piece and square)."""
+    def files(moves: list[str]) -> list[int]:
+        return [int(m[0]) if turn == 0 else -int(m[0]) for m in moves]   # smaller = further right
+    for motion in ("", "直", "上", "引", "寄"):
+        group = [m for m in rivals if not motion or _words(m, turn)[motion]]
+        if usi not in group:
+            continue
+        for side in ("", "右", "左"):
+            pick = {"": min, "右": min, "左": max}[side](files([usi] + group))
+            chosen = group if not side else [m for m, f in zip(group, files(group)) if f == pick]
+            if chosen == [usi]:
+                return side + motion
+    raise AssertionError(f"cannot write {usi} apart from {rivals}")
+
+
+def write_ki2_move(position, usi: str, previous: str) -> str:  # type: ignore[no-untyped-def]
+    names = {1: "歩", 2: "香", 3: "桂", 4: "銀", 5: "金", 6: "角", 7: "飛", 8: "玉",
+             9: "と", 10: "成香", 11: "成桂", 12: "成銀", 13: "馬", 14: "龍"}
+    to = usi[2:4]
+    file, rank = _usi_file_rank(to)
+    where = "同　" if to == previous else "０１２３４５６７８９"[file] + "〇一二三四五六七八九"[rank]
+    legal = position.legal_usi()
+    mark = "▲" if position.turn == 0 else "△"
+    def piece_of(move: str) -> int:
+        return position.piece_type_at((ord(move[1]) - ord("a")) * 9 + 9 - int(move[0]))[0]
+    if usi[1] == "*":
+        piece = "PLNSGBR".index(usi[0]) + 1
+        board_rival = any(m[1] != "*" and m[2:4] == to and piece_of(m) == piece for m in legal)
+        return f"{mark}{where}{names[piece]}{'打' if board_rival else ''}"
+    piece = piece_of(usi)
+    promote = usi.endswith("+")
+    rivals = [m for m in legal if m[1] != "*" and m[2:4] == to and m.endswith("+") == promote
+              and piece_of(m) == piece]
+    words = _relative_words(usi, rivals, position.turn) if len(rivals) > 1 else ""
+    suffix = "成" if promote else ("不成" if usi + "+" in legal else "")
+    return f"{mark}{where}{names[piece]}{words}{suffix}"
+
+
+@st.composite
+def random_walks(draw: st.DrawFn) -> tuple[str, list[str], str]:
+    from shogi_dnn.kifu import japanese as ja
+    from shogi_dnn.rules import new_position
+    name = draw(st.sampled_from(sorted(ja.HANDICAPS)))
+    position = new_position(ja.HANDICAPS[name])
+    moves, tokens, previous = [], [], ""
+    for _ in range(draw(st.integers(1, 60))):
+        legal = sorted(position.legal_usi())
+        if not legal:
+            break
+        usi = legal[draw(st.integers(0, len(legal) - 1))]
+        tokens.append(write_ki2_move(position, usi, previous))
+        position.push_usi(usi)
+        moves.append(usi)
+        previous = usi[2:4]
+    return name, moves, "\n".join("  ".join(tokens[i:i + 6]) for i in range(0, len(tokens), 6))
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_walks())
+def test_round_trip_random_games_written_as_ki2(walk: tuple[str, list[str], str]) -> None:
+    name, moves, body = walk
+    record = parse_one(f"手合割：{name}\n{body}\nまで{len(moves)}手で中断\n")
+    assert list(record.moves) == moves
+    assert record.ending is Ending.INTERRUPTED

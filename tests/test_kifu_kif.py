@@ -465,3 +465,19 @@ def test_truncated_or_garbled_text_never_raises(cut: int, junk: str, at: int) ->
     text = text[:at] + junk + text[at:]
     items = parse_all(text)
     assert items and all(isinstance(x, (GameRecord, KifuError)) for x in items)
+
+
+def test_real_records_round_trip_through_format_kif(shared_dir: Path) -> None:
+    """Every KIF/KI2 game in ../shared/kifu written by format_kif reads back the same."""
+    suffixes = (".kif", ".kifu", ".ki2", ".ki2u")
+    paths = [p for p in (shared_dir / "kifu").rglob("*") if p.suffix.lower() in suffixes]
+    checked = 0
+    for path in paths:
+        for record in read_record_file(path):
+            if not isinstance(record, GameRecord):
+                continue
+            back = parse_one(kif.format_kif(record))
+            assert back.start_sfen == record.start_sfen, path
+            assert (back.moves, back.winner) == (record.moves, record.winner), path
+            checked += 1
+    assert checked >= 100
