@@ -7,8 +7,9 @@ one collective all-reduce over all W x GPUs towers. It is described either by th
     shogi-dnn train ... --workers 10.0.0.1:2222,10.0.0.2:2222 --worker-index 1     (on 10.0.0.2)
 
 or by a TF_CONFIG already in the environment (jobs "chief" and/or "worker"). Worker 0 (or the "chief"
-task) is the chief: it alone writes metrics, TensorBoard and the kept checkpoints; the others save theirs
-into a scratch directory (TensorFlow requires every worker to take part in a save) that is removed.
+task) is the chief: it alone writes into the run directory (metrics, TensorBoard, checkpoints, the final
+model). Every worker must take part in each checkpoint save (TensorFlow's rule), so the others write
+their copies into RUN/workerI (worker_dir): each worker can then resume from its own disk.
 
 `--simulate-devices N` with a cluster gives each worker process N logical CPU devices, so a two-machine,
 two-GPU-each run can be rehearsed as two processes on one laptop. TensorFlow's strategy uses a single
@@ -152,12 +153,14 @@ def resolve_cluster(workers: str | None, worker_index: int | None,
     return parse_tf_config(text) if text else None
 
 
-def scratch_dir(run_dir: Path, cluster: Cluster | None) -> Path:
-    """Where this worker writes checkpoints: the run directory for the chief (or a single machine),
-    a per-worker scratch directory inside it for the others (removed after each save)."""
+def worker_dir(run_dir: Path, cluster: Cluster | None) -> Path:
+    """Where this worker writes: the run directory for the chief (or a single machine), RUN/workerI for
+    the others. Every worker must take part in each checkpoint save (TensorFlow's rule); the others'
+    copies (and their duplicate metrics) go to their own directory, so each worker can also resume from
+    its own disk when RUN is not shared between machines."""
     if cluster is None or cluster.is_chief:
-        return run_dir
-    return run_dir / f".worker{cluster.worker_id}-scratch"
+        return Path(run_dir)
+    return Path(run_dir) / f"worker{cluster.worker_id}"
 
 
 def peer_lost_message(exc: BaseException, cluster: Cluster) -> str:
@@ -230,16 +233,33 @@ def _simulated_strategy_class():
     return SimulatedMultiWorkerStrategy
 
 
-def device_names(strategy, cluster: Cluster | None) -> list[str]:
-    """One name per tower of the whole cluster in global replica order, e.g. 'worker1@b:2222/GPU:0'.
+def cluster_of(strategy) -> Cluster | None:
+    """The cluster a MultiWorkerMirroredStrategy spans (None for a single-worker strategy)."""
+    if not is_multi_worker(strategy):
+        return None
+    resolver = strategy.cluster_resolver
+    spec = resolver.cluster_spec().as_dict()
+    jobs = tuple((job, tuple(spec[job])) for job in JOBS if job in spec)
+    return Cluster(jobs=jobs, task_type=resolver.task_type, task_index=int(resolver.task_id))
 
-    Workers have the same device count (MultiWorkerMirroredStrategy's assumption), so the other
-    workers' devices are named after this worker's.
+
+def device_names(strategy) -> list[str]:
+    """One name per tower of the whole cluster, in global replica order.
+
+    A single worker: its device names as TensorFlow gives them. Several workers: 'worker1@b:2222/GPU:0';
+    workers have the same device count (MultiWorkerMirroredStrategy's assumption), so the other workers'
+    devices are named after this worker's.
     """
-    local = [d.split("/device:")[-1] for d in strategy.extended.worker_devices]
+    cluster = cluster_of(strategy)
     if cluster is None:
-        return local
+        return [str(d) for d in strategy.extended.worker_devices]
+    local = [str(d).split("/device:")[-1] for d in strategy.extended.worker_devices]
     return [f"{cluster.worker_name(w)}/{d}" for w in range(cluster.num_workers) for d in local]
+
+
+def num_workers(strategy) -> int:
+    """Worker processes the strategy spans (1 for MirroredStrategy)."""
+    return int(getattr(strategy.extended, "_num_workers", 1))
 
 
 def replica_values(strategy, per_replica) -> list[float]:
@@ -260,5 +280,5 @@ def replica_values(strategy, per_replica) -> list[float]:
 
 def is_multi_worker(strategy) -> bool:
     """True when the strategy spans more than one worker process."""
-    return getattr(strategy.extended, "_num_workers", 1) > 1
+    return num_workers(strategy) > 1
 

@@ -72,18 +72,29 @@ def test_bad_tf_config(text, message) -> None:
 
 def test_only_the_chief_writes_into_the_run_dir() -> None:
     run = Path("/runs/a")
-    assert cluster.scratch_dir(run, None) == run
-    assert cluster.scratch_dir(run, cluster.parse_workers(TWO, 0)) == run
-    assert cluster.scratch_dir(run, cluster.parse_workers(TWO, 1)) == run / ".worker1-scratch"
+    assert cluster.worker_dir(run, None) == run
+    assert cluster.worker_dir(run, cluster.parse_workers(TWO, 0)) == run
+    assert cluster.worker_dir(run, cluster.parse_workers(TWO, 1)) == run / "worker1"
+
+
+def fake_strategy(workers: int, task: int = 0) -> SimpleNamespace:
+    """Just what device_names reads from a MultiWorkerMirroredStrategy."""
+    spec = cluster.parse_workers(TWO, 0).tf_config()["cluster"]
+    resolver = SimpleNamespace(cluster_spec=lambda: SimpleNamespace(as_dict=lambda: spec), task_type="worker",
+                               task_id=task)
+    devices = tuple(f"/job:worker/replica:0/task:{task}/device:GPU:{i}" for i in range(2))
+    return SimpleNamespace(extended=SimpleNamespace(worker_devices=devices, _num_workers=workers),
+                           cluster_resolver=resolver)
 
 
 def test_device_names_cover_every_worker() -> None:
-    strategy = SimpleNamespace(extended=SimpleNamespace(worker_devices=(
-        "/job:worker/replica:0/task:1/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:1")))
-    names = cluster.device_names(strategy, cluster.parse_workers(TWO, 1))
+    names = cluster.device_names(fake_strategy(2, task=1))
     assert names == ["worker0@10.0.0.1:2222/GPU:0", "worker0@10.0.0.1:2222/GPU:1",
                      "worker1@10.0.0.2:2222/GPU:0", "worker1@10.0.0.2:2222/GPU:1"]
-    assert cluster.device_names(strategy, None) == ["GPU:0", "GPU:1"]
+    assert cluster.cluster_of(fake_strategy(2, task=1)) == cluster.parse_workers(TWO, 1)
+    single = fake_strategy(1)
+    assert cluster.device_names(single) == list(single.extended.worker_devices)
+    assert cluster.cluster_of(single) is None and cluster.num_workers(single) == 1
 
 
 def test_peer_lost_message_is_one_line() -> None:
