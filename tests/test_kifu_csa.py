@@ -426,3 +426,16 @@ def test_shared_real_csa_games(shared_dir: Path) -> None:
         # The one exception states its result only in free English text ('Sente wins by checkmate.').
         want = "unknown" if row["result_marker"] == "comment" else row["winner"]
         assert record.winner.value == want, row["local_path"]
+
+
+@pytest.mark.parametrize("name", ["handicap_2piece_pi.csa", "handicap_kyo_board.csa", "board_with_hands_al.csa",
+                                  "ending_tsumi.csa", "floodgate_rust_shogi_sample.csa", "crlf.csa"])
+def test_format_csa_is_read_by_cshogi(name: str) -> None:
+    """An independent CSA reader gets the same start position and moves from what format_csa writes."""
+    cshogi_csa = pytest.importorskip("cshogi.CSA")
+    import cshogi
+
+    record = read_one(name)
+    (game,) = cshogi_csa.Parser.parse_str(format_csa(record))
+    assert [cshogi.move_to_usi(move) for move in game.moves] == list(record.moves)
+    assert shogi.Board(game.sfen).sfen() == record.start_sfen      # same position, canonical hand order
