@@ -89,8 +89,8 @@ class GameState:
             self.start = start
         return self.position
 
-    def play(self, usi: str, line: int) -> None:
-        """Play one main-line move; an illegal move fails the game naming line and ply."""
+    def play(self, usi: str, line: int, text: str = "") -> None:
+        """Play one main-line move (`text` is how the record wrote it); an illegal move fails the game."""
         try:
             position = self.board(line)
         except KifuError as exc:
@@ -98,8 +98,8 @@ class GameState:
             return
         try:
             position.push_usi(usi)
-        except IllegalMoveError as exc:
-            self.fail(line, f"illegal move {usi}: {exc}", len(self.moves) + 1)
+        except IllegalMoveError:
+            self.fail(line, f"illegal move {text + ' = ' if text else ''}{usi}", len(self.moves) + 1)
             self.illegal_pending = True
             return
         self.moves.append(usi)
@@ -361,7 +361,7 @@ def read_kif_move_line(state: GameState, line: str, line_no: int) -> bool:
         state.error = exc
         return True
     if usi:
-        state.play(usi, line_no)
+        state.play(usi, line_no, token)
     return True
 
 
