@@ -21,6 +21,7 @@ file still matches; a shard cut off mid-write is only ever a `.tmp` file (write_
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -41,7 +42,7 @@ from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.features import EncodedGame, encode_game
 from shogi_dnn.kifu import read_record_bytes
 from shogi_dnn.kifu.record import Ending, GameRecord, Winner
-from shogi_dnn.rules import position_factory, resolve_backend
+from shogi_dnn.rules import BACKEND_ENV, position_factory, resolve_backend
 from shogi_dnn.sources import SourceFile, iter_sources
 
 log = logging.getLogger(__name__)
@@ -198,8 +199,26 @@ def process_file(source: SourceFile | KifuError, settings: ConvertSettings, back
     """Parse, filter, split and encode every game of one file (runs in a worker process)."""
     if isinstance(source, KifuError):
         return FileResult(source.path, readable=False, errors=[str(source)])
+    with _rules_backend(backend):
+        return _process_records(source, settings, position_factory(backend))
+
+
+@contextlib.contextmanager
+def _rules_backend(backend: str) -> Iterator[None]:
+    """The readers (rules.new_position) use `backend` too, for this call only."""
+    previous = os.environ.get(BACKEND_ENV)
+    os.environ[BACKEND_ENV] = backend
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(BACKEND_ENV, None)
+        else:
+            os.environ[BACKEND_ENV] = previous
+
+
+def _process_records(source: SourceFile, settings: ConvertSettings, factory: Callable) -> FileResult:
     result = FileResult(source.name)
-    factory = position_factory(backend)
     for item in _read_records(source, result):
         if isinstance(item, KifuError):
             result.errors.append(str(item))
