@@ -15,6 +15,7 @@ KifuError (file, line, ply) and parsing continues with the next game of the file
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 from collections.abc import Iterator
 
@@ -49,7 +50,7 @@ HANDICAP_BOARDS = {
 }
 
 
-class Loser:
+class Loser(enum.Enum):
     """Who loses, relative to the side to move when the special move is recorded."""
 
     SIDE_TO_MOVE = "side_to_move"
@@ -62,7 +63,7 @@ class Loser:
 
 
 # `%` special moves: token -> (ending, who loses). CSA V2.2 section 4 and V3.0.
-SPECIAL_MOVES: dict[str, tuple[Ending, str]] = {
+SPECIAL_MOVES: dict[str, tuple[Ending, Loser]] = {
     "%TORYO": (Ending.RESIGN, Loser.SIDE_TO_MOVE),
     "%TSUMI": (Ending.CHECKMATE, Loser.SIDE_TO_MOVE),          # the side that gave mate won
     "%SENNICHITE": (Ending.SENNICHITE, Loser.NOBODY),
@@ -522,7 +523,7 @@ def _result(game: _Game, position: rules.Position, path: str) -> tuple[Winner, E
     return special_move_winner(loser, position), ending
 
 
-def special_move_winner(loser: str, position: rules.Position) -> Winner:
+def special_move_winner(loser: Loser, position: rules.Position) -> Winner:
     """The winner implied by a special move's `Loser` rule in the position where it is recorded."""
     to_move = Winner.BLACK if position.turn == rules.BLACK else Winner.WHITE
     last_mover = Winner.WHITE if to_move is Winner.BLACK else Winner.BLACK
