@@ -10,9 +10,9 @@ from shogi_dnn.errors import ConfigError, ShardFormatError
 
 
 def _results() -> list[bench.Measurement]:
-    return [bench.Measurement(bench.PIPELINE, 0, 1000, 0.001),
-            bench.Measurement(bench.TOWERS, 1, 100, 1.0), bench.Measurement(bench.FIT, 1, 100, 2.0),
-            bench.Measurement(bench.TOWERS, 2, 100, 0.5), bench.Measurement(bench.FIT, 2, 100, 0.8)]
+    return [bench.Measurement(bench.PIPELINE, 0, 1000, (0.002, 0.001)),
+            bench.Measurement(bench.TOWERS, 1, 100, (1.0,)), bench.Measurement(bench.FIT, 1, 100, (2.0, 3.0)),
+            bench.Measurement(bench.TOWERS, 2, 100, (0.6, 0.5, 0.7)), bench.Measurement(bench.FIT, 2, 100, (0.8,))]
 
 
 def test_report_ratios():
@@ -23,6 +23,7 @@ def test_report_ratios():
     assert ratios["fit_speedup_over_1"]["2"] == pytest.approx(2.5)
     assert ratios["pipeline_over_fastest_step"] == pytest.approx(1e6 / 200)
     assert [r["positions_per_s"] for r in report["results"]] == pytest.approx([1e6, 100, 50, 200, 125])
+    assert report["results"][3]["median_positions_per_s"] == pytest.approx(100 / 0.6)
 
 
 def test_table_lists_every_measurement_with_ratios():

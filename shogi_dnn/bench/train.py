@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -29,6 +30,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from shogi_dnn import config, shards
 from shogi_dnn.config import Config, load_config
@@ -46,19 +49,30 @@ FIT = "model.fit"
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """`positions` positions processed in `seconds` by one method on `devices` devices (0: host only)."""
+    """One method on `devices` devices (0: host only): `positions` positions per timed window, and the
+    seconds of each window. The figure is the best window (the machine may be shared)."""
 
     method: str
     devices: int
     positions: int
-    seconds: float
+    windows: tuple[float, ...]
+
+    @property
+    def seconds(self) -> float:
+        return min(self.windows)
 
     @property
     def positions_per_s(self) -> float:
         return self.positions / self.seconds
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "positions_per_s": self.positions_per_s}
+        return {**dataclasses.asdict(self), "seconds": self.seconds, "positions_per_s": self.positions_per_s,
+                "median_positions_per_s": self.positions / float(np.median(self.windows))}
+
+
+def _windows(marks: Sequence[float]) -> tuple[float, ...]:
+    """Durations between consecutive time marks."""
+    return tuple(b - a for a, b in itertools.pairwise(marks))
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:
@@ -79,19 +93,22 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per point (default %(default)s)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed windows per point; the best is reported (default %(default)s)")
     parser.add_argument("--devices", default=",".join(map(str, DEFAULT_DEVICES)),
                         help="device counts to measure (default %(default)s)")
     parser.add_argument("--global-batch", type=int, default=0,
                         help="global batch for every point (default: the config's for the most devices)")
-    parser.add_argument("--pipeline-positions", type=int, default=1_000_000,
-                        help="positions read for the pipeline-alone figure (default %(default)s)")
+    parser.add_argument("--pipeline-positions", type=int, default=500_000,
+                        help="positions per timed window of the pipeline alone (default %(default)s)")
     parser.add_argument("--synthetic-positions", type=int, default=8 * SYNTHETIC_SHARD_ROWS,
                         help="size of the synthetic dataset without --data (default %(default)s)")
     parser.add_argument("--json", help="write every figure to this JSON file")
     args = parser.parse_args(list(argv))
     args.devices = _int_list(args.devices, "--devices")
-    if args.steps < 1 or args.warmup < 1 or args.pipeline_positions < 1 or args.synthetic_positions < 1:
-        raise ConfigError("--steps, --warmup, --pipeline-positions and --synthetic-positions must be >= 1")
+    if min(args.steps, args.warmup, args.repeats, args.pipeline_positions, args.synthetic_positions) < 1:
+        raise ConfigError("--steps, --warmup, --repeats, --pipeline-positions and --synthetic-positions "
+                          "must be >= 1")
     return args
 
 
@@ -149,74 +166,87 @@ def _dataset(paths: Sequence[Path], cfg: Config, global_batch: int):
                                        shuffle_buffer=cfg.data.shuffle_buffer, mirror=cfg.data.mirror).repeat()
 
 
-def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, positions: int) -> Measurement:
-    """(a) Iterate the input pipeline alone (batches to host tensors) for about `positions` positions."""
-    batches = max(1, positions // global_batch)
-    start = time.perf_counter()
-    count = 0
-    for batch in _dataset(paths, cfg, global_batch).take(batches):
-        count += int(batch["win"].shape[0])
-    return Measurement(PIPELINE, 0, count, time.perf_counter() - start)
+def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, positions: int,
+                     repeats: int) -> Measurement:
+    """(a) The input pipeline alone: windows of about `positions` positions (batches as host tensors)."""
+    batches = iter(_dataset(paths, cfg, global_batch))
+    per_window = max(1, positions // global_batch)
+    next(batches)                          # start-up: opening shards, first buffer
+    marks = [time.perf_counter()]
+    for _ in range(repeats):
+        for _ in range(per_window):
+            next(batches)
+        marks.append(time.perf_counter())
+    return Measurement(PIPELINE, 0, per_window * global_batch, _windows(marks))
 
 
-def _build(strategy, cfg: Config, global_batch: int, total_steps: int):
-    """Model and optimizer created (and built) in the strategy's scope."""
+def _build(strategy, cfg: Config, global_batch: int):
+    """Model and towers optimizer created (and built) in the strategy's scope."""
     from shogi_dnn import towers
     from shogi_dnn.model import build_model
 
     with strategy.scope():
         model = build_model(cfg.model, seed=cfg.train.seed)
-        optimizer = towers.build_optimizer(cfg.optim, global_batch, total_steps, model)
+        optimizer = towers.build_optimizer(cfg.optim, global_batch, None, model, strategy=strategy,
+                                           loss_scale=cfg.model.mixed_precision == "mixed_float16")
     return model, optimizer
 
 
 def measure_towers(strategy, paths: Sequence[Path], cfg: Config, global_batch: int, steps: int,
-                   warmup: int) -> Measurement:
-    """(b) Our tower step (towers.make_train_step) on the distributed pipeline."""
+                   warmup: int, repeats: int) -> Measurement:
+    """(b) Our tower step (towers.make_train_step) on the distributed pipeline: windows of `steps`."""
     from shogi_dnn import towers
 
-    model, optimizer = _build(strategy, cfg, global_batch, steps + warmup)
+    model, optimizer = _build(strategy, cfg, global_batch)
     train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
                                         clip_global_norm=cfg.optim.clip_global_norm)
     batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
     for _ in range(warmup):
         sums = train_step(next(batches))
     towers.local_values(strategy, sums["count"])          # waits for the warm-up steps
-    start = time.perf_counter()
-    for _ in range(steps):
-        sums = train_step(next(batches))
-    towers.local_values(strategy, sums["count"])
-    return Measurement(TOWERS, strategy.num_replicas_in_sync, steps * global_batch, time.perf_counter() - start)
+    marks = [time.perf_counter()]
+    for _ in range(repeats):
+        for _ in range(steps):
+            sums = train_step(next(batches))
+        towers.local_values(strategy, sums["count"])
+        marks.append(time.perf_counter())
+    return Measurement(TOWERS, strategy.num_replicas_in_sync, steps * global_batch, _windows(marks))
 
 
-def _step_clock(warmup: int):
-    """A Keras callback timing from the end of step `warmup` to the end of the last step (.start, .end)."""
+def _step_clock(warmup: int, steps: int):
+    """A Keras callback marking the time after step `warmup` and after every `steps` steps (.marks)."""
     import keras
 
     class StepClock(keras.callbacks.Callback):
-        start = end = 0.0
+        def __init__(self) -> None:
+            super().__init__()
+            self.marks: list[float] = []
 
         def on_train_batch_end(self, batch, logs=None):
-            if batch + 1 == warmup:
-                self.start = time.perf_counter()
-            self.end = time.perf_counter()
+            done = batch + 1 - warmup
+            if done >= 0 and done % steps == 0:
+                self.marks.append(time.perf_counter())
 
     return StepClock()
 
 
 def measure_fit(strategy, paths: Sequence[Path], cfg: Config, global_batch: int, steps: int,
-                warmup: int) -> Measurement:
+                warmup: int, repeats: int) -> Measurement:
     """(c) Keras' model.fit under the same strategy, same model, optimizer, data and global batch."""
     import keras
 
-    model, optimizer = _build(strategy, cfg, global_batch, steps + warmup)
+    model, towers_optimizer = _build(strategy, cfg, global_batch)
     with strategy.scope():
+        # The same optimizer class, lr schedule and decay, as a fresh instance: the towers' one has its
+        # own all-reduce disabled (make_train_step reduces), which model.fit relies on.
+        optimizer = type(towers_optimizer).from_config(towers_optimizer.get_config())
         model.compile(optimizer=optimizer, loss=keras.losses.BinaryCrossentropy(from_logits=True))
     data = _dataset(paths, cfg, global_batch).map(
         lambda b: ({"board": b["board"], "hands": b["hands"]}, b["win"][:, None]))
-    clock = _step_clock(warmup)
-    model.fit(data, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[clock])
-    return Measurement(FIT, strategy.num_replicas_in_sync, steps * global_batch, clock.end - clock.start)
+    clock = _step_clock(warmup, steps)
+    model.fit(data, steps_per_epoch=warmup + repeats * steps, epochs=1, verbose=0, shuffle=False,
+              callbacks=[clock])
+    return Measurement(FIT, strategy.num_replicas_in_sync, steps * global_batch, _windows(clock.marks))
 
 
 def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],
@@ -224,14 +254,14 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
     """Every measurement: the pipeline, then towers and model.fit for each device count."""
     from shogi_dnn import towers
 
-    results = [measure_pipeline(paths, cfg, global_batch, args.pipeline_positions)]
+    results = [measure_pipeline(paths, cfg, global_batch, args.pipeline_positions, args.repeats)]
     log.info("pipeline: %.0f positions/s", results[-1].positions_per_s)
     for n in args.devices:
         if global_batch % n:
             raise ConfigError(f"--global-batch {global_batch} is not divisible by {n} devices")
         strategy = towers.make_strategy(devices=list(devices[:n]))
         for measure in (measure_towers, measure_fit):
-            results.append(measure(strategy, paths, cfg, global_batch, args.steps, args.warmup))
+            results.append(measure(strategy, paths, cfg, global_batch, args.steps, args.warmup, args.repeats))
             log.info("%s on %d device(s): %.0f positions/s", results[-1].method, n, results[-1].positions_per_s)
     return results
 
@@ -285,14 +315,15 @@ def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_
     from shogi_dnn import pipeline
 
     return {"data": source, "train_positions": pipeline.count_positions(paths), "global_batch": global_batch,
-            "steps": args.steps, "warmup": args.warmup, "devices": list(devices),
+            "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "devices": list(devices),
             "config": cfg.to_dict(), "tensorflow": tf.__version__, "platform": platform.platform(),
-            "cpu_count": os.cpu_count()}
+            "cpu_count": os.cpu_count(), "load_average_1min_at_end": os.getloadavg()[0]}
 
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     cfg = load_config(args.config, args.set)
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)   # MirroredStrategy logs every reduction
     devices = prepare_devices(max(args.devices))        # before anything initialises TensorFlow
     global_batch = args.global_batch or config.global_batch(cfg, len(devices))
     with tempfile.TemporaryDirectory(prefix="shogi-dnn-bench-") as scratch:
