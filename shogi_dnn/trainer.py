@@ -1,0 +1,242 @@
+"""The staged training loop: stages over sample groups, validation and a checkpoint after each stage,
+periodic checkpoints inside a stage, SIGINT/SIGTERM -> checkpoint and clean exit, exact resume.
+
+Run directory (see also checkpoints.py and metrics.py):
+  RUN/config.json   the resolved Config (config.from_dict(json.load(...)) reads it back)
+  RUN/run.json      data_dir, devices, num_replicas, num_workers, batches, peak lr, resume command
+  RUN/metrics.jsonl, RUN/tb/, RUN/checkpoints/, RUN/model.keras (at the end)
+
+Exact resume: a checkpoint stores the weights, the optimizer state (so the lr schedule and momentum
+continue) and the data position (epoch, stage, group, positions consumed in the group, seeds). The
+stream of a stage depends only on its shards and seed, so skipping the consumed prefix continues it
+with no position skipped or repeated, with any number of towers at the same global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+from tqdm import tqdm
+
+from shogi_dnn import __version__, pipeline, shards, towers
+from shogi_dnn import config as config_mod
+from shogi_dnn.checkpoints import (CONFIG_FILE, CheckpointManager, list_checkpoints, read_state, save_model,
+                                   write_json_atomic)
+from shogi_dnn.config import Config
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.metrics import MetricsLog, TowerSums, summarise
+from shogi_dnn.model import build_model
+from shogi_dnn.stages import Stage, StagePlan, TrainState
+
+log = logging.getLogger(__name__)
+RUN_FILE = "run.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """How Trainer.run ended: the final state, and whether a stop request (signal) ended it early."""
+
+    state: TrainState
+    interrupted: bool
+
+
+def short_device_name(name: str) -> str:
+    """"/job:localhost/replica:0/task:0/device:GPU:1" -> "GPU:1" (towers.make_strategy(devices=...) reads it)."""
+    return name.rsplit("device:", 1)[-1]
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM (e.g. a reclaimed spot instance); the loop checks it after every update.
+
+    A second SIGINT while stopping raises KeyboardInterrupt (the user insists)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal_name = ""
+
+    def request(self, name: str = "request") -> None:
+        self.requested, self.signal_name = True, name
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.request(signal.Signals(signum).name)
+        log.info("%s: saving a checkpoint at the current step, then exiting", self.signal_name)
+
+    @contextlib.contextmanager
+    def catch_signals(self) -> Iterator[StopFlag]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class _Interval:
+    """Step outputs since the last log line, and when the interval started."""
+
+    def __init__(self) -> None:
+        self.outputs: list[dict[str, Any]] = []
+        self.start = time.perf_counter()
+
+
+class Trainer:
+    """Trains one run. Build it (model, optimizer and steps under the strategy), then call run()."""
+
+    def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
+                 resume: bool = False, resume_command: str = "") -> None:
+        self.config, self.strategy, self.run_dir = config, strategy, Path(run_dir)
+        self.data_dir, self.resume, self.resume_command = Path(data_dir).resolve(), resume, resume_command
+        self.manifest = shards.read_manifest(self.data_dir)
+        self.global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
+        self.micro_batches = config.train.micro_batches
+        self.update_batch = self.global_batch * self.micro_batches
+        self.plan = StagePlan(self.manifest, config, self.update_batch)
+        self.devices = [short_device_name(d) for d in strategy.extended.worker_devices]
+        with strategy.scope():
+            self.model = build_model(config.model, seed=config.train.seed)
+        self.optimizer = towers.build_optimizer(config.optim, self.global_batch, strategy=strategy,
+                                                model=self.model, micro_batches=self.micro_batches,
+                                                loss_scale=config.model.mixed_precision == "mixed_float16")
+        self.train_step = towers.make_train_step(strategy, self.model, self.optimizer,
+                                                 global_batch=self.global_batch, micro_batches=self.micro_batches,
+                                                 clip_global_norm=config.optim.clip_global_norm)
+        self.eval_step = towers.make_eval_step(strategy, self.model)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoints = CheckpointManager(self.run_dir, self.model, self.optimizer, config.train.keep_checkpoints)
+        self.metrics = MetricsLog(self.run_dir)
+        self.stop = StopFlag()
+        self.validation_paths = [self.manifest.shard_path(s) for s in self.manifest.split("validation")]
+
+    def run(self) -> TrainResult:
+        """Train every remaining stage; validate and checkpoint after each. Returns early on a signal."""
+        state = self._start()
+        with self.stop.catch_signals():
+            while not self.plan.finished(state):
+                stage = self.plan.stage(state.epoch, state.stage)
+                state, complete = self._train_stage(stage, state)
+                if not complete:
+                    return self._interrupted(state)
+                self._validate(state)
+                state = self.plan.next_stage(state)
+                self.checkpoints.save(state, self.config)
+                if self.stop.requested:
+                    return self._interrupted(state)
+        save_model(self.model, self.run_dir)
+        log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
+                 self.run_dir / "model.keras")
+        self.metrics.close()
+        return TrainResult(state, interrupted=False)
+
+    # -- start and stop ---------------------------------------------------------------------------
+
+    def _start(self) -> TrainState:
+        """Restore the latest checkpoint (--resume) or start fresh; write config.json and run.json."""
+        existing = list_checkpoints(self.run_dir)
+        if existing and not self.resume:
+            raise RunError(f"{self.run_dir} already has checkpoints (latest {existing[-1].name}): add --resume "
+                           f"to continue it, or choose a new --run-dir")
+        if existing:
+            state = self._restore(existing[-1])
+        else:
+            if self.resume:
+                log.warning("--resume: no checkpoint in %s yet, starting from the beginning", self.run_dir)
+            state = self.plan.initial_state()
+        self.metrics.truncate_after(state.step)
+        write_json_atomic(self.run_dir / CONFIG_FILE, self.config.to_dict())
+        write_json_atomic(self.run_dir / RUN_FILE, self._run_info())
+        log.info("%d tower(s) %s, global batch %d x %d micro-batch(es) = %d per update, lr %.4g, %d group(s), "
+                 "%d epoch(s)", len(self.devices), ",".join(self.devices), self.global_batch, self.micro_batches,
+                 self.update_batch, towers.scaled_lr(self.config.optim, self.update_batch), self.plan.num_groups,
+                 self.plan.epochs)
+        return state
+
+    def _restore(self, path: Path) -> TrainState:
+        saved_state, saved_config = read_state(path)
+        mismatch = config_mod.architecture_mismatch(saved_config, self.config)
+        if mismatch:
+            raise ConfigError(f"{path}: the model differs from the checkpoint's: {'; '.join(mismatch)}")
+        self.plan.check_resume(saved_state)
+        state = self.checkpoints.restore(path)
+        log.info("resumed from %s: step=%d samples=%d epoch=%d stage=%d group=%d position=%d", path.name,
+                 state.step, state.samples, state.epoch, state.stage, state.group, state.position)
+        return state
+
+    def _run_info(self) -> dict[str, Any]:
+        return {"data_dir": str(self.data_dir), "devices": self.devices, "num_replicas": len(self.devices),
+                "num_workers": 1, "global_batch": self.global_batch, "micro_batches": self.micro_batches,
+                "update_batch": self.update_batch, "num_groups": self.plan.num_groups,
+                "peak_lr": towers.scaled_lr(self.config.optim, self.update_batch),
+                "resume_command": self.resume_command, "shogi_dnn": __version__, "tensorflow": tf.__version__,
+                "keras": keras.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+    def _interrupted(self, state: TrainState) -> TrainResult:
+        if self.checkpoints.last_saved_step != state.step:
+            self.checkpoints.save(state, self.config)
+        log.info("stopped (%s) at step=%d samples=%d; checkpoint saved. Resume with:\n  %s",
+                 self.stop.signal_name, state.step, state.samples, self.resume_command or "--resume")
+        self.metrics.close()
+        return TrainResult(state, interrupted=True)
+
+    # -- one stage --------------------------------------------------------------------------------
+
+    def _train_stage(self, stage: Stage, state: TrainState) -> tuple[TrainState, bool]:
+        """Run the stage's remaining updates. Returns (state, False) when stopped inside the stage."""
+        remaining = stage.remaining(state.position)
+        batches = iter(self.strategy.experimental_distribute_dataset(pipeline.make_train_dataset(
+            stage.paths, global_batch=self.global_batch, seed=stage.seed, skip_samples=state.position,
+            shuffle_buffer=self.config.data.shuffle_buffer, mirror=self.config.data.mirror)))
+        interval = _Interval()
+        desc = f"epoch {stage.epoch} stage {stage.index + 1}/{self.plan.num_groups} (group {stage.group})"
+        with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
+                  disable=None, leave=False, dynamic_ncols=True) as bar:
+            for done in range(1, remaining + 1):
+                interval.outputs.append(self.train_step(*[next(batches) for _ in range(self.micro_batches)]))
+                state = state.advance(1, self.update_batch)
+                bar.update()
+                if state.step % self.config.train.log_every_steps == 0 or done == remaining:
+                    interval = self._log_train(state, interval)
+                if done < remaining and self._checkpoint_due(state):
+                    self.checkpoints.save(state, self.config)
+                if self.stop.requested and done < remaining:
+                    return state, False
+        return state, True
+
+    def _checkpoint_due(self, state: TrainState) -> bool:
+        every = self.config.train.checkpoint_every_steps
+        return every > 0 and state.step % every == 0
+
+    def _log_train(self, state: TrainState, interval: _Interval) -> _Interval:
+        sums = TowerSums.collect(self.strategy, interval.outputs)       # waits for the interval's steps
+        seconds = time.perf_counter() - interval.start
+        self.metrics.write(summarise("train", state, sums, self.devices, seconds=seconds,
+                                     lr=towers.current_lr(self.optimizer)))
+        return _Interval()
+
+    def _validate(self, state: TrainState) -> None:
+        """Loss and accuracy on the validation split (capped by data.validation_positions), per tower."""
+        if not self.validation_paths:
+            log.info("no validation split in %s: skipping validation", self.data_dir)
+            return
+        dataset = pipeline.make_eval_dataset(self.validation_paths, global_batch=self.global_batch,
+                                             max_positions=self.config.data.validation_positions)
+        outputs = []
+        for batch in self.strategy.experimental_distribute_dataset(dataset):
+            if self.stop.requested:
+                return
+            outputs.append(self.eval_step(batch))
+        self.metrics.write(summarise("validation", state, TowerSums.collect(self.strategy, outputs), self.devices))

@@ -1,0 +1,199 @@
+"""Staged trainer: stage/group bookkeeping, metrics and checkpoints on disk, tower-count independence,
+accumulation, exact resume (after a kill and after a stop request, also on another tower count)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from shogi_dnn import checkpoints, towers  # noqa: E402
+from shogi_dnn.config import Config, from_dict  # noqa: E402
+from shogi_dnn.errors import ConfigError, RunError  # noqa: E402
+from shogi_dnn.model import load_model  # noqa: E402
+from shogi_dnn.stages import StagePlan, TrainState  # noqa: E402
+from shogi_dnn.trainer import Trainer  # noqa: E402
+from tests.shardgen import make_dataset  # noqa: E402
+
+
+def tiny_config(**train: int) -> Config:
+    """A 1-block, 8-filter network without batch-norm; 2 groups; a few steps of global batch 32."""
+    settings = {"global_batch": 32, "epochs": 1, "seed": 3, "log_every_steps": 2, "checkpoint_every_steps": 2,
+                "keep_checkpoints": 20, "max_steps_per_stage": 4}
+    settings.update(train)
+    return from_dict({"model": {"blocks": 1, "filters": 8, "value_hidden": 8, "batch_norm": "none"},
+                      "optim": {"lr": 0.05, "lr_scaling": "none", "base_global_batch": 32, "warmup_samples": 64,
+                                "clip_global_norm": 5.0},
+                      "data": {"num_groups": 2, "shuffle_buffer": 128, "validation_positions": 96},
+                      "train": settings})
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    make_dataset(root, train=[200, 160, 180], validation=[100], chunk_rows=32)
+    return root
+
+
+def train(config: Config, data: Path, run_dir: Path, devices: int, resume: bool = False,
+          stop_after: int = 0) -> tuple[Trainer, list[np.ndarray]]:
+    trainer = Trainer(config, data, run_dir, towers.make_strategy(simulate_devices=devices), resume=resume,
+                      resume_command="shogi-dnn train ... --resume")
+    if stop_after:                                  # a stop request (as SIGTERM sets) after N updates
+        step, calls = trainer.train_step, []
+
+        def counting_step(*batches):
+            calls.append(1)
+            if len(calls) == stop_after:
+                trainer.stop.request("test")
+            return step(*batches)
+        trainer.train_step = counting_step
+    trainer.run()
+    return trainer, [v.numpy() for v in trainer.model.weights]
+
+
+@pytest.fixture
+def deterministic():
+    """Deterministic ops for exact-equality comparisons, switched off again after the test."""
+    from tensorflow.python.framework import config as tf_config
+
+    tf.config.experimental.enable_op_determinism()
+    yield
+    tf_config.disable_op_determinism()
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_stage_plan_bookkeeping(dataset: Path) -> None:
+    from shogi_dnn.shards import read_manifest
+
+    config = from_dict({"data": {"num_groups": 3}, "train": {"epochs": 2, "seed": 5, "max_steps_per_stage": 3}})
+    plan = StagePlan(read_manifest(dataset), config, update_batch=32)
+    state, visited = plan.initial_state(), []
+    while not plan.finished(state):
+        stage = plan.stage(state.epoch, state.stage)
+        assert stage.group == state.group and stage.seed == state.stage_seed and state.position == 0
+        assert stage.updates == 3 and stage.remaining(0) == 3 and stage.remaining(64) == 1
+        visited.append((state.epoch, state.group))
+        state = plan.next_stage(state.advance(3, 96))
+    assert state.epoch == 2 and state.step == 18 and state.samples == 18 * 32
+    for epoch in (0, 1):                            # every group once per epoch
+        assert sorted(g for e, g in visited if e == epoch) == [0, 1, 2]
+    with pytest.raises(ConfigError, match="num_groups"):
+        StagePlan(read_manifest(dataset), from_dict({"data": {"num_groups": 4}}), 32)
+    with pytest.raises(ConfigError, match="seed"):
+        plan.check_resume(TrainState(seed=6))
+
+
+@pytest.mark.slow
+def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    trainer, weights = train(tiny_config(keep_checkpoints=3), dataset, run, devices=2)
+    records = read_metrics(run)
+    kinds = [r["kind"] for r in records]
+    assert kinds == ["train", "train", "validation"] * 2                 # 4 steps/stage, log every 2
+    for r in records:
+        assert {"kind", "step", "samples", "epoch", "stage", "group", "loss", "accuracy", "per_gpu"} <= set(r)
+        assert len(r["per_gpu"]) == 2 and r["per_gpu"][0]["device"] == "CPU:0"
+        assert r["per_gpu"][0]["loss"] != r["per_gpu"][1]["loss"]      # towers see different samples
+        assert r["samples"] == r["step"] * 32
+    train_lines = [r for r in records if r["kind"] == "train"]
+    assert all(r["positions_per_s"] > 0 and "positions_per_s" in r["per_gpu"][1] for r in train_lines)
+    assert [r["stage"] for r in records] == [0, 0, 0, 1, 1, 1]
+    assert records[0]["group"] != records[3]["group"]
+    # keep the last 3 of the checkpoints at steps 2, 4 (stage end), 6, 8 (stage end)
+    assert [p.name for p in checkpoints.list_checkpoints(run)] == ["ckpt-00000004", "ckpt-00000006",
+                                                                  "ckpt-00000008"]
+    state, saved_config = checkpoints.read_state(checkpoints.find_checkpoint(run))
+    assert state.epoch == 1 and state.step == 8 and saved_config == tiny_config(keep_checkpoints=3)
+    assert from_dict(json.loads((run / "config.json").read_text())) == saved_config
+    info = json.loads((run / "run.json").read_text())
+    assert info["num_replicas"] == 2 and info["devices"] == ["CPU:0", "CPU:1"]
+    assert Path(info["data_dir"]) == dataset.resolve()
+    final = load_model(run / "model.keras")
+    for a, b in zip(weights, [v.numpy() for v in final.weights]):
+        np.testing.assert_array_equal(a, b)
+    restored = checkpoints.restore_model(run, "6")
+    assert not all(np.array_equal(a, b.numpy()) for a, b in zip(weights, restored.weights))
+    tags = set()
+    for event_file in (run / "tb").glob("events.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            tags.update(v.tag for v in event.summary.value)
+    assert {"gpu0/loss", "gpu1/loss", "loss", "validation/gpu1/loss"} <= tags
+
+
+@pytest.mark.slow
+def test_one_and_four_towers_reach_the_same_weights(dataset: Path, tmp_path: Path) -> None:
+    _, one = train(tiny_config(), dataset, tmp_path / "one", devices=1)
+    _, four = train(tiny_config(), dataset, tmp_path / "four", devices=4)
+    for a, b in zip(one, four):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert read_metrics(tmp_path / "one")[-1]["loss"] == pytest.approx(read_metrics(tmp_path / "four")[-1]["loss"],
+                                                                      rel=1e-4)
+
+
+@pytest.mark.slow
+def test_micro_batches_equal_a_larger_batch(dataset: Path, tmp_path: Path) -> None:
+    _, big = train(tiny_config(global_batch=64), dataset, tmp_path / "big", devices=2)
+    _, accumulated = train(tiny_config(global_batch=32, micro_batches=2), dataset, tmp_path / "acc", devices=2)
+    for a, b in zip(big, accumulated):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("resume_devices", [1, 2])
+def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, resume_devices: int,
+                                                 deterministic: None) -> None:
+    config = tiny_config(max_steps_per_stage=5)                 # checkpoints at 2, 4, 5 (end), 6, 8, 10 (end)
+    _, straight = train(config, dataset, tmp_path / "straight", devices=1)
+    # A run killed just after the in-stage checkpoint at step 6 (stage 1, 1 update into its group):
+    killed = tmp_path / "killed"
+    shutil.copytree(tmp_path / "straight", killed)
+    (killed / "model.keras").unlink()
+    for path in checkpoints.list_checkpoints(killed):
+        if int(path.name.split("-")[1]) > 6:
+            shutil.rmtree(path)
+    state, _ = checkpoints.read_state(checkpoints.find_checkpoint(killed))
+    assert (state.step, state.stage, state.position) == (6, 1, 32)
+    trainer, resumed = train(config, dataset, killed, devices=resume_devices, resume=True)
+    for a, b in zip(straight, resumed):
+        if resume_devices == 1:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    steps = [(r["kind"], r["step"]) for r in read_metrics(killed)]
+    assert steps == [(r["kind"], r["step"]) for r in read_metrics(tmp_path / "straight")]   # no duplicates
+
+
+@pytest.mark.slow
+def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path, deterministic: None) -> None:
+    config = tiny_config(checkpoint_every_steps=0)
+    _, straight = train(config, dataset, tmp_path / "straight", devices=2)
+    stopped, _ = train(config, dataset, tmp_path / "stopped", devices=2, stop_after=3)
+    state, _ = checkpoints.read_state(checkpoints.find_checkpoint(tmp_path / "stopped"))
+    assert (state.step, state.stage, state.position) == (3, 0, 96)
+    assert not (tmp_path / "stopped" / "model.keras").exists()
+    _, resumed = train(config, dataset, tmp_path / "stopped", devices=2, resume=True)
+    for a, b in zip(straight, resumed):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_run_dir_and_config_checks(dataset: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    train(tiny_config(max_steps_per_stage=1), dataset, run, devices=1)
+    with pytest.raises(RunError, match="--resume"):
+        Trainer(tiny_config(), dataset, run, towers.make_strategy(simulate_devices=1)).run()
+    other = from_dict({**tiny_config().to_dict(), "model": {"blocks": 2, "filters": 8, "value_hidden": 8}})
+    with pytest.raises(ConfigError, match="model.blocks"):
+        Trainer(other, dataset, run, towers.make_strategy(simulate_devices=1), resume=True).run()
+    with pytest.raises(ConfigError, match="not divisible by 4 towers"):
+        Trainer(tiny_config(global_batch=30), dataset, tmp_path / "x", towers.make_strategy(simulate_devices=4))
