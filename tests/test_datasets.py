@@ -1,0 +1,47 @@
+"""datasets/: the README's schema table matches shards.py; the bundled sample converts completely."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from shogi_dnn import cli, shards
+from shogi_dnn.convert import REPORT_NAME
+from tests.conftest import REPO
+
+SAMPLE = REPO / "datasets" / "sample"
+
+
+def _module_table() -> list[list[str]]:
+    doc = shards.__doc__ or ""
+    body = doc[doc.index("  dataset"):doc.index("  attrs:")].strip().splitlines()[1:]
+    return [re.split(r"\s{2,}", line.strip()) for line in body]
+
+
+def _readme_table() -> list[list[str]]:
+    text = (REPO / "datasets" / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    table = [[cell.strip().strip("`") for cell in row.strip("|").split("|")] for row in rows]
+    return [row for row in table if row[0] in {r[0] for r in _module_table()}]
+
+
+def test_readme_schema_table_matches_the_module() -> None:
+    assert _readme_table() == _module_table()
+    assert {r[0] for r in _module_table()} >= set(shards.POSITION_SCHEMA)
+
+
+@pytest.mark.slow
+def test_sample_converts_every_game(tmp_path: Path) -> None:
+    out = tmp_path / "sample"
+    assert cli.main(["convert", str(SAMPLE), "--out", str(out), "--workers", "2", "--no-progress"]) == 0
+    report = json.loads((out / REPORT_NAME).read_text())
+    assert report["files_read"] == 8 and report["errors"] == [] and report["skipped"] == {}
+    assert report["games_found"] == report["converted"] == 136        # 100 + 30 gnushogi, 6 real
+    # 17,289 from ../shared/kifu-gnushogi/SUMMARY.tsv (plies + 1) + 883 from ../shared/kifu/DETAILS.tsv
+    assert report["positions_total"] == 18172
+    sources = {s for info in shards.read_manifest(out).shards
+               for s in shards.read_games(out / info.path)["source"]}
+    assert sum(".kif" in s for s in sources) == 3 and sum("gnushogi" in s for s in sources) == 2
