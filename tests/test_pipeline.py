@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -197,3 +203,47 @@ def test_corrupt_shard_names_the_file(tmp_path):
     bad.write_bytes(b"not hdf5")
     with pytest.raises(ShardFormatError, match="train-00000.h5"):
         _train([bad], 10)
+
+
+_WORKER = """
+import json, os, sys
+import numpy as np
+import tensorflow as tf
+from shogi_dnn import pipeline
+paths, out, batch = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+dataset = strategy.distribute_datasets_from_function(
+    lambda ctx: pipeline.make_train_dataset(paths, global_batch=batch, seed=1, shuffle_buffer=128, mirror=True,
+                                            skip_samples=10, input_context=ctx))
+steps = [np.concatenate([t.numpy() for t in strategy.experimental_local_results(x["ply"])]).tolist()
+         for x in dataset]
+json.dump(steps, open(out, "w"))
+"""
+
+
+@pytest.mark.slow
+def test_two_worker_cluster_sees_the_one_machine_stream(paths, tmp_path):
+    """Two MultiWorkerMirroredStrategy processes on 127.0.0.1: worker w's tower gets rows [20w, 20w+20)
+    of every global batch of 40, so together they see exactly the single-machine stream."""
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER)
+    procs = []
+    for index in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+               "PYTHONPATH": os.pathsep.join(sys.path)}
+        procs.append(subprocess.Popen([sys.executable, str(script), json.dumps([str(p) for p in paths]),
+                                       str(tmp_path / f"w{index}.json"), "40"], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-2000:]
+    halves = [np.asarray(json.loads((tmp_path / f"w{i}.json").read_text())) for i in range(2)]
+    stream = _stream(paths, mirror=True, skip=10)["ply"]
+    expected = stream[:(TOTAL - 10) // 40 * 40].reshape(-1, 40)
+    np.testing.assert_array_equal(np.concatenate(halves, axis=1), expected)
