@@ -3,6 +3,8 @@ live in the benchmark's output, not in tests)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from shogi_dnn.bench import train as bench
@@ -46,3 +48,19 @@ def test_bad_arguments_and_data(tmp_path):
         bench.train_paths(str(tmp_path), tmp_path, 10)
     with pytest.raises(ConfigError, match="--devices"):
         bench.parse_args(["--devices", "0,2"])
+
+
+@pytest.mark.slow
+def test_bench_runs_end_to_end_on_tiny_settings(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    argv = ["--synthetic-positions", "3000", "--pipeline-positions", "256", "--steps", "2", "--warmup", "1",
+            "--repeats", "2", "--devices", "1,2", "--set", "model.blocks=1", "--set", "model.filters=4",
+            "--set", "model.value_hidden=4", "--set", "train.per_replica_batch=16", "--json", str(out)]
+    assert bench.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["global_batch"] == 32 and report["train_positions"] == 3000
+    assert [(r["method"], r["devices"]) for r in report["results"]] == [
+        ("pipeline", 0), ("towers", 1), ("model.fit", 1), ("towers", 2), ("model.fit", 2)]
+    assert all(len(r["windows"]) == 2 and r["positions_per_s"] > 0 for r in report["results"])
+    assert set(report["ratios"]["towers_over_fit"]) == {"1", "2"}
+    assert "towers/fit" in capsys.readouterr().out

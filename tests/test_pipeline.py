@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from shogi_dnn import features, pipeline, shards
+from shogi_dnn import features, pipeline, shards, towers
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from tests.shardgen import make_dataset, split_paths
 
@@ -139,15 +139,10 @@ def test_mirror_is_deterministic_and_correct(dataset, paths):
     np.testing.assert_array_equal(_stream(paths, mirror=True, skip=100)["board"], a["board"][100:])
 
 
-def _mirrored(n: int) -> tf.distribute.MirroredStrategy:
-    return tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")[:n]])
-
-
 @pytest.mark.parametrize("replicas", [2, 4])
 def test_towers_see_the_same_stream_as_one_device(paths, replicas):
-    if len(tf.config.list_logical_devices("CPU")) < replicas:
-        pytest.skip("needs the logical CPUs of tests/conftest.py")
-    strategy, batch = _mirrored(replicas), 40
+    strategy, batch = towers.make_strategy(simulate_devices=replicas), 40
+    assert strategy.num_replicas_in_sync == replicas
     expected = _stream(paths)["ply"][:TOTAL // batch * batch].reshape(-1, batch)
     by_rebatch = strategy.experimental_distribute_dataset(_train(paths, batch))
     by_context = strategy.distribute_datasets_from_function(
