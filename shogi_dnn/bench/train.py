@@ -2,11 +2,12 @@
 
     shogi-dnn bench train [--data DIR] [--config train/cpu-smoke.toml] [--set KEY=VALUE ...]
                           [--steps N] [--warmup N] [--devices 1,2,4] [--global-batch B]
-                          [--pipeline-positions N] [--synthetic-positions N] [--json FILE]
+                          [--repeats N] [--pipeline-batch B] [--pipeline-positions N]
+                          [--synthetic-positions N] [--json FILE]
 
 Measures, at one global batch B for every device count:
   (a) pipeline   the tf.data input pipeline alone (pipeline.make_train_dataset, whole-chunk reads),
-                 iterated for --pipeline-positions positions (at least one batch);
+                 windows of --pipeline-positions positions at --pipeline-batch (default: B);
   (b) towers     towers.make_train_step fed by strategy.experimental_distribute_dataset, on 1, 2 and 4
                  devices (the first GPUs, else logical CPUs split before TensorFlow initialises);
   (c) model.fit  Keras' own fit under the same MirroredStrategy, on the same model, data and batch.
@@ -99,6 +100,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="device counts to measure (default %(default)s)")
     parser.add_argument("--global-batch", type=int, default=0,
                         help="global batch for every point (default: the config's for the most devices)")
+    parser.add_argument("--pipeline-batch", type=int, default=0,
+                        help="global batch for the pipeline-alone figure (default: the training one), "
+                        "e.g. 2048 for 8 GPUs x 256")
     parser.add_argument("--pipeline-positions", type=int, default=500_000,
                         help="positions per timed window of the pipeline alone (default %(default)s)")
     parser.add_argument("--synthetic-positions", type=int, default=8 * SYNTHETIC_SHARD_ROWS,
@@ -106,6 +110,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--json", help="write every figure to this JSON file")
     args = parser.parse_args(list(argv))
     args.devices = _int_list(args.devices, "--devices")
+    if args.pipeline_batch < 0:
+        raise ConfigError(f"--pipeline-batch {args.pipeline_batch} must be >= 0")
     if min(args.steps, args.warmup, args.repeats, args.pipeline_positions, args.synthetic_positions) < 1:
         raise ConfigError("--steps, --warmup, --repeats, --pipeline-positions and --synthetic-positions "
                           "must be >= 1")
@@ -254,7 +260,8 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
     """Every measurement: the pipeline, then towers and model.fit for each device count."""
     from shogi_dnn import towers
 
-    results = [measure_pipeline(paths, cfg, global_batch, args.pipeline_positions, args.repeats)]
+    pipeline_batch = args.pipeline_batch or global_batch
+    results = [measure_pipeline(paths, cfg, pipeline_batch, args.pipeline_positions, args.repeats)]
     log.info("pipeline: %.0f positions/s", results[-1].positions_per_s)
     for n in args.devices:
         if global_batch % n:
@@ -285,7 +292,9 @@ def build_report(results: Sequence[Measurement], meta: Mapping[str, Any]) -> dic
 def format_table(report: Mapping[str, Any]) -> str:
     """Console table: positions/s per method and device count, with the ratios."""
     ratios = report["ratios"]
-    lines = [f"global batch {report['global_batch']}, data: {report['data']}",
+    header = (f"global batch {report['global_batch']} (pipeline alone: {report.get('pipeline_batch', '-')}), "
+              f"data: {report['data']}")
+    lines = [header,
              f"{'method':<10} {'devices':>7} {'positions/s':>12} {'towers/fit':>10} {'vs 1 dev':>8}"]
     for r in report["results"]:
         devices, key = r["devices"], str(r["devices"])
@@ -315,7 +324,7 @@ def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_
     from shogi_dnn import pipeline
 
     return {"data": source, "train_positions": pipeline.count_positions(paths), "global_batch": global_batch,
-            "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "devices": list(devices),
+            "pipeline_batch": args.pipeline_batch or global_batch, "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "devices": list(devices),
             "config": cfg.to_dict(), "tensorflow": tf.__version__, "platform": platform.platform(),
             "cpu_count": os.cpu_count(), "load_average_1min_at_end": os.getloadavg()[0]}
 
