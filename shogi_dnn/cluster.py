@@ -23,6 +23,7 @@ import dataclasses
 import json
 import os
 import re
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -270,12 +271,27 @@ def replica_values(strategy, per_replica) -> list[float]:
     Returns:
         [num_replicas_in_sync] values in global replica order (worker 0's towers first).
     """
-    import tensorflow as tf
-
     if not is_multi_worker(strategy):
         return [float(v) for v in strategy.experimental_local_results(per_replica)]
-    vectors = strategy.run(lambda x: tf.reshape(tf.cast(x, tf.float32), [1]), args=(per_replica,))
-    return [float(v) for v in strategy.gather(vectors, axis=0).numpy()]
+    if strategy not in _GATHERS:
+        _GATHERS[strategy] = _make_gather(strategy)
+    return [float(v) for v in _GATHERS[strategy](per_replica).numpy()]
+
+
+_GATHERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # one compiled gather per strategy
+
+
+def _make_gather(strategy):
+    """A tf.function: per-replica scalar -> [num_replicas_in_sync] float32 of the whole cluster (eager
+    cross-worker collectives are slow: each call would set them up again)."""
+    import tensorflow as tf
+
+    @tf.function
+    def gather(per_replica):
+        vectors = strategy.run(lambda x: tf.reshape(tf.cast(x, tf.float32), [1]), args=(per_replica,))
+        return strategy.gather(vectors, axis=0)
+
+    return gather
 
 
 def is_multi_worker(strategy) -> bool:
