@@ -27,6 +27,7 @@ cluster together see exactly the stream one machine would see.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -46,6 +47,7 @@ KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY)
 _ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
                shards.KEY_WIN: (), shards.KEY_PLY: ()}
 # Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order.
+MAX_OPEN_SHARDS = 64                 # HDF5 files a reader keeps open at once
 _SEED_CHUNK_ORDER, _SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
 
 Batch = dict[str, np.ndarray]
@@ -133,11 +135,12 @@ def _chunks(paths: Sequence[Path]) -> list[Chunk]:
 
 
 class _ShardReader:
-    """Reads chunks from shards kept open for the duration of a pass."""
+    """Reads chunks from shards, keeping up to MAX_OPEN_SHARDS files open (least recently used closed:
+    the chunk order visits shards at random, and a group may hold more shards than file handles)."""
 
     def __init__(self, paths: Sequence[Path]) -> None:
         self._paths = list(paths)
-        self._files: dict[int, h5py.File] = {}
+        self._files: collections.OrderedDict[int, h5py.File] = collections.OrderedDict()
 
     def read(self, chunks: Sequence[Chunk]) -> Batch:
         """The rows of `chunks`, concatenated in order: arrays keyed as KEYS."""
@@ -149,7 +152,11 @@ class _ShardReader:
         return {key: np.concatenate(arrays) for key, arrays in parts.items()}
 
     def _file(self, index: int) -> h5py.File:
-        if index not in self._files:
+        if index in self._files:
+            self._files.move_to_end(index)
+        else:
+            if len(self._files) >= MAX_OPEN_SHARDS:
+                self._files.popitem(last=False)[1].close()
             self._files[index] = shards.open_shard(self._paths[index])
         return self._files[index]
 

@@ -71,6 +71,17 @@ def test_rows_arrive_intact(dataset, paths):
         np.testing.assert_array_equal(stream[key], original[key][stream["ply"]])
 
 
+def test_reader_bounds_open_files(paths, monkeypatch):
+    expected = _stream(paths)
+    monkeypatch.setattr(pipeline, "MAX_OPEN_SHARDS", 1)
+    reader = pipeline._ShardReader(paths)
+    rows = reader.read([pipeline.Chunk(0, 0, 10), pipeline.Chunk(2, 5, 9), pipeline.Chunk(0, 64, 70)])
+    assert len(reader._files) == 1
+    reader.close()
+    np.testing.assert_array_equal(rows["ply"], np.r_[0:10, 505:509, 64:70])
+    np.testing.assert_array_equal(_stream(paths)["board"], expected["board"])
+
+
 def test_same_seed_same_stream_other_seed_other_stream(paths):
     a, b, c = _stream(paths, seed=5), _stream(paths, seed=5), _stream(paths, seed=6)
     np.testing.assert_array_equal(a["ply"], b["ply"])
