@@ -103,3 +103,21 @@ def test_bad_arguments(planted, tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("shogi-dnn evaluate: error:") for line in err)
     assert "--split 'valid'" in err[0] and "no such run directory" in err[1] and "model.keras" in err[2]
+
+
+@pytest.mark.slow
+def test_trained_run_learns_the_planted_rule(tmp_path_factory) -> None:
+    from tests.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    result = evaluate.evaluate_run(run_dir, split="validation")      # run.json: 2 simulated CPU towers
+    assert result["positions"] == 300 and len(result["per_gpu"]) == 2
+    assert result["accuracy"] >= 0.95
+    assert result["loss"] < result["baselines"]["side_to_move"]["loss"] - 0.3
+    assert result["baselines"]["train_positions"] == 2000
+    early = evaluate.evaluate_run(run_dir, split="test", checkpoint="ckpt-00000008", simulate_devices=1)
+    assert early["positions"] == 100 and early["model"] == "ckpt-00000008"
+    final = evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)
+    assert early["loss"] > final["loss"]            # the stage-0 checkpoint, not the final model
+    with pytest.raises(RunError, match="no checkpoint 'nope'"):
+        evaluate.evaluate_run(run_dir, split="test", checkpoint="nope", simulate_devices=1)

@@ -7,20 +7,16 @@ import os
 import pytest
 
 from tests.conftest import DATA, REPO
-from tests.evaldata import material_dataset
-from tests.evalrun import make_random_run
-from tests.metricsgen import write_metrics
+from tests.trainedrun import trained_run
 
 NOTEBOOK = REPO / "notebooks" / "walkthrough.ipynb"
 
 
 @pytest.mark.slow
-def test_walkthrough_notebook_executes(tmp_path, monkeypatch) -> None:
+def test_walkthrough_notebook_executes(tmp_path, tmp_path_factory, monkeypatch) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    material_dataset(tmp_path / "data", {"train": (200, 0.9, False), "validation": (100, 0.5, True)})
-    run_dir = make_random_run(tmp_path / "run", tmp_path / "data", devices=2)
-    write_metrics(run_dir, gpus=2)
+    run_dir, _ = trained_run(tmp_path_factory)         # train/cpu-smoke.toml, 2 simulated towers
     monkeypatch.setenv("SHOGI_DNN_RUN", str(run_dir))
     monkeypatch.setenv("SHOGI_DNN_GAME", str(DATA / "predict" / "floodgate_81.csa"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
@@ -30,6 +26,9 @@ def test_walkthrough_notebook_executes(tmp_path, monkeypatch) -> None:
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                       for out in cell.get("outputs", []))
-    assert "towers balanced" in outputs and "side to move" in outputs and "<- swing" in outputs
+    assert "records;" in outputs and "side to move" in outputs and "<- swing" in outputs
+    balance = [c for c in notebook.cells if "find_unbalanced_towers" in c.source][0]
+    verdict = "".join(out.get("text", "") for out in balance.outputs)
+    assert verdict.startswith(("towers balanced", "GPU "))       # the tower-balance cell printed its verdict
     assert (run_dir / "eval-validation.json").is_file() and (run_dir / "walkthrough-game.png").stat().st_size > 0
     assert (run_dir / "plots" / "calibration.png").is_file()

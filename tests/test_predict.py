@@ -75,3 +75,16 @@ def test_bad_input_is_one_line(run, tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == len(cases) and all(line.startswith("shogi-dnn predict: error:") for line in err)
     assert "no game 5" in err[2] and "no such run directory" in err[3]
+
+
+@pytest.mark.slow
+def test_trained_model_on_known_positions(tmp_path_factory) -> None:
+    from tests.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    model = load_run_model(run_dir)
+    # The planted rule: the side with the rook on 5e wins (kings on 5a and 5i, a pawn blocks the check).
+    assert predict.predict_position(model, "4k4/9/4p4/9/4R4/9/9/9/4K4 b - 1")[1] > 0.8     # Black's rook
+    assert predict.predict_position(model, "4k4/9/4p4/9/4r4/9/9/9/4K4 b - 1")[1] < 0.2     # White's rook
+    # White to move with Black's rook: the side to move loses (the board is seen from White's side).
+    assert predict.predict_position(model, "4k4/9/4P4/9/4R4/9/9/9/4K4 w - 1")[1] < 0.2

@@ -68,3 +68,15 @@ def test_bad_runs(tmp_path, capsys) -> None:
     assert cli.main(["report", "--run-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "metrics.jsonl:2: corrupt JSON line" in err[0]
+
+
+@pytest.mark.slow
+def test_report_of_a_trained_run(tmp_path_factory) -> None:
+    from tests.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    text = report.write_report(run_dir).read_text()
+    assert "## Towers" in text and "## Validation per stage" in text
+    assert text.count("| 0 | ") >= 1 and "`CPU:1`" in text
+    for name in ("loss", "accuracy", "throughput", "lr", "validation"):
+        assert (run_dir / "plots" / f"{name}.png").stat().st_size > 5000
