@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import signal
 import threading
@@ -28,7 +29,7 @@ import keras
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import __version__, pipeline, shards, towers
+from shogi_dnn import __version__, cluster, pipeline, shards, towers
 from shogi_dnn import config as config_mod
 from shogi_dnn.checkpoints import (CONFIG_FILE, CheckpointManager, list_checkpoints, read_state, save_model,
                                    write_json_atomic)
@@ -106,7 +107,7 @@ class Trainer:
         self.micro_batches = config.train.micro_batches
         self.update_batch = self.global_batch * self.micro_batches
         self.plan = StagePlan(self.manifest, config, self.update_batch)
-        self.devices = [short_device_name(d) for d in strategy.extended.worker_devices]
+        self.devices = cluster.device_names(strategy)      # every tower of every worker
         with strategy.scope():
             self.model = build_model(config.model, seed=config.train.seed)
         self.optimizer = towers.build_optimizer(config.optim, self.global_batch, strategy=strategy,
@@ -146,7 +147,7 @@ class Trainer:
 
     def _start(self) -> TrainState:
         """Restore the latest checkpoint (--resume) or start fresh; write config.json and run.json."""
-        existing = list_checkpoints(self.run_dir)
+        existing = cluster.agreed_checkpoints(self.strategy, list_checkpoints(self.run_dir))  # same on every worker
         if existing and not self.resume:
             raise RunError(f"{self.run_dir} already has checkpoints (latest {existing[-1].name}): add --resume "
                            f"to continue it, or choose a new --run-dir")
@@ -171,6 +172,13 @@ class Trainer:
         if mismatch:
             raise ConfigError(f"{path}: the model differs from the checkpoint's: {'; '.join(mismatch)}")
         self.plan.check_resume(saved_state)
+        previous = self.run_dir / RUN_FILE
+        if previous.is_file():
+            before = json.loads(previous.read_text(encoding="utf-8")).get("update_batch")
+            if before not in (None, self.update_batch):
+                log.warning("the update batch changes from %s to %d: the data stream continues at the same "
+                            "position, but the run is no longer identical to an uninterrupted one",
+                            before, self.update_batch)
         state = self.checkpoints.restore(path)
         log.info("resumed from %s: step=%d samples=%d epoch=%d stage=%d group=%d position=%d", path.name,
                  state.step, state.samples, state.epoch, state.stage, state.group, state.position)
@@ -178,7 +186,8 @@ class Trainer:
 
     def _run_info(self) -> dict[str, Any]:
         return {"data_dir": str(self.data_dir), "devices": self.devices, "num_replicas": len(self.devices),
-                "num_workers": 1, "global_batch": self.global_batch, "micro_batches": self.micro_batches,
+                "num_workers": cluster.num_workers(self.strategy),
+                "global_batch": self.global_batch, "micro_batches": self.micro_batches,
                 "update_batch": self.update_batch, "num_groups": self.plan.num_groups,
                 "peak_lr": towers.scaled_lr(self.config.optim, self.update_batch),
                 "resume_command": self.resume_command, "shogi_dnn": __version__, "tensorflow": tf.__version__,

@@ -149,3 +149,25 @@ def test_make_strategy_errors() -> None:
     with pytest.raises(RunError, match="unknown device"):
         towers.make_strategy(devices=["/gpu:7"])
     assert towers.make_strategy(devices=["/cpu:1"]).num_replicas_in_sync == 1
+
+
+def test_mixed_float16_loss_scaling_tower_independent() -> None:
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.model import build_model
+
+    config = ModelConfig(blocks=1, filters=8, value_hidden=8, mixed_precision="mixed_float16")
+    results = []
+    for devices in (1, 2):
+        strategy = towers.make_strategy(simulate_devices=devices)
+        with strategy.scope():
+            model = build_model(config, seed=1)
+        optimizer = towers.build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=True)
+        assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        step = towers.make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0)
+        data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
+        for _ in range(2):
+            step(next(data))
+        assert int(optimizer.iterations.numpy()) == 2
+        results.append([v.numpy() for v in model.trainable_variables])
+    assert all(np.isfinite(w).all() for w in results[1])
+    assert max_diff(*results) < 1e-3        # float16 activations: close, not bit-equal

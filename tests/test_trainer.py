@@ -148,15 +148,24 @@ def test_micro_batches_equal_a_larger_batch(dataset: Path, tmp_path: Path) -> No
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def straight_run(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """An uninterrupted deterministic 1-tower run (computed once, on first use, for the resume tests)."""
+    return {}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("resume_devices", [1, 2])
 def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, resume_devices: int,
-                                                 deterministic: None) -> None:
+                                                 deterministic: None, straight_run: dict) -> None:
     config = tiny_config(max_steps_per_stage=5)                 # checkpoints at 2, 4, 5 (end), 6, 8, 10 (end)
-    _, straight = train(config, dataset, tmp_path / "straight", devices=1)
+    if not straight_run:
+        straight_run["dir"] = tmp_path / "straight"
+        straight_run["weights"] = train(config, dataset, straight_run["dir"], devices=1)[1]
+    straight_dir, straight = straight_run["dir"], straight_run["weights"]
     # A run killed just after the in-stage checkpoint at step 6 (stage 1, 1 update into its group):
     killed = tmp_path / "killed"
-    shutil.copytree(tmp_path / "straight", killed)
+    shutil.copytree(straight_dir, killed)
     (killed / "model.keras").unlink()
     for path in checkpoints.list_checkpoints(killed):
         if int(path.name.split("-")[1]) > 6:
@@ -170,7 +179,7 @@ def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, r
         else:
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     steps = [(r["kind"], r["step"]) for r in read_metrics(killed)]
-    assert steps == [(r["kind"], r["step"]) for r in read_metrics(tmp_path / "straight")]   # no duplicates
+    assert steps == [(r["kind"], r["step"]) for r in read_metrics(straight_dir)]   # no duplicates
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
-[--devices LIST] [--resume]`: staged multi-GPU training (see shogi_dnn.trainer)."""
+[--devices LIST] [--resume] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged multi-GPU training (see shogi_dnn.trainer)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import os
 import shlex
 from pathlib import Path
 
-from shogi_dnn.config import load_config
+from shogi_dnn import cluster, scaling
+from shogi_dnn import config as config_mod
+from shogi_dnn.config import Config, load_config
+from shogi_dnn.errors import RunError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--devices", default=None, metavar="LIST",
                         help="comma-separated devices to use, e.g. /gpu:0,/gpu:1 (default: every GPU)")
     parser.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
+    parser.add_argument("--workers", default=None, metavar="HOST:PORT,...",
+                        help="multi-machine run: every worker's address, the chief first (same list on each "
+                             "machine); a TF_CONFIG in the environment is used when this is absent")
+    parser.add_argument("--worker-index", type=int, default=None, metavar="I",
+                        help="this machine's position in --workers (0 = chief)")
+    parser.add_argument("--scaling-fit", default=None, metavar="FILE|v0=..,t=..",
+                        help="throughput fit (from `shogi-dnn bench scaling`, or declared inline): say at "
+                             "start-up how close the per-GPU batch keeps the devices to their ideal rate")
     return parser
 
 
@@ -42,20 +53,46 @@ def resume_command(args: argparse.Namespace) -> str:
         parts += ["--simulate-devices", str(args.simulate_devices)]
     if args.devices:
         parts += ["--devices", args.devices]
+    if args.workers:
+        parts += ["--workers", args.workers, "--worker-index", str(args.worker_index)]
     return shlex.join(parts + ["--resume"])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = load_config(Path(args.config), args.set)      # config errors before TensorFlow starts
+    cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)
+    fits = scaling.load_fits(args.scaling_fit) if args.scaling_fit else None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
-    logging.getLogger("tensorflow").setLevel(logging.WARNING)   # nor its per-step Python INFO lines
     from shogi_dnn import towers                           # TensorFlow is imported only from here on
     from shogi_dnn.trainer import Trainer
 
+    for name in ("tensorflow", "absl"):                    # nor TF's Python INFO lines (after TF set them up)
+        logging.getLogger(name).setLevel(logging.WARNING)
+
     devices = [d for d in args.devices.split(",") if d.strip()] if args.devices else None
-    strategy = towers.make_strategy(simulate_devices=args.simulate_devices, devices=devices)
-    trainer = Trainer(config, Path(args.data), Path(args.run_dir), strategy, resume=args.resume,
-                      resume_command=resume_command(args))
-    trainer.run()
+    strategy = towers.make_strategy(simulate_devices=args.simulate_devices, devices=devices, cluster=cluster_spec)
+    if fits:
+        log_batch_advice(config, strategy.num_replicas_in_sync, fits)
+    trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec), strategy,
+                      resume=args.resume, resume_command=resume_command(args))
+    try:
+        trainer.run()
+    except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
+        if cluster_spec is not None and cluster.is_peer_lost(exc):
+            raise RunError(cluster.peer_lost_message(exc, cluster_spec)) from exc
+        raise
     return 0
+
+
+def log_batch_advice(config: Config, num_replicas: int, fits: dict[int, scaling.ThroughputFit]) -> None:
+    """Start-up line: how close the per-GPU batch gets to the fitted v0, and the lr for the global batch."""
+    from shogi_dnn import towers
+
+    global_batch = config_mod.global_batch(config, num_replicas)
+    advice = scaling.batch_advice(global_batch // num_replicas, scaling.select_fit(fits, num_replicas))
+    update_batch = global_batch * config.train.micro_batches
+    lr = towers.scaled_lr(config.optim, update_batch)
+    (log.info if advice.saturated else log.warning)(
+        "%s; lr %.4g for %d positions per update (%s scaling of lr %.4g tuned at %d)", advice.text, lr,
+        update_batch, config.optim.lr_scaling, config.optim.lr, config.optim.base_global_batch)
