@@ -70,7 +70,7 @@ def load_run_model(run_dir: Path, checkpoint: str | None = None) -> keras.Model:
 
     Call inside strategy.scope() to place the weights on every tower. Raises RunError (one line).
     """
-    from shogi_dnn import model as model_lib   # registers the model's custom layers
+    from shogi_dnn import model as model_lib  # registers the model's custom layers
 
     final = Path(run_dir) / runinfo.MODEL_FILE
     if checkpoint is None and final.is_file():
@@ -198,8 +198,8 @@ def summarise(scorers: Sequence[scoring.Scorer], devices: Sequence[str]) -> dict
 def format_table(result: dict[str, Any]) -> str:
     """A readable summary of an evaluation: model vs baselines, per GPU, by ply, by rating, calibration."""
     b = result["baselines"]
-    lines = [f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
-             f"{result['draws']['positions']} draws)", "",
+    lines = [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
+             f"{result['draws']['positions']} draws)"), "",
              f"{'':14}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}"]
     for name, row in (("model", result), ("material", b["material"]), ("side to move", b["side_to_move"])):
         lines.append(f"{name:14}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row['brier'])}{_f(row['ece'])}")

@@ -239,10 +239,10 @@ def _training_lines(records: Sequence[dict[str, Any]]) -> list[str]:
     if not train:
         return ["", "No training records in metrics.jsonl."]
     last = train[-1]
-    return [f"- samples seen: {last.get('samples', 0):,} in {last.get('step', '?')} steps "
-            f"(epoch {last.get('epoch', '?')}, stage {last.get('stage', '?')})",
-            f"- last training loss {_n(last.get('loss'))}, accuracy {_n(last.get('accuracy'))}, "
-            f"lr {_n(last.get('lr'), '.3g')}, {_n(last.get('positions_per_s'), ',.0f')} positions/s"]
+    return [(f"- samples seen: {last.get('samples', 0):,} in {last.get('step', '?')} steps "
+            f"(epoch {last.get('epoch', '?')}, stage {last.get('stage', '?')})"),
+            (f"- last training loss {_n(last.get('loss'))}, accuracy {_n(last.get('accuracy'))}, "
+            f"lr {_n(last.get('lr'), '.3g')}, {_n(last.get('positions_per_s'), ',.0f')} positions/s")]
 
 
 def _tower_lines(records: Sequence[dict[str, Any]], flags: Sequence[TowerFlag]) -> list[str]:
@@ -261,8 +261,8 @@ def _tower_lines(records: Sequence[dict[str, Any]], flags: Sequence[TowerFlag]) 
             lines.append(f"| {g} | `{device}` | {_n(float(np.nanmedian(speed[:, g])), ',.0f')} | "
                          f"{_n(float(np.nanmean(loss[-window:, g])))} | {_n(float(np.nanmean(acc[-window:, g])))} |")
     lines.append("")
-    lines += [f"- **UNBALANCED TOWER**: {f.message}" for f in flags] or ["- towers balanced: no slow GPU "
-                                                                          "and no diverging loss"]
+    lines += [f"- **UNBALANCED TOWER**: {f.message}" for f in flags] or [("- towers balanced: no slow GPU "
+                                                                          "and no diverging loss")]
     return lines
 
 
@@ -282,8 +282,8 @@ def _validation_lines(records: Sequence[dict[str, Any]]) -> list[str]:
 def _eval_lines(split: str, result: dict[str, Any]) -> list[str]:
     b = result.get("baselines", {})
     lines = ["", f"## Evaluation: {split}", "",
-             f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
-             f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive positions.", "",
+             (f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
+             f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive positions."), "",
              "| predictor | loss | accuracy | Brier | ECE |", "|---|---|---|---|---|"]
     for name, row in (("model", result), ("material baseline", b.get("material")),
                       ("side-to-move baseline", b.get("side_to_move"))):

@@ -239,5 +239,19 @@ def spread(values: Sequence[float | None]) -> float | None:
     return float(max(present) - min(present)) if present else None
 
 
-__all__ = ["CALIBRATION_BINS", "PLY_EDGES", "RATING_EDGES", "LABEL_WIN", "LABEL_LOSS", "LABEL_DRAW",
-           "sigmoid", "cross_entropy", "log_loss", "accuracy", "brier", "reliability_table", "Scorer", "spread"]
+__all__ = [
+    "CALIBRATION_BINS",
+    "LABEL_DRAW",
+    "LABEL_LOSS",
+    "LABEL_WIN",
+    "PLY_EDGES",
+    "RATING_EDGES",
+    "Scorer",
+    "accuracy",
+    "brier",
+    "cross_entropy",
+    "log_loss",
+    "reliability_table",
+    "sigmoid",
+    "spread",
+]

@@ -25,7 +25,7 @@ def planted(tmp_path_factory):
 
 
 def test_eval_json_keys_and_per_gpu_consistency(planted) -> None:
-    manifest, run_dir, result = planted
+    _manifest, run_dir, result = planted
     on_disk = json.loads((run_dir / "eval-validation.json").read_text())
     assert on_disk == json.loads(json.dumps(result))
     for key in ("split", "positions", "loss", "accuracy", "brier", "ece", "per_gpu", "by_ply", "baselines"):

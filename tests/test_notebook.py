@@ -27,7 +27,7 @@ def test_walkthrough_notebook_executes(tmp_path, tmp_path_factory, monkeypatch) 
     outputs = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                       for out in cell.get("outputs", []))
     assert "records;" in outputs and "side to move" in outputs and "<- swing" in outputs
-    balance = [c for c in notebook.cells if "find_unbalanced_towers" in c.source][0]
+    balance = next(c for c in notebook.cells if "find_unbalanced_towers" in c.source)
     verdict = "".join(out.get("text", "") for out in balance.outputs)
     assert verdict.startswith(("towers balanced", "GPU "))       # the tower-balance cell printed its verdict
     assert (run_dir / "eval-validation.json").is_file() and (run_dir / "walkthrough-game.png").stat().st_size > 0

@@ -43,7 +43,7 @@ def test_slow_and_diverging_towers_are_flagged(tmp_path) -> None:
     records = report.runinfo.read_metrics(tmp_path)
     flags = report.find_unbalanced_towers(records)
     assert {(f.kind, f.gpu) for f in flags} == {("slow", 2), ("loss", 1)}
-    assert "40% of the fastest" in [f for f in flags if f.kind == "slow"][0].message
+    assert "40% of the fastest" in next(f for f in flags if f.kind == "slow").message
     text = report.write_report(tmp_path).read_text()
     assert text.count("**UNBALANCED TOWER**") == 2
     balanced = report.runinfo.read_metrics(write_metrics(tmp_path, gpus=4).parent)

@@ -76,7 +76,7 @@ def test_merged_scorers_equal_one_scorer_and_buckets_partition() -> None:
     assert a["loss"] == pytest.approx(scoring.log_loss(x, y))
     assert sum(r["positions"] for r in a["by_ply"]) == 1000
     assert sum(r["positions"] for r in a["by_rating"]) == int(np.isfinite(rating).sum())
-    early = [r for r in a["by_ply"] if r["lo"] == 0][0]
+    early = next(r for r in a["by_ply"] if r["lo"] == 0)
     assert early["positions"] == int((ply < 20).sum())
     assert early["loss"] == pytest.approx(scoring.log_loss(x[ply < 20], y[ply < 20]))
     # Positions-weighted mean of the parts' losses is the total loss.

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     text = " ".join(args.target)
     is_record = len(args.target) == 1 and Path(text).is_file()
     record = predict.read_game(text, args.game) if is_record else predict.read_position(text)
-    from shogi_dnn.evaluate import load_run_model   # TensorFlow only once the input is known good
+    from shogi_dnn.evaluate import load_run_model  # TensorFlow only once the input is known good
 
     model = load_run_model(run_dir, args.checkpoint)
     if not is_record:
