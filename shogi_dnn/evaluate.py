@@ -166,7 +166,7 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)
-    global_batch = config.global_batch(runinfo.read_config(run_dir), strategy.num_replicas_in_sync)
+    global_batch = eval_global_batch(runinfo.read_config(run_dir), strategy.num_replicas_in_sync)
     start = time.perf_counter()
     scorers = score_towers(strategy, model, paths, global_batch)
     seconds = time.perf_counter() - start
@@ -178,6 +178,13 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
                   positions_per_s=round(result["positions"] / seconds, 1) if seconds > 0 else None)
     runinfo.write_json_atomic(runinfo.eval_path(run_dir, split), result)
     return result
+
+
+def eval_global_batch(cfg: config.Config, towers_count: int) -> int:
+    """The training batch rounded up to a multiple of the evaluating towers (any tower count works:
+    evaluation does not update, so the batch size does not change the scores)."""
+    batch = cfg.train.global_batch or cfg.train.per_replica_batch * towers_count
+    return -(-batch // towers_count) * towers_count
 
 
 def summarise(scorers: Sequence[scoring.Scorer], devices: Sequence[str]) -> dict[str, Any]:

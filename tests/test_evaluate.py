@@ -121,3 +121,11 @@ def test_trained_run_learns_the_planted_rule(tmp_path_factory) -> None:
     assert early["loss"] > final["loss"]            # the stage-0 checkpoint, not the final model
     with pytest.raises(RunError, match="no checkpoint 'nope'"):
         evaluate.evaluate_run(run_dir, split="test", checkpoint="nope", simulate_devices=1)
+
+
+def test_eval_batch_fits_any_tower_count() -> None:
+    from shogi_dnn.config import Config, TrainConfig
+
+    fixed = Config(train=TrainConfig(global_batch=64))
+    assert [evaluate.eval_global_batch(fixed, n) for n in (1, 2, 3, 4)] == [64, 64, 66, 64]
+    assert evaluate.eval_global_batch(Config(train=TrainConfig(per_replica_batch=16)), 3) == 48
