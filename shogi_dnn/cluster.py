@@ -24,7 +24,7 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from shogi_dnn.errors import ConfigError, RunError
@@ -126,7 +126,8 @@ def parse_tf_config(text: str) -> Cluster:
     jobs = []
     for job, addresses in raw["cluster"].items():
         if job not in JOBS:
-            raise ConfigError(f"{TF_CONFIG}: job {job!r} is not supported (training uses {' and '.join(JOBS)})")
+            raise ConfigError(f"{TF_CONFIG}: job {job!r} is not supported "
+                              f"(training uses {' and '.join(JOBS)})")
         if not isinstance(addresses, list) or not addresses:
             raise ConfigError(f"{TF_CONFIG}: cluster.{job} must be a non-empty list of host:port")
         jobs.append((job, tuple(_check_address(str(a), f"{TF_CONFIG} cluster.{job}") for a in addresses)))
@@ -146,7 +147,8 @@ def resolve_cluster(workers: str | None, worker_index: int | None,
     """
     if workers is not None:
         if worker_index is None:
-            raise ConfigError("--workers needs --worker-index (this machine's position in the list, 0 = chief)")
+            raise ConfigError("--workers needs --worker-index (this machine's position in the list, "
+                              "0 = chief)")
         return parse_workers(workers, worker_index)
     if worker_index is not None:
         raise ConfigError("--worker-index needs --workers host:port,host:port")
@@ -219,7 +221,8 @@ def _simulated_strategy_class():
     class _LocalCpusExtended(cars.CollectiveAllReduceExtended):
         def __init__(self, container, local_cpus: int) -> None:
             self._local_cpus = local_cpus
-            super().__init__(container, cluster_resolver=None, communication_options=collective_util.Options())
+            super().__init__(container, cluster_resolver=None,
+                             communication_options=collective_util.Options())
 
         def _initialize_local_devices(self, cluster_resolver, worker_device):
             devices, kind = super()._initialize_local_devices(cluster_resolver, worker_device)
@@ -247,14 +250,14 @@ def cluster_of(strategy) -> Cluster | None:
 def device_names(strategy) -> list[str]:
     """One name per tower of the whole cluster, in global replica order.
 
-    A single worker: its device names as TensorFlow gives them. Several workers: 'worker1@b:2222/GPU:0';
-    workers have the same device count (MultiWorkerMirroredStrategy's assumption), so the other workers'
-    devices are named after this worker's.
+    A single worker: "GPU:0", "GPU:1", ... (as towers.make_strategy(devices=...) reads them). Several
+    workers: 'worker1@b:2222/GPU:0'; workers have the same device count (MultiWorkerMirroredStrategy's
+    assumption), so the other workers' devices are named after this worker's.
     """
+    local = [str(d).rsplit("device:", 1)[-1] for d in strategy.extended.worker_devices]
     cluster = cluster_of(strategy)
     if cluster is None:
-        return [str(d) for d in strategy.extended.worker_devices]
-    local = [str(d).split("/device:")[-1] for d in strategy.extended.worker_devices]
+        return local
     return [f"{cluster.worker_name(w)}/{d}" for w in range(cluster.num_workers) for d in local]
 
 
@@ -297,4 +300,56 @@ def _make_gather(strategy):
 def is_multi_worker(strategy) -> bool:
     """True when the strategy spans more than one worker process."""
     return num_workers(strategy) > 1
+
+
+def agreed_checkpoints(strategy, existing: Sequence[Path]) -> list[Path]:
+    """On resume, make every worker restore the same step: `existing` cut after the newest checkpoint
+    that every worker has (a worker killed during a save may lack the chief's newest one).
+
+    Args:
+        existing: this worker's checkpoint directories, oldest first, named ckpt-<step>.
+    Returns:
+        `existing` unchanged on a single worker; else the prefix ending at the agreed checkpoint
+        ([] when no worker has one: a fresh start).
+    Raises:
+        RunError: some workers have checkpoints and others none, or a worker lacks the agreed one
+            (raised on every worker alike, so none is left waiting in a collective).
+    """
+    if not is_multi_worker(strategy):
+        return list(existing)
+    steps = [_step_of(path) for path in existing]
+    latest = _gather_int(strategy, steps[-1] if steps else -1)
+    target = min(latest)
+    if target < 0:
+        if max(latest) >= 0:
+            raise RunError(f"worker(s) {[w for w, s in enumerate(latest) if s < 0]} have no checkpoint while "
+                           f"others have (latest steps {latest}): give every worker a copy of the chief's "
+                           f"RUN/checkpoints (RUN/workerI/checkpoints on the others), or a shared run dir")
+        return []
+    has = _gather_int(strategy, int(target in steps))
+    if min(has) == 0:
+        raise RunError(f"the newest checkpoint every worker has is step {target}, but worker(s) "
+                       f"{[w for w, h in enumerate(has) if not h]} no longer keep it: copy it from the "
+                       f"chief")
+    return list(existing[:steps.index(target) + 1])
+
+
+def _step_of(path: Path) -> int:
+    digits = re.search(r"(\d+)$", Path(path).name)
+    if not digits:
+        raise RunError(f"{path}: not a checkpoint directory name (ckpt-<step>)")
+    return int(digits.group(1))
+
+
+def _gather_int(strategy, value: int) -> list[int]:
+    """`value` of every worker, in worker order (a collective)."""
+    import tensorflow as tf
+
+    @tf.function
+    def gather():
+        per_replica = strategy.run(lambda: tf.constant([value], tf.int64))
+        return strategy.gather(per_replica, axis=0)
+
+    towers_per_worker = strategy.num_replicas_in_sync // num_workers(strategy)
+    return [int(v) for v in gather().numpy()[::towers_per_worker]]
 
