@@ -35,6 +35,8 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
+from shogi_dnn.cluster import Cluster, replica_values
+from shogi_dnn.cluster import make_multi_worker_strategy as multi_worker_strategy
 from shogi_dnn.config import OptimConfig
 from shogi_dnn.errors import RunError
 
@@ -48,8 +50,8 @@ METRIC_KEYS = ("loss_sum", "correct", "decisive", "count")
 # Strategy
 
 
-def make_strategy(simulate_devices: int | None = None,
-                  devices: Sequence[str] | None = None) -> tf.distribute.Strategy:
+def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | None = None,
+                  cluster: Cluster | None = None) -> tf.distribute.Strategy:
     """A MirroredStrategy over the chosen devices (also for one device: one code path).
 
     Args:
@@ -57,11 +59,19 @@ def make_strategy(simulate_devices: int | None = None,
             rehearse a multi-GPU run). If TF is already initialised with >= N logical CPUs, the first
             N are used.
         devices: explicit device names ("/gpu:0", "GPU:1", ...); default: every visible GPU, else the CPU.
+        cluster: several machines (shogi_dnn.cluster): a MultiWorkerMirroredStrategy over every GPU of every
+            worker (with simulate_devices: that many logical CPUs per worker). Create it before anything
+            else touches TensorFlow.
     Raises:
         RunError: both options given, fewer logical CPUs than requested, or an unknown device.
     """
     if simulate_devices is not None and devices:
         raise RunError("--simulate-devices and --devices are exclusive")
+    if cluster is not None:
+        if devices:
+            raise RunError("--devices with --workers: each worker uses all its GPUs (limit them with "
+                           "CUDA_VISIBLE_DEVICES)")
+        return multi_worker_strategy(cluster, simulate_devices)
     if simulate_devices is not None:
         names = _simulated_cpus(simulate_devices)
     elif devices:
@@ -109,8 +119,9 @@ def _check_devices(devices: Sequence[str]) -> list[str]:
 
 
 def local_values(strategy: tf.distribute.Strategy, per_replica: tf.Tensor) -> list[float]:
-    """One Python float per tower (experimental_local_results), in device order."""
-    return [float(v) for v in strategy.experimental_local_results(per_replica)]
+    """One Python float per tower (experimental_local_results), in device order; with several workers,
+    every tower of the cluster (a collective all-gather that every worker makes at the same point)."""
+    return replica_values(strategy, per_replica)
 
 
 # ----------------------------------------------------------------------------------------------------

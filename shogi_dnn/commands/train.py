@@ -1,5 +1,6 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
-[--devices LIST] [--resume] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged multi-GPU training (see shogi_dnn.trainer)."""
+[--devices LIST] [--resume] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged multi-GPU
+training (see shogi_dnn.trainer; several machines: shogi_dnn.cluster)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.WARNING)
 
     devices = [d for d in args.devices.split(",") if d.strip()] if args.devices else None
-    strategy = towers.make_strategy(simulate_devices=args.simulate_devices, devices=devices, cluster=cluster_spec)
+    strategy = towers.make_strategy(simulate_devices=args.simulate_devices, devices=devices,
+                                    cluster=cluster_spec)
     if fits:
         log_batch_advice(config, strategy.num_replicas_in_sync, fits)
     trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec), strategy,
@@ -94,5 +96,5 @@ def log_batch_advice(config: Config, num_replicas: int, fits: dict[int, scaling.
     update_batch = global_batch * config.train.micro_batches
     lr = towers.scaled_lr(config.optim, update_batch)
     (log.info if advice.saturated else log.warning)(
-        "%s; lr %.4g for %d positions per update (%s scaling of lr %.4g tuned at %d)", advice.text, lr,
+        "%s; lr %.4g for %d positions per update (optim.lr_scaling = %s from lr %.4g at %d)", advice.text, lr,
         update_batch, config.optim.lr_scaling, config.optim.lr, config.optim.base_global_batch)
