@@ -13,13 +13,13 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from shogi_dnn import checkpoints, towers  # noqa: E402
-from shogi_dnn.config import Config, from_dict  # noqa: E402
-from shogi_dnn.errors import ConfigError, RunError  # noqa: E402
-from shogi_dnn.model import load_model  # noqa: E402
-from shogi_dnn.stages import StagePlan, TrainState  # noqa: E402
-from shogi_dnn.trainer import Trainer  # noqa: E402
-from tests.shardgen import make_dataset  # noqa: E402
+from shogi_dnn import checkpoints, towers
+from shogi_dnn.config import Config, from_dict
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.model import load_model
+from shogi_dnn.stages import StagePlan, TrainState
+from shogi_dnn.trainer import Trainer
+from tests.shardgen import make_dataset
 
 
 def tiny_config(**train: int) -> Config:
@@ -96,7 +96,7 @@ def test_stage_plan_bookkeeping(dataset: Path) -> None:
 @pytest.mark.slow
 def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    trainer, weights = train(tiny_config(keep_checkpoints=3), dataset, run, devices=2)
+    _, weights = train(tiny_config(keep_checkpoints=3), dataset, run, devices=2)
     records = read_metrics(run)
     kinds = [r["kind"] for r in records]
     assert kinds == ["train", "train", "validation"] * 2                 # 4 steps/stage, log every 2
@@ -172,7 +172,7 @@ def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, r
             shutil.rmtree(path)
     state, _ = checkpoints.read_state(checkpoints.find_checkpoint(killed))
     assert (state.step, state.stage, state.position) == (6, 1, 32)
-    trainer, resumed = train(config, dataset, killed, devices=resume_devices, resume=True)
+    _, resumed = train(config, dataset, killed, devices=resume_devices, resume=True)
     for a, b in zip(straight, resumed):
         if resume_devices == 1:
             np.testing.assert_array_equal(a, b)
@@ -186,7 +186,7 @@ def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, r
 def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path, deterministic: None) -> None:
     config = tiny_config(checkpoint_every_steps=0)
     _, straight = train(config, dataset, tmp_path / "straight", devices=2)
-    stopped, _ = train(config, dataset, tmp_path / "stopped", devices=2, stop_after=3)
+    train(config, dataset, tmp_path / "stopped", devices=2, stop_after=3)
     state, _ = checkpoints.read_state(checkpoints.find_checkpoint(tmp_path / "stopped"))
     assert (state.step, state.stage, state.position) == (3, 0, 96)
     assert not (tmp_path / "stopped" / "model.keras").exists()
