@@ -97,6 +97,8 @@ class CheckpointManager:
         self.keep = keep
         self.tracked = tf.train.Checkpoint(model=model, optimizer=optimizer)
         self.last_saved_step = -1
+        for stale in self.root.glob(".tmp-ckpt-*"):     # saves cut short by a kill: never valid checkpoints
+            shutil.rmtree(stale, ignore_errors=True)
 
     def save(self, state: TrainState, config: Config) -> Path:
         """Write a checkpoint atomically (temp directory, then rename) and drop the oldest beyond `keep`."""

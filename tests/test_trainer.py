@@ -206,3 +206,28 @@ def test_run_dir_and_config_checks(dataset: Path, tmp_path: Path) -> None:
         Trainer(other, dataset, run, towers.make_strategy(simulate_devices=1), resume=True).run()
     with pytest.raises(ConfigError, match="not divisible by 4 towers"):
         Trainer(tiny_config(global_batch=30), dataset, tmp_path / "x", towers.make_strategy(simulate_devices=4))
+
+
+def test_checkpoints_atomic_keep_and_stale(tmp_path: Path) -> None:
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.model import build_model
+
+    strategy = towers.make_strategy(simulate_devices=2)
+    with strategy.scope():
+        model = build_model(ModelConfig(blocks=0, filters=4, value_hidden=4), seed=1)
+    optimizer = towers.build_optimizer(tiny_config().optim, 32, strategy=strategy, model=model)
+    (tmp_path / "checkpoints" / ".tmp-ckpt-00000009-123").mkdir(parents=True)     # a save cut by a kill
+    (tmp_path / "checkpoints" / "ckpt-00000010").mkdir()                         # no state.json: incomplete
+    manager = checkpoints.CheckpointManager(tmp_path, model, optimizer, keep=2)
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+    for step in (1, 2, 3):
+        manager.save(TrainState(step=step, samples=32 * step, seed=3), tiny_config())
+    assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["ckpt-00000002", "ckpt-00000003"]
+    assert checkpoints.find_checkpoint(tmp_path, "2").name == "ckpt-00000002"
+    with pytest.raises(RunError, match="have: ckpt-00000002, ckpt-00000003"):
+        checkpoints.find_checkpoint(tmp_path, "1")
+    kernel = model.trainable_variables[0]
+    saved = kernel.numpy().copy()
+    kernel.assign(np.zeros_like(saved))
+    assert manager.restore(tmp_path / "checkpoints" / "ckpt-00000003").samples == 96
+    np.testing.assert_array_equal(kernel.numpy(), saved)
