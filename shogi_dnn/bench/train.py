@@ -92,9 +92,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--config", help="training preset for the model, optimizer and batch "
                         "(e.g. train/cpu-smoke.toml; default: built-in defaults)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per point (default %(default)s)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (default %(default)s)")
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per point (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=5,
                         help="timed windows per point; the best is reported (default %(default)s)")
     parser.add_argument("--devices", default=",".join(map(str, DEFAULT_DEVICES)),
                         help="device counts to measure (default %(default)s)")
