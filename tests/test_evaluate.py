@@ -85,6 +85,9 @@ def test_test_split_and_one_tower(planted) -> None:
     result = evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)
     assert result["positions"] == 50 and len(result["per_gpu"]) == 1
     assert (run_dir / "eval-test.json").is_file()
+    everything = evaluate.evaluate_run(run_dir, split="all", simulate_devices=4)
+    assert everything["positions"] == 300 + 205 + 50 and len(everything["per_gpu"]) == 4
+    assert sum(g["positions"] for g in everything["per_gpu"]) == 555
 
 
 def test_bad_arguments(planted, tmp_path, capsys) -> None:
