@@ -166,10 +166,16 @@ def worker_dir(run_dir: Path, cluster: Cluster | None) -> Path:
     return Path(run_dir) / f"worker{cluster.worker_id}"
 
 
+_PEER_DETAIL = re.compile(r"aborted by|connect|unavailable|heartbeat|socket closed|deadline|peer", re.IGNORECASE)
+
+
 def peer_lost_message(exc: BaseException, cluster: Cluster) -> str:
-    """One line for a collective that failed because another worker is gone."""
-    detail = next((line.strip() for line in str(exc).splitlines()
-                   if line.strip() and "Graph execution error" not in line), type(exc).__name__)
+    """One line for a collective that failed because another worker is gone, with TensorFlow's cause
+    (e.g. 'recvmsg:Connection reset by peer') picked out of its multi-line message."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    causes = [line for line in lines if _PEER_DETAIL.search(line) and not line.startswith("Detected at node")]
+    detail = (causes or lines or [type(exc).__name__])[-1]
+    detail = detail.split("aborted by:", 1)[-1].strip()
     return (f"{cluster.worker_name(cluster.worker_id)}: lost contact with another worker "
             f"({type(exc).__name__}: {detail[:160]}); restart every worker with --resume to continue "
             f"from the last checkpoint")

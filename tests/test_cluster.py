@@ -101,8 +101,12 @@ def test_peer_lost_message_is_one_line() -> None:
     class UnavailableError(Exception):
         pass
 
-    exc = UnavailableError("Graph execution error:\n\nfailed to connect to all addresses\nmore detail")
+    exc = UnavailableError("Graph execution error:\n\nDetected at node CollectiveReduceV2_1 defined at (most "
+                           "recent call last):\n  File \"x.py\", line 3\nCollective ops is aborted by: "
+                           "recvmsg:Connection reset by peer\nThe error could be from a previous operation. "
+                           "Restart your program to reset.")
     assert cluster.is_peer_lost(exc) and not cluster.is_peer_lost(ValueError("x"))
     text = cluster.peer_lost_message(exc, cluster.parse_workers(TWO, 1))
     assert "\n" not in text and text.startswith("worker1@10.0.0.2:2222: lost contact with another worker")
-    assert "failed to connect to all addresses" in text and "--resume" in text
+    assert "(UnavailableError: recvmsg:Connection reset by peer)" in text and "--resume" in text
+    assert "lost contact" in cluster.peer_lost_message(UnavailableError(""), cluster.parse_workers(TWO, 0))

@@ -1,0 +1,128 @@
+"""Multi-machine training rehearsed on one machine: two worker processes on 127.0.0.1, each with 2
+simulated devices (MultiWorkerMirroredStrategy). A worker is killed after the first checkpoint: the other
+stops with one line; the cluster resumes and ends with identical weights on both workers, equal to an
+uninterrupted 4-tower run on one machine. Bounded in time; every process is killed in `finally`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+from tests.shardgen import make_dataset
+
+PRESET = REPO / "train" / "cpu-smoke.toml"
+# Whole groups (no step cap), a checkpoint every 4 updates: ~90 updates, long enough to kill a worker mid-run.
+SETTINGS = ["train.max_steps_per_stage=0", "train.checkpoint_every_steps=4", "train.log_every_steps=8"]
+TIMEOUT_S = 240
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def start_workers(data: Path, run: Path, logs: Path, resume: bool) -> list[subprocess.Popen]:
+    workers = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"} | {"TF_CPP_MIN_LOG_LEVEL": "2"}
+    procs = []
+    for index in range(2):
+        argv = [sys.executable, "-m", "shogi_dnn", "train", "--config", str(PRESET), "--data", str(data),
+                "--run-dir", str(run), "--simulate-devices", "2", "--workers", workers, "--worker-index", str(index)]
+        argv += [item for s in SETTINGS for item in ("--set", s)] + (["--resume"] if resume else [])
+        log = (logs / f"worker{index}-{'resume' if resume else 'first'}.log").open("w")
+        procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                      start_new_session=True))
+    return procs
+
+
+def wait_all(procs: list[subprocess.Popen], deadline: float) -> list[int]:
+    return [p.wait(timeout=max(1.0, deadline - time.monotonic())) for p in procs]
+
+
+def kill_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+
+
+def wait_for_checkpoints(dirs: list[Path], procs: list[subprocess.Popen], deadline: float) -> None:
+    """Until every dir holds a checkpoint (both workers saved one), or a worker exits, or time runs out."""
+    while not all(any(d.glob("ckpt-*")) for d in dirs if d.is_dir()) or not all(d.is_dir() for d in dirs):
+        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+            raise AssertionError(f"no checkpoint in both workers' dirs (exit codes {[p.poll() for p in procs]})")
+        time.sleep(0.1)
+
+
+def weights(path: Path) -> list[np.ndarray]:
+    from shogi_dnn.model import load_model
+    return load_model(path).get_weights()
+
+
+def one_machine_run(data: Path, run: Path) -> list[np.ndarray]:
+    """The same training on one process with 4 towers (conftest's logical CPUs), uninterrupted."""
+    from shogi_dnn import towers
+    from shogi_dnn.config import load_config
+    from shogi_dnn.trainer import Trainer
+
+    config = load_config(PRESET, SETTINGS)
+    Trainer(config, data, run, towers.make_strategy(simulate_devices=4)).run()
+    return weights(run / "model.keras")
+
+
+@pytest.mark.slow
+def test_two_workers_survive_a_dead_worker_and_match_one_machine(tmp_path: Path) -> None:
+    data, run, logs = tmp_path / "data", tmp_path / "run", tmp_path / "logs"
+    make_dataset(data, train=[1500, 1500, 1500, 1500], validation=[200], chunk_rows=256)
+    logs.mkdir()
+    deadline = time.monotonic() + TIMEOUT_S
+    procs = start_workers(data, run, logs, resume=False)
+    try:
+        wait_for_checkpoints([run / "checkpoints", run / "worker1" / "checkpoints"], procs, deadline)
+        procs[1].send_signal(signal.SIGKILL)                    # worker 1's machine dies
+        codes = wait_all(procs, deadline)
+    finally:
+        kill_all(procs)
+    chief_log = (logs / "worker0-first.log").read_text()
+    assert codes[0] == 2, chief_log[-3000:]
+    assert "lost contact with another worker" in chief_log and "--resume" in chief_log
+    assert not (run / "model.keras").exists()
+
+    procs = start_workers(data, run, logs, resume=True)
+    try:
+        codes = wait_all(procs, deadline)
+    finally:
+        kill_all(procs)
+    resumed = [(logs / f"worker{i}-resume.log").read_text() for i in range(2)]
+    assert codes == [0, 0], resumed[0][-3000:] + resumed[1][-3000:]
+    assert all("resumed from ckpt-" in text for text in resumed)
+
+    chief, other = weights(run / "model.keras"), weights(run / "worker1" / "model.keras")
+    assert all(np.array_equal(a, b) for a, b in zip(chief, other))          # bit-identical on both workers
+    single = one_machine_run(data, tmp_path / "single")
+    assert max(float(np.abs(a - b).max()) for a, b in zip(chief, single)) < 1e-5
+
+    info = json.loads((run / "run.json").read_text())
+    assert info["num_workers"] == 2 and info["num_replicas"] == 4
+    assert info["devices"][2].startswith("worker1@127.0.0.1:") and info["devices"][2].endswith("/CPU:0")
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if r["kind"] == "train"]
+    assert steps == sorted(set(steps)), "a step logged twice or out of order after the resume"
+    assert all(len(r["per_gpu"]) == 4 for r in records)
+    assert [g["device"] for g in records[-1]["per_gpu"]] == info["devices"]
