@@ -10,7 +10,7 @@ install:
 
 # The main job on the bundled sample: convert the records, train on every local device, evaluate, report.
 demo: install
-	$(PYTHON) -m shogi_dnn convert datasets/sample --out $(DATA)
+	$(PYTHON) -m shogi_dnn convert datasets/sample --out $(DATA) --shard-size 4096
 	rm -rf $(RUN)
 	$(PYTHON) -m shogi_dnn train --config train/cpu-smoke.toml --data $(DATA) --run-dir $(RUN)
 	$(PYTHON) -m shogi_dnn evaluate --run-dir $(RUN) --split validation

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 from shogi_dnn.errors import ShogiDnnError
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shogi-dnn: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) drowns the progress lines; set
+    # TF_CPP_MIN_LOG_LEVEL=0 yourself to see it when debugging a GPU set-up.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         module = importlib.import_module(f"shogi_dnn.commands.{name}")
     except ModuleNotFoundError as exc:
