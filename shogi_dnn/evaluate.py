@@ -83,6 +83,15 @@ def load_run_model(run_dir: Path, checkpoint: str | None = None) -> keras.Model:
     return checkpoints.restore_model(Path(run_dir), checkpoint)
 
 
+def model_source(run_dir: Path, checkpoint: str | None = None) -> str:
+    """What load_run_model loads: "model.keras" or the checkpoint's name."""
+    if checkpoint is None and (Path(run_dir) / runinfo.MODEL_FILE).is_file():
+        return runinfo.MODEL_FILE
+    from shogi_dnn import checkpoints
+
+    return checkpoints.find_checkpoint(Path(run_dir), checkpoint).name
+
+
 def position_extras(paths: Sequence[Path]) -> dict[str, np.ndarray]:
     """[N] rating (float32, NaN unknown) and ply (int16) of every row of the shards, in file order."""
     ratings = [baselines.position_ratings(p).astype(np.float32) for p in paths]
@@ -173,7 +182,7 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     result = summarise(scorers, list(strategy.extended.worker_devices))
     fitted, source = fitted_baselines(run_dir, data_dir)
     result["baselines"] = {**baselines.score_baselines(fitted, paths), "fitted_on": f"{source} (train split)"}
-    result.update(split=split, data_dir=str(data_dir), model=checkpoint or runinfo.MODEL_FILE,
+    result.update(split=split, data_dir=str(data_dir), model=model_source(run_dir, checkpoint),
                   global_batch=global_batch, seconds=round(seconds, 3),
                   positions_per_s=round(result["positions"] / seconds, 1) if seconds > 0 else None)
     runinfo.write_json_atomic(runinfo.eval_path(run_dir, split), result)

@@ -9,9 +9,13 @@ Plots (RUN/plots/, one PNG each, written atomically):
   calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed)
 
 An unbalanced tower is flagged in report.md: a GPU whose median positions/s is below SLOW_RATIO of the
-fastest GPU's, or whose mean training loss over the last LAST_WINDOW of the records is not finite or
-differs from the GPUs' median by more than LOSS_GAP nats (the towers share weights, so their losses
-should differ only by sampling noise).
+fastest GPU's ("slow"); a GPU that processed fewer than SHARE_RATIO of the positions of the busiest one
+("share"); or one whose mean training loss over the last LAST_WINDOW of the records is not finite or
+differs from the GPUs' median by more than LOSS_GAP nats ("loss": the towers share weights, so their
+losses should differ only by sampling noise).
+Caveat: under synchronous all-reduce every tower waits for the slowest, so per-GPU positions/s computed
+as (tower positions / interval wall time), as the trainer logs it, is equal across towers; a slow GPU
+then shows as a low total throughput (see `shogi-dnn bench scaling`), not as one slow line.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from shogi_dnn import runinfo
 PLOTS_DIR = "plots"
 REPORT_MD = "report.md"
 SLOW_RATIO = 0.75
+SHARE_RATIO = 0.9
 LOSS_GAP = 0.1
 LAST_WINDOW = 0.2
 
@@ -81,6 +86,7 @@ def find_unbalanced_towers(records: Sequence[dict[str, Any]], slow_ratio: float 
             if np.isfinite(m) and fastest > 0 and m < slow_ratio * fastest:
                 flags.append(TowerFlag("slow", g, devices[g], f"GPU {g} ({devices[g]}) runs at {m:,.0f} "
                                        f"positions/s, {m / fastest:.0%} of the fastest ({fastest:,.0f})"))
+    flags += _share_flags(train)
     _, loss, devices = per_gpu_series(train, "loss")
     if loss.size:
         window = max(1, math.ceil(last_window * len(loss)))
@@ -97,6 +103,18 @@ def find_unbalanced_towers(records: Sequence[dict[str, Any]], slow_ratio: float 
                 flags.append(TowerFlag("loss", g, devices[g], f"GPU {g} ({devices[g]}) recent training loss "
                                        f"{m:.4f} vs the towers' median {reference:.4f}"))
     return flags
+
+
+def _share_flags(train: Sequence[dict[str, Any]], share_ratio: float = SHARE_RATIO) -> list[TowerFlag]:
+    """GPUs that processed much fewer positions than the busiest one (uneven input sharding)."""
+    _, counts, devices = per_gpu_series(train, "positions")
+    if not counts.size or not np.isfinite(counts).any():
+        return []
+    totals = np.nansum(counts, axis=0)
+    busiest = totals.max()
+    return [TowerFlag("share", g, devices[g], f"GPU {g} ({devices[g]}) processed {int(t):,} positions, "
+                      f"{t / busiest:.0%} of the busiest tower's {int(busiest):,}")
+            for g, t in enumerate(totals) if busiest > 0 and t < share_ratio * busiest]
 
 
 def _non_finite_losses(records: Sequence[dict[str, Any]], gpus: int) -> list[bool]:

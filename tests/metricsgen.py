@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def write_metrics(run_dir: Path, gpus: int = 2, steps: int = 20, slow_gpu: int | None = None,
-                  diverging_gpu: int | None = None, truncated_tail: bool = False) -> Path:
+                  diverging_gpu: int | None = None, truncated_tail: bool = False,
+                  short_gpu: int | None = None) -> Path:
     """Train records every step (2 stages) and a validation record after each stage."""
     lines = []
     for step in range(1, steps + 1):
@@ -20,7 +21,8 @@ def write_metrics(run_dir: Path, gpus: int = 2, steps: int = 20, slow_gpu: int |
                 loss += 0.05 * step
             speed = 1000.0 * (0.4 if g == slow_gpu else 1.0)
             per_gpu.append({"device": f"/job:localhost/replica:0/task:0/device:GPU:{g}", "loss": loss,
-                            "accuracy": 0.5 + 0.01 * step, "positions_per_s": speed})
+                            "accuracy": 0.5 + 0.01 * step, "positions_per_s": speed,
+                            "positions": 16 if g == short_gpu else 32})
         lines.append({"kind": "train", "step": step, "samples": 64 * step, "epoch": 0, "stage": stage,
                       "group": stage, "loss": sum(p["loss"] for p in per_gpu) / gpus,
                       "accuracy": 0.5 + 0.01 * step, "positions_per_s": sum(p["positions_per_s"] for p in per_gpu),

@@ -132,3 +132,18 @@ def test_eval_batch_fits_any_tower_count() -> None:
     fixed = Config(train=TrainConfig(global_batch=64))
     assert [evaluate.eval_global_batch(fixed, n) for n in (1, 2, 3, 4)] == [64, 64, 66, 64]
     assert evaluate.eval_global_batch(Config(train=TrainConfig(per_replica_batch=16)), 3) == 48
+
+
+@pytest.mark.slow
+def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_path) -> None:
+    import shutil
+
+    from tests.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "model.keras").unlink()
+    result = evaluate.evaluate_run(copy, split="test", simulate_devices=1)
+    assert result["model"] == "ckpt-00000016" and result["positions"] == 100
+    assert result["loss"] == pytest.approx(evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)["loss"])

@@ -50,6 +50,13 @@ def test_slow_and_diverging_towers_are_flagged(tmp_path) -> None:
     assert report.find_unbalanced_towers(balanced) == []
 
 
+def test_uneven_share_is_flagged(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=3, short_gpu=0)
+    flags = report.find_unbalanced_towers(report.runinfo.read_metrics(tmp_path))
+    assert [(f.kind, f.gpu) for f in flags] == [("share", 0)]
+    assert "320 positions, 50% of the busiest tower's 640" in flags[0].message
+
+
 def test_nan_loss_is_flagged(tmp_path) -> None:
     write_metrics(tmp_path, gpus=2)
     records = report.runinfo.read_metrics(tmp_path)
