@@ -66,7 +66,8 @@ def test_one_batch_size_per_device_count_is_a_config_error() -> None:
     (["--config", "c.toml", "--batch-sizes", "8,x"], "expected comma-separated integers"),
     (["--config", "c.toml", "--batch-sizes", "8"], "need at least 2 batch sizes"),
     (["--config", "c.toml", "--devices", "0,2"], "expected positive integers"),
-    (["--config", "c.toml", "--steps", "0"], "--steps must be >= 1"),
+    (["--config", "c.toml", "--steps", "0"], "--steps and --repeats must be >= 1"),
+    (["--config", "c.toml", "--repeats", "0"], "--steps and --repeats must be >= 1"),
 ])
 def test_bad_arguments(argv, message) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -86,13 +87,16 @@ def test_tiny_sweep_on_simulated_devices(tmp_path, capsys) -> None:
     out = tmp_path / "fit.json"
     # Batches far apart so that the time per step surely grows with the batch, even on a busy machine.
     assert bench.main(["--config", str(preset), "--batch-sizes", "2,512", "--devices", "1,2",
-                       "--steps", "3", "--warmup", "1", "--out", str(out)]) == 0
+                       "--steps", "3", "--warmup", "1", "--repeats", "2", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert [f["devices"] for f in report["fits"]] == [1, 2] and report["simulated"] is True
     for entry in report["fits"]:
         assert [p["per_replica_batch"] for p in entry["points"]] == [2, 512]
         assert entry["v0"] > 0 and entry["t"] >= 0 and entry["num_points"] == 2
         assert all(p["steps"] == 3 and p["seconds_per_step"] > 0 for p in entry["points"])
+        for p in entry["points"]:
+            assert len(p["repeats_seconds"]) == 2
+            assert p["seconds_per_step"] * 3 == pytest.approx(min(p["repeats_seconds"]))
     assert report["scaling"][0]["devices"] == 2 and report["scaling"][0]["efficiency"] > 0
     assert out.with_suffix(".png").stat().st_size > 5000
     assert "devices over 1 at per-GPU batch" in capsys.readouterr().out

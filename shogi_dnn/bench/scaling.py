@@ -2,15 +2,15 @@
 count, and the fitted throughput model time = B / v0 + t for each device count (shogi_dnn.scaling).
 
     shogi-dnn bench scaling --config train/cpu-smoke.toml [--batch-sizes 8,16,32,64,128]
-                            [--devices 1,2,4] [--steps 10] [--warmup 3] [--out scaling.json]
+                            [--devices 1,2,4] [--steps 10] [--warmup 3] [--repeats 3] [--out scaling.json]
 
 With GPUs present it measures the first N GPUs; without, it splits the CPU into max(--devices) logical
 devices (before TensorFlow initialises) and measures subsets of them, so a laptop can rehearse the
 sweep. Each point times `--steps` optimizer steps of towers.make_train_step on one synthetic in-memory
 batch (the step and the all-reduce, not the input pipeline: `bench train` measures that), after
-`--warmup` untimed steps (tracing, allocation). Writes FILE.json (per device count: points, v0, t, fit
-quality, b90; speed-up and efficiency over one device), FILE.png (points and fitted curves) and prints a
-table.
+`--warmup` untimed steps (tracing, allocation), `--repeats` times, keeping the fastest. Writes FILE.json
+(per device count: points, v0, t, fit quality, b90; speed-up and efficiency over one device), FILE.png
+(points and fitted curves) and prints a table.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class Point:
     per_replica_batch: int
     steps: int
     seconds: float
+    repeats: tuple[float, ...] = ()     # every timing of the point (seconds for `steps` steps); seconds = min
 
     @property
     def global_batch(self) -> int:
@@ -65,7 +66,7 @@ class Point:
     def to_dict(self) -> dict[str, float | int]:
         return {"per_replica_batch": self.per_replica_batch, "global_batch": self.global_batch,
                 "steps": self.steps, "seconds_per_step": self.seconds_per_step,
-                "positions_per_s": self.positions_per_s}
+                "positions_per_s": self.positions_per_s, "repeats_seconds": list(self.repeats)}
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:
@@ -89,14 +90,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="device counts to measure (default %(default)s)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per point (default %(default)s)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="time each point this many times and keep the fastest, which is the least "
+                             "disturbed by other work on the machine (default %(default)s)")
     parser.add_argument("--out", default="scaling.json", help="JSON output; the plot goes beside it as .png")
     args = parser.parse_args(list(argv))
     args.batch_sizes = _int_list(args.batch_sizes, "--batch-sizes")
     args.devices = _int_list(args.devices, "--devices")
     if len(args.batch_sizes) < 2:
         raise ConfigError("--batch-sizes: need at least 2 batch sizes to fit v0 and t")
-    if args.steps < 1 or args.warmup < 0:
-        raise ConfigError("--steps must be >= 1 and --warmup >= 0")
+    if args.steps < 1 or args.warmup < 0 or args.repeats < 1:
+        raise ConfigError("--steps and --repeats must be >= 1 and --warmup >= 0")
     return args
 
 
@@ -129,7 +133,8 @@ def _measured_speedups(points: Sequence[Point], n: int) -> list[dict[str, float]
     for p in points:
         if p.devices == n and p.per_replica_batch in one:
             speedup = p.positions_per_s / one[p.per_replica_batch]
-            out.append({"per_replica_batch": p.per_replica_batch, "speedup": speedup, "efficiency": speedup / n})
+            out.append({"per_replica_batch": p.per_replica_batch, "speedup": speedup,
+                        "efficiency": speedup / n})
     return out
 
 
@@ -151,7 +156,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         lines.append(f"{f['devices']:>7} {f['v0']:>10.0f} {f['t']:>9.4f} {r2:>7} {f['rel_rms']:>8.3f} "
                      f"{f['per_replica_b90']:>8.0f}")
     for g in report["scaling"]:
-        lines.append(f"{g['devices']} devices over 1 at per-GPU batch {g['per_replica_batch']:.0f} (their b90): "
+        lines.append(f"{g['devices']} devices over 1 at per-GPU batch {g['per_replica_batch']:.0f} "
+                     f"(their b90): "
                      f"speed-up {g['speedup']:.2f}, efficiency {100 * g['efficiency']:.0f}%")
     return "\n".join(lines)
 
@@ -159,7 +165,8 @@ def format_table(report: Mapping[str, Any]) -> str:
 def write_json(report: Mapping[str, Any], path: Path) -> None:
     """Atomic write (temp file + os.replace)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8") as tmp:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False,
+                                     encoding="utf-8") as tmp:
         json.dump(report, tmp, indent=2)
         tmp.write("\n")
     os.replace(tmp.name, path)
@@ -229,8 +236,10 @@ def synthetic_batch(global_batch: int, seed: int) -> dict[str, np.ndarray]:
             "win": rows[shards.KEY_WIN].astype(np.float32), "ply": rows[shards.KEY_PLY]}
 
 
-def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, warmup: int) -> Point:
-    """Seconds for `steps` optimizer steps of the real tower step on one synthetic batch per step.
+def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, warmup: int,
+                  repeats: int = 1) -> Point:
+    """Seconds for `steps` optimizer steps of the real tower step on one synthetic batch per step
+    (the fastest of `repeats` timings).
 
     The model and optimizer are built in the strategy's scope (towers.build_optimizer, as training does);
     one micro-batch per update, so the step's batch is the global batch of the throughput model.
@@ -248,20 +257,25 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
                                   clip_global_norm=config.optim.clip_global_norm)
     rows = synthetic_batch(global_batch, config.train.seed)
-    dataset = tf.data.Dataset.from_tensor_slices(rows).batch(global_batch, drop_remainder=True).cache().repeat()
+    dataset = tf.data.Dataset.from_tensor_slices(rows).batch(global_batch, drop_remainder=True)
+    dataset = dataset.cache().repeat()
     batches = iter(strategy.experimental_distribute_dataset(dataset))
     for _ in range(warmup):
         sums = step(next(batches))
         towers.local_values(strategy, sums["count"])          # waits: tracing is not timed
-    start = time.perf_counter()
-    for _ in range(steps):
-        sums = step(next(batches))
-    towers.local_values(strategy, sums["count"])
-    return Point(devices=n, per_replica_batch=per_replica_batch, steps=steps, seconds=time.perf_counter() - start)
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            sums = step(next(batches))
+        towers.local_values(strategy, sums["count"])          # waits for the last step
+        timings.append(time.perf_counter() - start)
+    return Point(devices=n, per_replica_batch=per_replica_batch, steps=steps, seconds=min(timings),
+                 repeats=tuple(timings))
 
 
 def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps: int, warmup: int,
-          device_names: Sequence[str]) -> list[Point]:
+          repeats: int, device_names: Sequence[str]) -> list[Point]:
     """Measure every (device count, per-replica batch); Ctrl-C stops early and keeps what was measured."""
     from tqdm import tqdm
 
@@ -275,7 +289,7 @@ def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps:
                 progress.set_postfix_str(f"{n} dev x {b}")
                 strategy = (towers.make_strategy(simulate_devices=n) if device_names[0].startswith("/cpu")
                             else towers.make_strategy(devices=device_names[:n]))
-                points.append(measure_point(strategy, config, b, steps, warmup))
+                points.append(measure_point(strategy, config, b, steps, warmup, repeats))
                 log.debug("%d devices x %d: %.0f positions/s", n, b, points[-1].positions_per_s)
     except KeyboardInterrupt:
         log.warning("interrupted: reporting the %d of %d points measured", len(points), len(todo))
@@ -288,9 +302,12 @@ def main(argv: Sequence[str]) -> int:
     config = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)     # one INFO line per all-reduce otherwise
     device_names = prepare_devices(max(args.devices))
-    points = sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup, device_names)
-    meta = {"config": str(args.config), "overrides": list(args.set), "model": dataclasses.asdict(config.model),
+    points = sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup, args.repeats,
+                   device_names)
+    meta = {"config": str(args.config), "overrides": list(args.set),
+            "model": dataclasses.asdict(config.model),
             "optimizer": config.optim.optimizer, "steps": args.steps, "warmup": args.warmup,
+            "repeats": args.repeats,
             "devices": device_names, "simulated": device_names[0].startswith("/cpu"),
             "host": platform.node(), "cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
     report = build_report(points, meta)
