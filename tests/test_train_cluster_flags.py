@@ -47,7 +47,8 @@ def test_cluster_and_fit_errors_are_one_line(tmp_path, capsys, monkeypatch, extr
 def test_start_up_advice_names_the_batch_saturation_and_the_lr(caplog) -> None:
     from shogi_dnn.commands.train import log_batch_advice
 
-    config = load_config(SMOKE, ["train.global_batch=0", "train.per_replica_batch=16", "optim.lr_scaling=linear"])
+    config = load_config(SMOKE, ["train.global_batch=0", "train.per_replica_batch=16",
+                                 "optim.lr_scaling=linear"])
     with caplog.at_level(logging.INFO, logger="shogi_dnn.commands.train"):
         log_batch_advice(config, 4, scaling.load_fits("v0=1000,t=0.05,devices=4"))
         log_batch_advice(config, 4, scaling.load_fits("v0=1000,t=0.0001,devices=4"))
