@@ -132,7 +132,7 @@ def parse_tf_config(text: str) -> Cluster:
             raise ConfigError(f"{TF_CONFIG}: cluster.{job} must be a non-empty list of host:port")
         jobs.append((job, tuple(_check_address(str(a), f"{TF_CONFIG} cluster.{job}") for a in addresses)))
     task_type, task_index = raw["task"].get("type"), raw["task"].get("index", 0)
-    sizes = dict((job, len(addresses)) for job, addresses in jobs)
+    sizes = {job: len(addresses) for job, addresses in jobs}
     if task_type not in sizes or not isinstance(task_index, int) or not 0 <= task_index < sizes[task_type]:
         raise ConfigError(f"{TF_CONFIG}: task {raw['task']} is not a task of the cluster {sizes}")
     return Cluster(jobs=tuple(jobs), task_type=task_type, task_index=task_index)
