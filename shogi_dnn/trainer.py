@@ -116,6 +116,7 @@ class Trainer:
         self.train_step = towers.make_train_step(strategy, self.model, self.optimizer,
                                                  global_batch=self.global_batch, micro_batches=self.micro_batches,
                                                  clip_global_norm=config.optim.clip_global_norm)
+        self.update = towers.make_iterator_step(self.train_step, self.micro_batches)
         self.eval_step = towers.make_eval_step(strategy, self.model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoints = CheckpointManager(self.run_dir, self.model, self.optimizer, config.train.keep_checkpoints)
@@ -214,7 +215,7 @@ class Trainer:
         with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
                   disable=None, leave=False, dynamic_ncols=True) as bar:
             for done in range(1, remaining + 1):
-                interval.outputs.append(self.train_step(*[next(batches) for _ in range(self.micro_batches)]))
+                interval.outputs.append(self.update(batches))
                 state = state.advance(1, self.update_batch)
                 bar.update()
                 if state.step % self.config.train.log_every_steps == 0 or done == remaining:

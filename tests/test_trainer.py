@@ -46,14 +46,14 @@ def train(config: Config, data: Path, run_dir: Path, devices: int, resume: bool 
     trainer = Trainer(config, data, run_dir, towers.make_strategy(simulate_devices=devices), resume=resume,
                       resume_command="shogi-dnn train ... --resume")
     if stop_after:                                  # a stop request (as SIGTERM sets) after N updates
-        step, calls = trainer.train_step, []
+        update, calls = trainer.update, []
 
-        def counting_step(*batches):
+        def counting_update(iterator):
             calls.append(1)
             if len(calls) == stop_after:
                 trainer.stop.request("test")
-            return step(*batches)
-        trainer.train_step = counting_step
+            return update(iterator)
+        trainer.update = counting_update
     trainer.run()
     return trainer, [v.numpy() for v in trainer.model.weights]
 
@@ -96,7 +96,8 @@ def test_stage_plan_bookkeeping(dataset: Path) -> None:
 @pytest.mark.slow
 def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    _, weights = train(tiny_config(keep_checkpoints=3), dataset, run, devices=2)
+    trainer, weights = train(tiny_config(keep_checkpoints=3), dataset, run, devices=2)
+    assert trainer.update.experimental_get_tracing_count() == 1          # one trace for both stages
     records = read_metrics(run)
     kinds = [r["kind"] for r in records]
     assert kinds == ["train", "train", "validation"] * 2                 # 4 steps/stage, log every 2
