@@ -171,3 +171,23 @@ def test_mixed_float16_loss_scaling_tower_independent() -> None:
         results.append([v.numpy() for v in model.trainable_variables])
     assert all(np.isfinite(w).all() for w in results[1])
     assert max_diff(*results) < 1e-3        # float16 activations: close, not bit-equal
+
+
+@pytest.mark.parametrize("batch_norm, tower_independent", [("sync", True), ("local", False)])
+def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> None:
+    """Documented in towers.py: synchronised batch-norm gives the one-device result, local does not."""
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.model import build_model
+
+    results = []
+    for devices in (1, 4):
+        strategy = towers.make_strategy(simulate_devices=devices)
+        with strategy.scope():
+            model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm=batch_norm), seed=1)
+        optimizer = towers.build_optimizer(SGD, 32, strategy=strategy, model=model)
+        step = towers.make_train_step(strategy, model, optimizer, global_batch=32)
+        data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
+        for _ in range(2):
+            step(next(data))
+        results.append([v.numpy() for v in model.weights])       # includes the moving statistics
+    assert (max_diff(*results) < 1e-5) == tower_independent
