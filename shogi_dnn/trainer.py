@@ -31,8 +31,14 @@ from tqdm import tqdm
 
 from shogi_dnn import __version__, cluster, pipeline, shards, towers
 from shogi_dnn import config as config_mod
-from shogi_dnn.checkpoints import (CONFIG_FILE, CheckpointManager, list_checkpoints, read_state, save_model,
-                                   write_json_atomic)
+from shogi_dnn.checkpoints import (
+    CONFIG_FILE,
+    CheckpointManager,
+    list_checkpoints,
+    read_state,
+    save_model,
+    write_json_atomic,
+)
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.metrics import MetricsLog, TowerSums, summarise
@@ -49,11 +55,6 @@ class TrainResult:
 
     state: TrainState
     interrupted: bool
-
-
-def short_device_name(name: str) -> str:
-    """"/job:localhost/replica:0/task:0/device:GPU:1" -> "GPU:1" (towers.make_strategy(devices=...) reads it)."""
-    return name.rsplit("device:", 1)[-1]
 
 
 class StopFlag:

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)
     fits = scaling.load_fits(args.scaling_fit) if args.scaling_fit else None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
-    from shogi_dnn import towers                           # TensorFlow is imported only from here on
+    from shogi_dnn import towers  # TensorFlow is imported only from here on
     from shogi_dnn.trainer import Trainer
 
     for name in ("tensorflow", "absl"):                    # nor TF's Python INFO lines (after TF set them up)
