@@ -31,6 +31,8 @@ import os
 import re
 import signal
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn import shards
-from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.errors import ConfigError, KifuError, ShogiDnnError
 from shogi_dnn.features import EncodedGame, encode_game
 from shogi_dnn.kifu import read_record_bytes
-from shogi_dnn.kifu.record import Ending, GameRecord, Winner
+from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import BACKEND_ENV, position_factory, resolve_backend
 from shogi_dnn.sources import SourceFile, iter_sources
 
@@ -51,6 +53,8 @@ REPORT_NAME = "convert-report.json"
 STATE_NAME = "convert-state.json"
 SHARD_PATTERN = re.compile(r"^(train|validation|test)-\d{5}\.h5(\.tmp)?$")
 MAX_LISTED_ERRORS = 100_000        # errors beyond this are counted, not listed, in the report
+PIECE_BYTES = 1 << 20              # multi-game CSA files are handed to workers in pieces of about this size
+_CSA_SEPARATOR = re.compile(rb"\n/\r?\n")
 RATING_OF = ("both", "loser")
 DRAWS = ("keep", "drop")
 # Skip reasons, in report order.
@@ -152,9 +156,37 @@ class ConvertedGame:
     positions: EncodedGame
 
 
+@dataclasses.dataclass(frozen=True)
+class SourcePiece:
+    """A file, or a run of whole games of a big multi-game CSA file starting at `first_line`."""
+
+    name: str
+    data: bytes
+    first_line: int = 1
+    last: bool = True          # the file's last piece (counted as a file read)
+
+
+def split_source(source: SourceFile, piece_bytes: int | None = None) -> Iterator[SourcePiece]:
+    """Cut a multi-game CSA file bigger than `piece_bytes` after `/` separator lines, so that one
+    worker result (encoded positions) stays small however big the file; other files pass whole."""
+    data, start, line = source.data, 0, 1
+    piece_bytes = piece_bytes or PIECE_BYTES
+    if len(data) <= piece_bytes or not source.name.lower().endswith(".csa"):
+        yield SourcePiece(source.name, data)
+        return
+    while True:
+        cut = _CSA_SEPARATOR.search(data, start + piece_bytes)
+        if cut is None:
+            yield SourcePiece(source.name, data[start:], line, True)
+            return
+        yield SourcePiece(source.name, data[start:cut.end()], line, False)
+        line += data.count(b"\n", start, cut.end())
+        start = cut.end()
+
+
 @dataclasses.dataclass
 class FileResult:
-    """What a worker made of one file (or of one unreadable input)."""
+    """What a worker made of one file or piece (or of one unreadable input)."""
 
     name: str
     games: list[ConvertedGame] = dataclasses.field(default_factory=list)
@@ -164,6 +196,7 @@ class FileResult:
     errors: list[str] = dataclasses.field(default_factory=list)
     parse_s: float = 0.0
     encode_s: float = 0.0
+    last: bool = True
 
 
 def _game_row(record: GameRecord) -> tuple:
@@ -174,9 +207,9 @@ def _game_row(record: GameRecord) -> tuple:
             record.winner.value, record.ending.value, len(record.moves), record.start_sfen)
 
 
-def _read_records(source: SourceFile, result: FileResult) -> Iterator[GameRecord | KifuError]:
-    """The file's records and errors, timing the parse. A reader bug is reported, never raised:
-    one file must not stop a corpus conversion (the report names the file)."""
+def _read_records(source: SourcePiece, result: FileResult) -> Iterator[GameRecord | KifuError]:
+    """The piece's records and errors (lines counted in the whole file), timing the parse. A reader
+    bug is reported, never raised: one file must not stop a corpus conversion (the report names it)."""
     records = read_record_bytes(source.data, source.name)
     while True:
         start = time.perf_counter()
@@ -190,13 +223,21 @@ def _read_records(source: SourceFile, result: FileResult) -> Iterator[GameRecord
             item = KifuError(source.name, 0, f"reader failed: {type(exc).__name__}: {exc}")
         finally:
             result.parse_s += time.perf_counter() - start
-        yield item
+        yield _shift_lines(item, source.first_line - 1)
         if isinstance(item, KifuError) and item.reason.startswith("reader failed"):
             return
 
 
-def process_file(source: SourceFile | KifuError, settings: ConvertSettings, backend: str) -> FileResult:
-    """Parse, filter, split and encode every game of one file (runs in a worker process)."""
+def _shift_lines(item: GameRecord | KifuError, offset: int) -> GameRecord | KifuError:
+    if not offset:
+        return item
+    if isinstance(item, KifuError):
+        return KifuError(item.path, item.line + offset if item.line else 0, item.reason, item.ply)
+    return dataclasses.replace(item, source=SourceLine(item.source.path, item.source.line + offset))
+
+
+def process_file(source: SourcePiece | KifuError, settings: ConvertSettings, backend: str) -> FileResult:
+    """Parse, filter, split and encode every game of one file or piece (runs in a worker process)."""
     if isinstance(source, KifuError):
         return FileResult(source.path, readable=False, errors=[str(source)])
     with _rules_backend(backend):
@@ -217,8 +258,8 @@ def _rules_backend(backend: str) -> Iterator[None]:
             os.environ[BACKEND_ENV] = previous
 
 
-def _process_records(source: SourceFile, settings: ConvertSettings, factory: Callable) -> FileResult:
-    result = FileResult(source.name)
+def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Callable) -> FileResult:
+    result = FileResult(source.name, last=source.last)
     for item in _read_records(source, result):
         if isinstance(item, KifuError):
             result.errors.append(str(item))
@@ -249,31 +290,62 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C goes to the parent, which stops the pool
 
 
-def _process_star(args: tuple) -> FileResult:
-    return process_file(*args)
+@dataclasses.dataclass(frozen=True)
+class _Ready:
+    """A result made in the parent, queued in order among the workers' pending results."""
+
+    value: FileResult
+
+    def result(self) -> FileResult:
+        return self.value
 
 
-def iter_results(items: Iterable[SourceFile | KifuError], settings: ConvertSettings, backend: str,
+def iter_results(items: Iterable[SourcePiece | KifuError], settings: ConvertSettings, backend: str,
                  workers: int) -> Iterator[FileResult]:
-    """FileResults in input order. Workers > 1: a process pool with a bounded window of files in flight."""
+    """FileResults in input order. Workers > 1: a process pool with a bounded window of files in flight.
+
+    Raises:
+        ShogiDnnError: a worker process died (killed, out of memory); finished shards are kept.
+    """
     if workers <= 1:
         for item in items:
             yield process_file(item, settings, backend)
         return
-    context = multiprocessing.get_context("forkserver")
     window: collections.deque = collections.deque()
-    pool = context.Pool(workers, initializer=_worker_init)
+    executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
+                                   initializer=_worker_init)
     try:
         for item in items:
-            window.append(pool.apply_async(_process_star, ((item, settings, backend),)))
+            if isinstance(item, KifuError):     # nothing to do in a worker (and exceptions pickle badly)
+                window.append((item.path, _Ready(process_file(item, settings, backend))))
+            else:
+                window.append((item.name, executor.submit(process_file, item, settings, backend)))
             if len(window) >= 4 * workers:
-                yield window.popleft().get()
+                yield _next_result(window)
         while window:
-            yield window.popleft().get()
-        pool.close()
+            yield _next_result(window)
     finally:
-        pool.terminate()
-        pool.join()
+        _stop(executor)
+
+
+def _next_result(window: collections.deque) -> FileResult:
+    name, pending = window.popleft()
+    try:
+        return pending.result()
+    except BrokenProcessPool as exc:
+        raise ShogiDnnError(f"{name}: a worker process died while converting it (killed or out of memory?); "
+                            "finished shards are kept: rerun the same command to resume") from exc
+
+
+def _stop(executor: ProcessPoolExecutor) -> None:
+    """Cancel queued work and end the workers now (an interrupt must not wait for their current files)."""
+    processes = list(getattr(executor, "_processes", {}).values())   # no public handle on the workers
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
 
 
 @dataclasses.dataclass
@@ -297,7 +369,7 @@ class ConvertReport:
 
     def add_file(self, result: FileResult) -> None:
         """Count one worker result (its kept games are counted by the writer)."""
-        self.files_read += int(result.readable)
+        self.files_read += int(result.readable and result.last)
         self.files_unreadable += int(not result.readable)
         self.games_found += result.found
         self.skipped.update(result.skipped)
@@ -544,11 +616,12 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     writer = DatasetWriter(out, settings, state, report, on_shard)
     bar = _Progress(_progress_total(inputs), progress)
     try:
-        for result in iter_results(iter_sources(inputs), settings, report.backend, workers):
+        for result in iter_results(_pieces(inputs), settings, report.backend, workers):
             report.add_file(result)
             for game in result.games:
                 writer.add(game)
-            bar.update(report, writer)
+            if result.last:
+                bar.update(report, writer)
         written = writer.finish()
     finally:
         bar.close()
@@ -556,6 +629,14 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     report.timings["total_s"] = time.perf_counter() - started
     _finish(out, settings, inputs, state, report, written)
     return report
+
+
+def _pieces(inputs: Sequence[str | os.PathLike[str]]) -> Iterator[SourcePiece | KifuError]:
+    for item in iter_sources(inputs):
+        if isinstance(item, KifuError):
+            yield item
+        else:
+            yield from split_source(item)
 
 
 def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: ConvertState,

@@ -335,3 +335,52 @@ def test_cli_convert(corpus, tmp_path: Path, capsys: pytest.CaptureFixture) -> N
 def test_kifu_error_items_are_counted_as_files(tmp_path: Path) -> None:
     result = convert.process_file(KifuError("a.zip", 0, "not a readable zip"), SMALL, "python-shogi")
     assert not result.readable and result.found == 0 and result.errors == ["a.zip:0: not a readable zip"]
+
+
+def test_big_multi_game_files_are_cut_at_game_boundaries(tmp_path: Path) -> None:
+    games = random_games(21, 12)
+    path = tmp_path / "bulk.csa"
+    write_csa(path, games)
+    data = path.read_bytes()
+    pieces = list(convert.split_source(convert.SourceFile(str(path), data), piece_bytes=800))
+    assert len(pieces) > 3 and b"".join(p.data for p in pieces) == data
+    assert [p.last for p in pieces] == [False] * (len(pieces) - 1) + [True]
+    from shogi_dnn.kifu import read_record_bytes
+    whole = list(read_record_bytes(data, str(path)))
+    result = [convert._shift_lines(r, p.first_line - 1) for p in pieces for r in read_record_bytes(p.data, p.name)]
+    assert result == whole                          # same records, same start lines
+    small = convert.SourceFile("x.kif", data)
+    assert len(list(convert.split_source(small, piece_bytes=800))) == 1   # only CSA is cut
+
+
+def test_pieces_give_the_same_dataset_and_error_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    games = random_games(23, 14)
+    root = tmp_path / "in"
+    starts = write_csa(root / "bulk.csa", games)
+    lines = (root / "bulk.csa").read_text().split("\n")
+    bad = next(i for i in range(starts[9] - 1, len(lines)) if lines[i][:1] in "+-" and len(lines[i]) == 7)
+    lines[bad] = lines[bad][0] + "5555OU"                           # no king there
+    (root / "bulk.csa").write_text("\n".join(lines))
+    whole = run_convert([root], tmp_path / "whole", SMALL, workers=1)
+    monkeypatch.setattr(convert, "PIECE_BYTES", 700)
+    cut = run_convert([root], tmp_path / "cut", SMALL, workers=2)
+    assert whole.converted == cut.converted == 13 and cut.files_read == whole.files_read == 1
+    assert cut.errors == whole.errors and cut.errors[0].startswith(f"{root / 'bulk.csa'}:{bad + 1}: ")
+    assert _shard_bytes(tmp_path / "cut") == _shard_bytes(tmp_path / "whole")
+
+
+def test_workers_read_ahead_a_bounded_window() -> None:
+    pulled = []
+    csa = b"PI\n+\n+7776FU\n-3334FU\n%TORYO\n"
+
+    def items():
+        for i in range(60):
+            pulled.append(i)
+            yield convert.SourcePiece(f"f{i}.csa", csa) if i % 3 else KifuError(f"f{i}.csa", 0, "unreadable")
+
+    results = convert.iter_results(items(), SMALL, "python-shogi", workers=2)
+    first = next(results)
+    assert first.name == "f0.csa" and len(pulled) <= 4 * 2 + 1     # not the whole corpus in memory
+    rest = list(results)
+    assert [r.name for r in rest] == [f"f{i}.csa" for i in range(1, 60)]   # input order kept
+    assert [len(r.games) for r in rest] == [0 if i % 3 == 0 else 1 for i in range(1, 60)]
