@@ -85,7 +85,8 @@ def encode_position(position: Position) -> tuple[np.ndarray, np.ndarray]:
     Returns:
         board [81] uint8 and hands [14] uint8 (see the module docstring).
     """
-    codes = np.asarray(position.piece_codes(), dtype=np.uint8)
+    fast = getattr(position, "piece_array", None)     # cshogi backend: already a uint8 array
+    codes = fast() if fast is not None else np.asarray(position.piece_codes(), dtype=np.uint8)
     black_hand, white_hand = position.hand_counts()
     if position.turn == WHITE:
         codes = _SWAP_COLOURS[codes[_ROTATE]]

@@ -75,7 +75,7 @@ class CshogiPosition:
 
     def piece_array(self) -> np.ndarray:
         """[81] uint8 piece codes in package square order (the encoder's fast path)."""
-        return _CODE[np.asarray(self._board.pieces, np.int64)[_CSHOGI_SQUARE]]
+        return _CODE[np.frombuffer(bytes(self._board.pieces), np.uint8)[_CSHOGI_SQUARE]]
 
     def hand_counts(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         black, white = self._board.pieces_in_hand   # both P L N S G B R, the package's order
