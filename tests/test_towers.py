@@ -180,7 +180,7 @@ def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> No
     from shogi_dnn.model import build_model
 
     results = []
-    for devices in (1, 4):
+    for devices in (1, 2):
         strategy = towers.make_strategy(simulate_devices=devices)
         with strategy.scope():
             model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm=batch_norm), seed=1)
