@@ -54,8 +54,8 @@ class CshogiPosition:
 
     def _dead_piece(self, usi: str) -> bool:
         """cshogi's is_legal also accepts a pawn, lance or knight moved or dropped where it can never move."""
-        if usi.endswith("+"):
-            return False
+        if usi.endswith("+") or usi[3] not in ("ab" if self._board.turn == 0 else "hi"):
+            return False            # only the last two ranks can hold a piece that never moves again
         if usi[1] == "*":
             kind = "PLNSGBR".index(usi[0]) + 1
         else:
