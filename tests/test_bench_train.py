@@ -20,9 +20,9 @@ def _results() -> list[bench.Measurement]:
 def test_report_ratios():
     report = bench.build_report(_results(), {"global_batch": 100, "data": "synthetic"})
     ratios = report["ratios"]
-    assert ratios["towers_over_fit"] == {"1": pytest.approx(2.0), "2": pytest.approx(1.6)}
-    assert ratios["towers_speedup_over_1"] == {"1": pytest.approx(1.0), "2": pytest.approx(2.0)}
-    assert ratios["fit_speedup_over_1"]["2"] == pytest.approx(2.5)
+    assert ratios["over_fit"] == {"towers": {"1": pytest.approx(2.0), "2": pytest.approx(1.6)}}
+    assert ratios["speedup_over_1"]["towers"] == {"1": pytest.approx(1.0), "2": pytest.approx(2.0)}
+    assert ratios["speedup_over_1"]["model.fit"]["2"] == pytest.approx(2.5)
     assert ratios["pipeline_over_fastest_step"] == pytest.approx(1e6 / 200)
     assert [r["positions_per_s"] for r in report["results"]] == pytest.approx([1e6, 100, 50, 200, 125])
     assert report["results"][3]["median_positions_per_s"] == pytest.approx(100 / 0.6)
@@ -60,7 +60,9 @@ def test_bench_runs_end_to_end_on_tiny_settings(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["global_batch"] == 32 and report["train_positions"] == 3000
     assert [(r["method"], r["devices"]) for r in report["results"]] == [
-        ("pipeline", 0), ("towers", 1), ("model.fit", 1), ("towers", 2), ("model.fit", 2)]
+        ("pipeline", 0), ("towers", 1), ("towers-iter", 1), ("model.fit", 1),
+        ("towers", 2), ("towers-iter", 2), ("model.fit", 2)]
     assert all(len(r["windows"]) == 2 and r["positions_per_s"] > 0 for r in report["results"])
-    assert set(report["ratios"]["towers_over_fit"]) == {"1", "2"}
-    assert "towers/fit" in capsys.readouterr().out
+    assert set(report["ratios"]["over_fit"]) == {"towers", "towers-iter"}
+    assert set(report["ratios"]["over_fit"]["towers-iter"]) == {"1", "2"}
+    assert "vs fit" in capsys.readouterr().out

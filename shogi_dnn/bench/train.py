@@ -9,7 +9,10 @@ Measures, at one global batch B for every device count:
   (a) pipeline   the tf.data input pipeline alone (pipeline.make_train_dataset, whole-chunk reads),
                  windows of --pipeline-positions positions at --pipeline-batch (default: B);
   (b) towers     towers.make_train_step fed by strategy.experimental_distribute_dataset, on 1, 2 and 4
-                 devices (the first GPUs, else logical CPUs split before TensorFlow initialises);
+                 devices (the first GPUs, else logical CPUs split before TensorFlow initialises), called
+                 as the trainer does, step(next(iterator)) from Python ("towers"), and with next() inside
+                 a tf.function as model.fit does ("towers-iter": the per-replica batch never crosses
+                 the Python boundary);
   (c) model.fit  Keras' own fit under the same MirroredStrategy, on the same model, data and batch.
 Each (b)/(c) point times --steps optimizer steps after --warmup untimed ones (tracing, allocation).
 Without --data a synthetic dataset of --synthetic-positions positions is written to a temp folder
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -44,7 +48,8 @@ SCHEMA = "shogi-dnn/bench-train/1"
 DEFAULT_DEVICES = (1, 2, 4)
 SYNTHETIC_SHARD_ROWS = 131072           # 32 chunks of shards.CHUNK_ROWS per synthetic shard
 PIPELINE = "pipeline"
-TOWERS = "towers"
+TOWERS = "towers"                       # the trainer's loop: step(next(iterator)) from Python
+TOWERS_IN_GRAPH = "towers-iter"         # the same step, next(iterator) inside a tf.function (as fit does)
 FIT = "model.fit"
 
 
@@ -198,25 +203,40 @@ def _build(strategy, cfg: Config, global_batch: int):
     return model, optimizer
 
 
+def _in_graph(train_step):
+    """The step fed from inside a tf.function: next(iterator) in the graph, as model.fit does, so no
+    per-replica batch crosses the Python boundary at each step."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(iterator):
+        return train_step(next(iterator))
+
+    return step
+
+
 def measure_towers(strategy, paths: Sequence[Path], cfg: Config, global_batch: int, steps: int,
-                   warmup: int, repeats: int) -> Measurement:
-    """(b) Our tower step (towers.make_train_step) on the distributed pipeline: windows of `steps`."""
+                   warmup: int, repeats: int, in_graph: bool = False) -> Measurement:
+    """(b) Our tower step (towers.make_train_step) on the distributed pipeline: windows of `steps`.
+    in_graph: pull the batch inside a tf.function (TOWERS_IN_GRAPH) instead of in Python (TOWERS)."""
     from shogi_dnn import towers
 
     model, optimizer = _build(strategy, cfg, global_batch)
     train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
                                         clip_global_norm=cfg.optim.clip_global_norm)
+    step = _in_graph(train_step) if in_graph else (lambda iterator: train_step(next(iterator)))
     batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
     for _ in range(warmup):
-        sums = train_step(next(batches))
+        sums = step(batches)
     towers.local_values(strategy, sums["count"])          # waits for the warm-up steps
     marks = [time.perf_counter()]
     for _ in range(repeats):
         for _ in range(steps):
-            sums = train_step(next(batches))
+            sums = step(batches)
         towers.local_values(strategy, sums["count"])
         marks.append(time.perf_counter())
-    return Measurement(TOWERS, strategy.num_replicas_in_sync, steps * global_batch, _windows(marks))
+    return Measurement(TOWERS_IN_GRAPH if in_graph else TOWERS, strategy.num_replicas_in_sync,
+                       steps * global_batch, _windows(marks))
 
 
 def _step_clock(warmup: int, steps: int):
@@ -267,21 +287,23 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
         if global_batch % n:
             raise ConfigError(f"--global-batch {global_batch} is not divisible by {n} devices")
         strategy = towers.make_strategy(devices=list(devices[:n]))
-        for measure in (measure_towers, measure_fit):
+        for measure in (measure_towers, functools.partial(measure_towers, in_graph=True), measure_fit):
             results.append(measure(strategy, paths, cfg, global_batch, args.steps, args.warmup, args.repeats))
             log.info("%s on %d device(s): %.0f positions/s", results[-1].method, n, results[-1].positions_per_s)
     return results
 
 
 def build_report(results: Sequence[Measurement], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON document: every measurement and the ratios (towers/fit, speed-up over one device,
-    pipeline over the fastest training step)."""
+    """The JSON document: every measurement and the ratios: each tower variant over model.fit, each
+    method's speed-up over one device, the pipeline over the fastest training step."""
     by = {(r.method, r.devices): r.positions_per_s for r in results}
-    counts = sorted({r.devices for r in results if r.method == TOWERS})
+    methods = [m for m in (TOWERS, TOWERS_IN_GRAPH, FIT) if any(r.method == m for r in results)]
+    counts = sorted({r.devices for r in results if r.method != PIPELINE})
     ratios: dict[str, Any] = {
-        "towers_over_fit": {str(n): by[TOWERS, n] / by[FIT, n] for n in counts if (FIT, n) in by},
-        "towers_speedup_over_1": {str(n): by[TOWERS, n] / by[TOWERS, 1] for n in counts if (TOWERS, 1) in by},
-        "fit_speedup_over_1": {str(n): by[FIT, n] / by[FIT, 1] for n in counts if (FIT, 1) in by},
+        "over_fit": {m: {str(n): by[m, n] / by[FIT, n] for n in counts if (m, n) in by and (FIT, n) in by}
+                     for m in methods if m != FIT},
+        "speedup_over_1": {m: {str(n): by[m, n] / by[m, 1] for n in counts if (m, n) in by and (m, 1) in by}
+                           for m in methods},
     }
     train_rates = [v for (method, _), v in by.items() if method != PIPELINE]
     if (PIPELINE, 0) in by and train_rates:
@@ -294,15 +316,13 @@ def format_table(report: Mapping[str, Any]) -> str:
     ratios = report["ratios"]
     header = (f"global batch {report['global_batch']} (pipeline alone: {report.get('pipeline_batch', '-')}), "
               f"data: {report['data']}")
-    lines = [header,
-             f"{'method':<10} {'devices':>7} {'positions/s':>12} {'towers/fit':>10} {'vs 1 dev':>8}"]
+    lines = [header, f"{'method':<12} {'devices':>7} {'positions/s':>12} {'vs fit':>7} {'vs 1 dev':>8}"]
     for r in report["results"]:
-        devices, key = r["devices"], str(r["devices"])
-        vs_fit = ratios["towers_over_fit"].get(key) if r["method"] == TOWERS else None
-        speedup = ratios[("towers" if r["method"] == TOWERS else "fit") + "_speedup_over_1"].get(key) \
-            if r["method"] != PIPELINE else None
-        lines.append(f"{r['method']:<10} {devices if devices else 'host':>7} {r['positions_per_s']:>12,.0f} "
-                     f"{'' if vs_fit is None else f'{vs_fit:.2f}':>10} "
+        key = str(r["devices"])
+        vs_fit = ratios["over_fit"].get(r["method"], {}).get(key)
+        speedup = ratios["speedup_over_1"].get(r["method"], {}).get(key)
+        lines.append(f"{r['method']:<12} {r['devices'] or 'host':>7} {r['positions_per_s']:>12,.0f} "
+                     f"{'' if vs_fit is None else f'{vs_fit:.2f}':>7} "
                      f"{'' if speedup is None else f'{speedup:.2f}':>8}")
     if "pipeline_over_fastest_step" in ratios:
         lines.append(f"pipeline alone / fastest training step: {ratios['pipeline_over_fastest_step']:.1f}x")
