@@ -156,23 +156,28 @@ def straight_run(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("resume_devices", [1, 2])
-def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, resume_devices: int,
+@pytest.mark.parametrize("killed_after, resume_devices, position", [
+    (6, 1, (6, 1, 32)),          # in-stage checkpoint: stage 1, 1 update into its group
+    (6, 2, (6, 1, 32)),          # ... resumed on another tower count
+    (5, 1, (5, 1, 0)),           # stage-end checkpoint: the next stage, nothing consumed yet
+])
+def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, killed_after: int,
+                                                 resume_devices: int, position: tuple[int, int, int],
                                                  deterministic: None, straight_run: dict) -> None:
     config = tiny_config(max_steps_per_stage=5)                 # checkpoints at 2, 4, 5 (end), 6, 8, 10 (end)
     if not straight_run:
         straight_run["dir"] = tmp_path / "straight"
         straight_run["weights"] = train(config, dataset, straight_run["dir"], devices=1)[1]
     straight_dir, straight = straight_run["dir"], straight_run["weights"]
-    # A run killed just after the in-stage checkpoint at step 6 (stage 1, 1 update into its group):
+    # A run killed just after the checkpoint at step `killed_after`:
     killed = tmp_path / "killed"
     shutil.copytree(straight_dir, killed)
     (killed / "model.keras").unlink()
     for path in checkpoints.list_checkpoints(killed):
-        if int(path.name.split("-")[1]) > 6:
+        if int(path.name.split("-")[1]) > killed_after:
             shutil.rmtree(path)
     state, _ = checkpoints.read_state(checkpoints.find_checkpoint(killed))
-    assert (state.step, state.stage, state.position) == (6, 1, 32)
+    assert (state.step, state.stage, state.position) == position
     _, resumed = train(config, dataset, killed, devices=resume_devices, resume=True)
     for a, b in zip(straight, resumed):
         if resume_devices == 1:
