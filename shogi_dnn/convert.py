@@ -29,6 +29,7 @@ import logging
 import multiprocessing
 import os
 import re
+import resource
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -197,6 +198,7 @@ class FileResult:
     parse_s: float = 0.0
     encode_s: float = 0.0
     last: bool = True
+    peak_rss_mib: float = 0.0        # the worker process's peak resident memory so far
 
 
 def _game_row(record: GameRecord) -> tuple:
@@ -283,6 +285,7 @@ def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Ca
             result.encode_s += time.perf_counter() - start
         split = assign_split(game_key(item), settings.val_fraction, settings.test_fraction)
         result.games.append(ConvertedGame(split, _game_row(item), positions))
+    result.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
     return result
 
 
@@ -366,6 +369,7 @@ class ConvertReport:
     timings: dict[str, float] = dataclasses.field(default_factory=lambda: collections.defaultdict(float))
     backend: str = ""
     workers: int = 1
+    peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
 
     def add_file(self, result: FileResult) -> None:
         """Count one worker result (its kept games are counted by the writer)."""
@@ -376,6 +380,7 @@ class ConvertReport:
         room = max(0, MAX_LISTED_ERRORS - len(self.errors))
         self.errors.extend(result.errors[:room])
         self.errors_not_listed += len(result.errors) - min(room, len(result.errors))
+        self.peak_rss_worker_mib = max(self.peak_rss_worker_mib, round(result.peak_rss_mib, 1))
         self.timings["parse_s"] += result.parse_s
         self.timings["encode_s"] += result.encode_s
 

@@ -2,7 +2,8 @@
 
 Runs the real `convert` job on a corpus once per (backend, worker count), each in a fresh Python
 process so that its peak memory (getrusage of the process and of its worker children) is its own.
-Reports positions/s with all workers and per worker, peak memory, and the time split between
+Reports positions/s with all workers and per worker, peak memory (the parent's, and the largest
+of one worker; the whole job peaks near parent + workers x worker), and the time split between
 parsing, encoding (both summed over workers, CPU-side) and writing shards (parent).
 """
 
@@ -50,7 +51,9 @@ def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int)
         wall = time.perf_counter() - start
     positions = sum(report.positions.values())
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024       # Linux: KiB
-    child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    # RUSAGE_CHILDREN would also count helper processes (h5py's import spawns one of ~40 MiB), so
+    # each worker reports its own peak with its results.
+    child_rss = report.peak_rss_worker_mib if workers > 1 else 0.0
     return {"backend": backend, "workers": workers, "files": report.files_read, "games": report.converted,
             "positions": positions, "seconds": round(wall, 3),
             "positions_per_s": round(positions / wall, 1),
