@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 SPLITS = (*shards.SPLITS, "all")
 BASELINES_JSON = "baselines.json"
+MIN_EVAL_BATCH = 1024        # positions per global batch at least: fewer Python steps than a training batch
 
 
 def split_paths(data_dir: Path, split: str) -> list[Path]:
@@ -167,15 +168,21 @@ def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
 
 
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
-                 checkpoint: str | None = None, simulate_devices: int | None = None) -> dict[str, Any]:
-    """Evaluate a run on a split and write RUN/eval-<split>.json. Returns the JSON as a dict."""
+                 checkpoint: str | None = None, simulate_devices: int | None = None,
+                 global_batch: int | None = None) -> dict[str, Any]:
+    """Evaluate a run on a split and write RUN/eval-<split>.json. Returns the JSON as a dict.
+
+    global_batch: positions per step over all towers (default eval_global_batch; rounded up to the towers).
+    """
     run_dir = runinfo.check_run_dir(run_dir)
     data_dir = runinfo.data_dir(run_dir, data)
     paths = split_paths(data_dir, split)
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)
-    global_batch = eval_global_batch(runinfo.read_config(run_dir), strategy.num_replicas_in_sync)
+    towers_count = strategy.num_replicas_in_sync
+    global_batch = (-(-global_batch // towers_count) * towers_count if global_batch
+                    else eval_global_batch(runinfo.read_config(run_dir), towers_count))
     start = time.perf_counter()
     scorers = score_towers(strategy, model, paths, global_batch)
     seconds = time.perf_counter() - start
@@ -189,10 +196,10 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     return result
 
 
-def eval_global_batch(cfg: config.Config, towers_count: int) -> int:
-    """The training batch rounded up to a multiple of the evaluating towers (any tower count works:
-    evaluation does not update, so the batch size does not change the scores)."""
-    batch = cfg.train.global_batch or cfg.train.per_replica_batch * towers_count
+def eval_global_batch(cfg: config.Config, towers_count: int, minimum: int = MIN_EVAL_BATCH) -> int:
+    """The training batch, at least `minimum`, rounded up to a multiple of the evaluating towers (any
+    tower count works: evaluation does not update, so the batch size does not change the scores)."""
+    batch = max(minimum, cfg.train.global_batch or cfg.train.per_replica_batch * towers_count)
     return -(-batch // towers_count) * towers_count
 
 

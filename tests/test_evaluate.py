@@ -20,7 +20,7 @@ def planted(tmp_path_factory):
     manifest = material_dataset(root / "data", {"train": (300, 0.9, False), "validation": (205, 0.5, True),
                                                 "test": (50, 0.5, False)})
     run_dir = make_random_run(root / "run", root / "data", devices=2, per_replica_batch=16)
-    result = evaluate.evaluate_run(run_dir, split="validation")
+    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)   # 7 steps, the last partial
     return manifest, run_dir, result
 
 
@@ -57,6 +57,7 @@ def test_per_gpu_matches_the_training_eval_step(planted) -> None:
     with strategy.scope():
         model = evaluate.load_run_model(run_dir)
     step = towers.make_eval_step(strategy, model)
+    assert result["global_batch"] == 32
     dataset = pipeline.make_eval_dataset(split_paths(manifest, "validation"), global_batch=32)
     sums = np.zeros((2, 4))
     for batch in strategy.experimental_distribute_dataset(dataset):
@@ -130,8 +131,9 @@ def test_eval_batch_fits_any_tower_count() -> None:
     from shogi_dnn.config import Config, TrainConfig
 
     fixed = Config(train=TrainConfig(global_batch=64))
-    assert [evaluate.eval_global_batch(fixed, n) for n in (1, 2, 3, 4)] == [64, 64, 66, 64]
-    assert evaluate.eval_global_batch(Config(train=TrainConfig(per_replica_batch=16)), 3) == 48
+    assert [evaluate.eval_global_batch(fixed, n, minimum=0) for n in (1, 2, 3, 4)] == [64, 64, 66, 64]
+    assert evaluate.eval_global_batch(Config(train=TrainConfig(per_replica_batch=16)), 3, minimum=0) == 48
+    assert evaluate.eval_global_batch(fixed, 3) == 1026
 
 
 @pytest.mark.slow
