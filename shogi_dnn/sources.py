@@ -123,7 +123,7 @@ def _iter_zip(path: Path) -> Iterator[SourceFile | KifuError]:
 def _iter_tar(path: Path) -> Iterator[SourceFile | KifuError]:
     """Tar members in archive order (streamed: a compressed tar can only be read front to back)."""
     try:
-        archive = tarfile.open(path, "r:*")
+        archive = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by the `with` below
     except (tarfile.TarError, OSError, EOFError) as exc:
         yield KifuError(str(path), 0, f"not a readable tar archive ({exc})")
         return

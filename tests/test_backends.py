@@ -91,7 +91,7 @@ def test_every_candidate_move_judged_alike() -> None:
         for usi in candidates:
             probe = CshogiPosition.__new__(CshogiPosition)
             probe._board = board.copy()
-            if _accepts(lambda _: probe, sfen, usi):
+            if _accepts(lambda _, p=probe: p, sfen, usi):
                 accepted.add(usi)
         assert accepted == legal, (sfen, accepted ^ legal)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shogi_dnn import cli, convert, shards
-from shogi_dnn.convert import (ConvertSettings, GameFilter, assign_split, game_key, run_convert)
+from shogi_dnn.convert import ConvertSettings, GameFilter, assign_split, game_key, run_convert
 from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.features import encode_game
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner

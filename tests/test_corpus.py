@@ -140,7 +140,8 @@ def test_killed_and_interrupted_runs_resume_to_identical_shards(shared_dir: Path
     assert proc.returncode == 130, err
     assert "rerun the same command to resume" in err and "Traceback" not in err
     assert not (out / shards.MANIFEST_NAME).exists()
-    done = subprocess.run(_convert_cmd(root, out, 2, "auto"), env=env, capture_output=True, text=True)
+    done = subprocess.run(_convert_cmd(root, out, 2, "auto"), env=env, capture_output=True, text=True,
+                          check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads((out / REPORT_NAME).read_text())
     assert report["shards_reused"] >= 3
