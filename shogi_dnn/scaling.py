@@ -217,7 +217,8 @@ class BatchAdvice:
                 f"v0 ({fit.v0:.0f} positions/s on {fit.devices} device(s), t = {fit.t:.3g} s/step)")
         if self.saturated:
             return f"{head}: the devices are kept busy"
-        return f"{head}; ~{math.ceil(self.per_replica_b90)} per GPU needed for {100 * SATURATION:.0f}%"
+        needed = math.ceil(self.per_replica_b90 - 1e-9)      # 9 * 8000 * 0.004 / 4 is 72, not 72.00..01
+        return f"{head}; ~{needed} per GPU needed for {100 * SATURATION:.0f}%"
 
 
 def batch_advice(per_replica_batch: int, fit: ThroughputFit) -> BatchAdvice:

@@ -90,6 +90,8 @@ def test_batch_advice_below_and_at_saturation() -> None:
     two = scaling.ThroughputFit(devices=2, v0=514.0, t=0.15)
     assert scaling.batch_advice(64, two).fraction == pytest.approx(128 / (128 + 514 * 0.15))
     assert "~347 per GPU" in scaling.batch_advice(64, two).text
+    exact = scaling.ThroughputFit(devices=4, v0=8000.0, t=0.004)          # b90 = 288 = 4 x 72
+    assert "~72 per GPU needed" in scaling.batch_advice(16, exact).text
     with pytest.raises(ConfigError, match="must be positive"):
         scaling.batch_advice(0, fit)
 
