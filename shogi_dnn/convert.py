@@ -608,6 +608,10 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     out = Path(out)
     if not inputs:
         raise ConfigError("no INPUT given (files, folders or archives of game records)")
+    missing = [str(p) for p in inputs if not Path(p).exists()]
+    if missing:        # a typo must not give an empty dataset and exit 0
+        raise ConfigError(f"{missing[0]}: no such file or folder" + (f" (and {len(missing) - 1} more)"
+                                                                      if len(missing) > 1 else ""))
     workers = max(1, workers or len(os.sched_getaffinity(0)))
     report = ConvertReport(backend=resolve_backend(backend), workers=workers)
     state = prepare_output(out, fingerprint(inputs, settings), overwrite)

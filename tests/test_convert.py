@@ -326,10 +326,18 @@ def test_cli_convert(corpus, tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     code = cli.main(["convert", str(corpus[0]), "--out", str(tmp_path / "x"), "--endings", "resign,nope"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown nope" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    code = cli.main(["convert", str(tmp_path / "missing"), "--out", str(tmp_path / "y"), "--workers", "1"])
-    assert code == 0   # a missing input is a reported error, not a crash
-    report = json.loads((tmp_path / "y" / convert.REPORT_NAME).read_text())
-    assert report["files_unreadable"] == 1 and "no such file" in report["errors"][0]
+    code = cli.main(["convert", str(corpus[0]), str(tmp_path / "missing"), "--out", str(tmp_path / "y")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{tmp_path / 'missing'}: no such file or folder" in err   # a typo fails fast
+    assert not (tmp_path / "y").exists() and "Traceback" not in err
+
+
+def test_unreadable_input_is_reported_and_the_rest_converted(corpus, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(b"PK\x03\x04 this is not a zip archive")
+    report = run_convert([broken, corpus[0]], tmp_path / "out", SMALL, workers=2)
+    assert report.files_unreadable == 1 and report.converted == len(corpus[1])
+    assert report.errors[0].startswith(f"{broken}:0: not a readable zip archive")
 
 
 def test_kifu_error_items_are_counted_as_files(tmp_path: Path) -> None:
