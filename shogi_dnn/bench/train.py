@@ -14,7 +14,9 @@ Measures, at one global batch B for every device count:
                  a tf.function as model.fit does ("towers-iter": the per-replica batch never crosses
                  the Python boundary);
   (c) model.fit  Keras' own fit under the same MirroredStrategy, on the same model, data and batch.
-Each (b)/(c) point times --steps optimizer steps after --warmup untimed ones (tracing, allocation).
+Each (b)/(c) point: --warmup untimed steps (tracing, allocation), then --repeats windows of --steps
+optimizer steps, interleaved across the three methods; the best window is the figure (the JSON also
+has every window and the median).
 Without --data a synthetic dataset of --synthetic-positions positions is written to a temp folder
 (bench.synthetic: random legal-ish encodings, real shard format and compression). Prints a table with
 ratios and writes FILE (JSON) with every figure.
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import itertools
 import json
 import logging
@@ -203,44 +204,40 @@ def _build(strategy, cfg: Config, global_batch: int):
     return model, optimizer
 
 
-def _in_graph(train_step):
-    """The step fed from inside a tf.function: next(iterator) in the graph, as model.fit does, so no
-    per-replica batch crosses the Python boundary at each step."""
-    import tensorflow as tf
+class TowerRunner:
+    """(b) Our tower step (towers.make_train_step) on the distributed pipeline.
 
-    @tf.function
-    def step(iterator):
-        return train_step(next(iterator))
+    in_graph=False: step(next(iterator)) from Python, as the trainer calls it (TOWERS);
+    in_graph=True: next(iterator) inside a tf.function, as model.fit feeds itself (TOWERS_IN_GRAPH):
+    the per-replica batch never crosses the Python boundary.
+    """
 
-    return step
+    def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int, in_graph: bool) -> None:
+        import tensorflow as tf
 
+        from shogi_dnn import towers
 
-def measure_towers(strategy, paths: Sequence[Path], cfg: Config, global_batch: int, steps: int,
-                   warmup: int, repeats: int, in_graph: bool = False) -> Measurement:
-    """(b) Our tower step (towers.make_train_step) on the distributed pipeline: windows of `steps`.
-    in_graph: pull the batch inside a tf.function (TOWERS_IN_GRAPH) instead of in Python (TOWERS)."""
-    from shogi_dnn import towers
+        self.method = TOWERS_IN_GRAPH if in_graph else TOWERS
+        self.strategy = strategy
+        model, optimizer = _build(strategy, cfg, global_batch)
+        train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch,
+                                            micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm)
+        self._step = tf.function(lambda it: train_step(next(it))) if in_graph else (lambda it: train_step(next(it)))
+        self._batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
 
-    model, optimizer = _build(strategy, cfg, global_batch)
-    train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
-                                        clip_global_norm=cfg.optim.clip_global_norm)
-    step = _in_graph(train_step) if in_graph else (lambda iterator: train_step(next(iterator)))
-    batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
-    for _ in range(warmup):
-        sums = step(batches)
-    towers.local_values(strategy, sums["count"])          # waits for the warm-up steps
-    marks = [time.perf_counter()]
-    for _ in range(repeats):
+    def run(self, steps: int) -> float:
+        """Seconds for `steps` updates, waiting for the last one to finish."""
+        from shogi_dnn import towers
+
+        start = time.perf_counter()
         for _ in range(steps):
-            sums = step(batches)
-        towers.local_values(strategy, sums["count"])
-        marks.append(time.perf_counter())
-    return Measurement(TOWERS_IN_GRAPH if in_graph else TOWERS, strategy.num_replicas_in_sync,
-                       steps * global_batch, _windows(marks))
+            sums = self._step(self._batches)
+        towers.local_values(self.strategy, sums["count"])
+        return time.perf_counter() - start
 
 
-def _step_clock(warmup: int, steps: int):
-    """A Keras callback marking the time after step `warmup` and after every `steps` steps (.marks)."""
+def _step_clock():
+    """A Keras callback marking the time at the end of every step (.marks)."""
     import keras
 
     class StepClock(keras.callbacks.Callback):
@@ -249,35 +246,57 @@ def _step_clock(warmup: int, steps: int):
             self.marks: list[float] = []
 
         def on_train_batch_end(self, batch, logs=None):
-            done = batch + 1 - warmup
-            if done >= 0 and done % steps == 0:
-                self.marks.append(time.perf_counter())
+            self.marks.append(time.perf_counter())
 
     return StepClock()
 
 
-def measure_fit(strategy, paths: Sequence[Path], cfg: Config, global_batch: int, steps: int,
-                warmup: int, repeats: int) -> Measurement:
-    """(c) Keras' model.fit under the same strategy, same model, optimizer, data and global batch."""
-    import keras
+class FitRunner:
+    """(c) Keras' model.fit under the same strategy, on the same model, optimizer, data and batch."""
 
-    model, towers_optimizer = _build(strategy, cfg, global_batch)
-    with strategy.scope():
-        # The same optimizer class, lr schedule and decay, as a fresh instance: the towers' one has its
-        # own all-reduce disabled (make_train_step reduces), which model.fit relies on.
-        optimizer = type(towers_optimizer).from_config(towers_optimizer.get_config())
-        model.compile(optimizer=optimizer, loss=keras.losses.BinaryCrossentropy(from_logits=True))
-    data = _dataset(paths, cfg, global_batch).map(
-        lambda b: ({"board": b["board"], "hands": b["hands"]}, b["win"][:, None]))
-    clock = _step_clock(warmup, steps)
-    model.fit(data, steps_per_epoch=warmup + repeats * steps, epochs=1, verbose=0, shuffle=False,
-              callbacks=[clock])
-    return Measurement(FIT, strategy.num_replicas_in_sync, steps * global_batch, _windows(clock.marks))
+    method = FIT
+
+    def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int) -> None:
+        import keras
+
+        self.model, towers_optimizer = _build(strategy, cfg, global_batch)
+        with strategy.scope():
+            # The same optimizer class, lr schedule and decay, as a fresh instance: the towers' one has its
+            # own all-reduce disabled (make_train_step reduces), which model.fit relies on.
+            optimizer = type(towers_optimizer).from_config(towers_optimizer.get_config())
+            self.model.compile(optimizer=optimizer, loss=keras.losses.BinaryCrossentropy(from_logits=True))
+        self._data = _dataset(paths, cfg, global_batch).map(
+            lambda b: ({"board": b["board"], "hands": b["hands"]}, b["win"][:, None]))
+
+    def run(self, steps: int) -> float:
+        """Seconds for `steps` updates: one fit call of steps + 1, timed from the end of its first step
+        (which carries fit's per-call set-up and the pipeline's start)."""
+        clock = _step_clock()
+        self.model.fit(self._data, steps_per_epoch=steps + 1, epochs=1, verbose=0, shuffle=False,
+                       callbacks=[clock])
+        return clock.marks[-1] - clock.marks[0]
+
+
+def measure_training(strategy, paths: Sequence[Path], cfg: Config, global_batch: int,
+                     args: argparse.Namespace) -> list[Measurement]:
+    """(b) and (c) on one strategy, windows interleaved (towers, towers-iter, fit, towers, ...) so that
+    a shared machine's load changes hit every method alike; the best window counts."""
+    runners = [TowerRunner(strategy, paths, cfg, global_batch, in_graph=False),
+               TowerRunner(strategy, paths, cfg, global_batch, in_graph=True),
+               FitRunner(strategy, paths, cfg, global_batch)]
+    for runner in runners:
+        runner.run(args.warmup)                            # tracing, allocation
+    windows: dict[str, list[float]] = {runner.method: [] for runner in runners}
+    for _ in range(args.repeats):
+        for runner in runners:
+            windows[runner.method].append(runner.run(args.steps))
+    n = strategy.num_replicas_in_sync
+    return [Measurement(method, n, args.steps * global_batch, tuple(w)) for method, w in windows.items()]
 
 
 def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],
                   global_batch: int) -> list[Measurement]:
-    """Every measurement: the pipeline, then towers and model.fit for each device count."""
+    """Every measurement: the pipeline, then towers, towers-iter and model.fit for each device count."""
     from shogi_dnn import towers
 
     pipeline_batch = args.pipeline_batch or global_batch
@@ -287,9 +306,9 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
         if global_batch % n:
             raise ConfigError(f"--global-batch {global_batch} is not divisible by {n} devices")
         strategy = towers.make_strategy(devices=list(devices[:n]))
-        for measure in (measure_towers, functools.partial(measure_towers, in_graph=True), measure_fit):
-            results.append(measure(strategy, paths, cfg, global_batch, args.steps, args.warmup, args.repeats))
-            log.info("%s on %d device(s): %.0f positions/s", results[-1].method, n, results[-1].positions_per_s)
+        for measurement in measure_training(strategy, paths, cfg, global_batch, args):
+            results.append(measurement)
+            log.info("%s on %d device(s): %.0f positions/s", measurement.method, n, measurement.positions_per_s)
     return results
 
 
