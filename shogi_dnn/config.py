@@ -29,6 +29,8 @@ class ModelConfig:
     blocks: int = 2                 # residual blocks after the stem convolution
     filters: int = 32               # channels of every convolution
     value_hidden: int = 64          # units of the dense layer in the value head
+    value_head: str = "flatten"     # "flatten" (every square to the dense layer, as dlshogi) or "pool"
+                                    # (global average pooling: far fewer weights, resists memorising games)
     batch_norm: str = "none"        # "none", "local" (per tower) or "sync" (synchronised across towers)
     mixed_precision: str = "none"   # "none", "mixed_float16" (with loss scaling) or "mixed_bfloat16"
 
@@ -91,6 +93,7 @@ class Config:
 SECTIONS: dict[str, type] = {"model": ModelConfig, "optim": OptimConfig, "data": DataConfig, "train": TrainConfig}
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.batch_norm": ("none", "local", "sync"),
+    "model.value_head": ("flatten", "pool"),
     "model.mixed_precision": ("none", "mixed_float16", "mixed_bfloat16"),
     "optim.optimizer": ("sgd", "adam"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),

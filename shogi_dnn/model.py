@@ -104,9 +104,13 @@ def _residual_block(make: _LayerFactory, x, index: int):
 
 
 def _value_head(make: _LayerFactory, x):
-    """[B, 9, 9, F] -> [B, 1] float32 logit."""
-    x = make.relu(make.conv(x, VALUE_HEAD_PLANES, 1, "value_conv"), "value_relu1")
-    x = layers.Flatten(dtype=make.dtype, name="value_flatten")(x)
+    """[B, 9, 9, F] -> [B, 1] float32 logit (cfg.value_head: "flatten" or "pool")."""
+    if make.cfg.value_head == "pool":
+        # Mean over the squares of each feature: counts of learned patterns (material is one of them).
+        x = layers.GlobalAveragePooling2D(dtype=make.dtype, name="value_pool")(x)
+    else:
+        x = make.relu(make.conv(x, VALUE_HEAD_PLANES, 1, "value_conv"), "value_relu1")
+        x = layers.Flatten(dtype=make.dtype, name="value_flatten")(x)
     x = layers.Dense(make.cfg.value_hidden, dtype=make.dtype, kernel_initializer=make.initializer("HeNormal"),
                      name="value_dense")(x)
     x = make.relu(x, "value_relu2")
