@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shogi_dnn import cli, convert, shards
+from shogi_dnn import cli, convert, convert_worker, shards
 from shogi_dnn.convert import ConvertSettings, GameFilter, assign_split, game_key, run_convert
 from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.features import encode_game
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
+from shogi_dnn.sources import SourceFile
 from tests.kifugen import random_games, write_corpus, write_csa
 
 SMALL = ConvertSettings(val_fraction=0.25, test_fraction=0.15, shard_size=150)
@@ -220,7 +221,7 @@ def test_corrupt_input_reports_file_line_and_converts_the_rest(tmp_path: Path) -
 
 def test_reader_crash_is_reported_not_raised(corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, games = corpus
-    real = convert.read_record_bytes
+    real = convert_worker.read_record_bytes
 
     def flaky(data: bytes, name: str):
         if name.endswith("games-01.csa"):
@@ -228,7 +229,7 @@ def test_reader_crash_is_reported_not_raised(corpus, tmp_path: Path, monkeypatch
             raise IndexError("list index out of range")
         yield from real(data, name)
 
-    monkeypatch.setattr(convert, "read_record_bytes", flaky)
+    monkeypatch.setattr(convert_worker, "read_record_bytes", flaky)
     report = run_convert([root], tmp_path / "out", SMALL, workers=1)
     assert report.converted == len(games)
     assert [e for e in report.errors if "reader failed: IndexError" in e and "games-01.csa:0:" in e]
@@ -350,14 +351,14 @@ def test_big_multi_game_files_are_cut_at_game_boundaries(tmp_path: Path) -> None
     path = tmp_path / "bulk.csa"
     write_csa(path, games)
     data = path.read_bytes()
-    pieces = list(convert.split_source(convert.SourceFile(str(path), data), piece_bytes=800))
+    pieces = list(convert.split_source(SourceFile(str(path), data), piece_bytes=800))
     assert len(pieces) > 3 and b"".join(p.data for p in pieces) == data
     assert [p.last for p in pieces] == [False] * (len(pieces) - 1) + [True]
     from shogi_dnn.kifu import read_record_bytes
     whole = list(read_record_bytes(data, str(path)))
-    result = [convert._shift_lines(r, p.first_line - 1) for p in pieces for r in read_record_bytes(p.data, p.name)]
+    result = [convert_worker._shift_lines(r, p.first_line - 1) for p in pieces for r in read_record_bytes(p.data, p.name)]
     assert result == whole                          # same records, same start lines
-    small = convert.SourceFile("x.kif", data)
+    small = SourceFile("x.kif", data)
     assert len(list(convert.split_source(small, piece_bytes=800))) == 1   # only CSA is cut
 
 
@@ -370,7 +371,7 @@ def test_pieces_give_the_same_dataset_and_error_lines(tmp_path: Path, monkeypatc
     lines[bad] = lines[bad][0] + "5555OU"                           # no king there
     (root / "bulk.csa").write_text("\n".join(lines))
     whole = run_convert([root], tmp_path / "whole", SMALL, workers=1)
-    monkeypatch.setattr(convert, "PIECE_BYTES", 700)
+    monkeypatch.setattr(convert_worker, "PIECE_BYTES", 700)
     cut = run_convert([root], tmp_path / "cut", SMALL, workers=2)
     assert whole.converted == cut.converted == 13 and cut.files_read == whole.files_read == 1
     assert cut.errors == whole.errors and cut.errors[0].startswith(f"{root / 'bulk.csa'}:{bad + 1}: ")

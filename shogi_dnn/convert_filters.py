@@ -1,0 +1,107 @@
+"""Which games a conversion keeps and which split each goes to.
+
+`GameFilter` holds the opt-in filters users of dlshogi's converter rely on (rating, moves, endings,
+draws); by default every finished game with a result is kept. `ConvertSettings` is everything that
+decides a dataset's bytes. The split is drawn from a stable hash of the game (`game_key`), so a rerun
+gives the same split and duplicate records of one game land in the same split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+from shogi_dnn.errors import ConfigError
+from shogi_dnn.kifu.record import Ending, GameRecord, Winner
+
+RATING_OF = ("both", "loser")
+DRAWS = ("keep", "drop")
+# Skip reasons, in report order.
+SKIP_ERROR, SKIP_NO_RESULT, SKIP_RATING, SKIP_MOVES, SKIP_ENDING, SKIP_DRAW = (
+    "error", "no_result", "min_rating", "min_moves", "ending", "draw")
+
+
+@dataclasses.dataclass(frozen=True)
+class GameFilter:
+    """Which games with a result become training data. Defaults keep every one of them."""
+
+    min_rating: float | None = None    # minimum rating (of both players or of the loser); None = off
+    rating_of: str = "both"            # 'both' or 'loser' (a draw has no loser: both then)
+    min_moves: int = 0                 # minimum moves in the main line
+    endings: frozenset[str] | None = None   # Ending values to keep; None = all endings with a result
+    draws: str = "keep"                # 'keep' (label 0.5) or 'drop'
+
+    def __post_init__(self) -> None:
+        if self.rating_of not in RATING_OF:
+            raise ConfigError(f"--rating-of {self.rating_of!r}: choose from {', '.join(RATING_OF)}")
+        if self.draws not in DRAWS:
+            raise ConfigError(f"--draws {self.draws!r}: choose from {', '.join(DRAWS)}")
+        if self.min_moves < 0:
+            raise ConfigError(f"--min-moves {self.min_moves}: must be >= 0")
+        known = {e.value for e in Ending}
+        unknown = sorted(set(self.endings or ()) - known)
+        if unknown:
+            raise ConfigError(f"--endings: unknown {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+    def skip_reason(self, record: GameRecord) -> str | None:
+        """The reason a game is not kept (a SKIP_* name), or None when it is kept."""
+        if not record.has_result:
+            return SKIP_NO_RESULT
+        if self.draws == "drop" and record.winner is Winner.DRAW:
+            return SKIP_DRAW
+        if self.endings is not None and record.ending.value not in self.endings:
+            return SKIP_ENDING
+        if len(record.moves) < self.min_moves:
+            return SKIP_MOVES
+        if self.min_rating is not None and not self._rated_enough(record):
+            return SKIP_RATING
+        return None
+
+    def _rated_enough(self, record: GameRecord) -> bool:
+        ratings = {Winner.BLACK: record.black_rating, Winner.WHITE: record.white_rating}
+        if self.rating_of == "loser" and record.winner in ratings:
+            loser = Winner.WHITE if record.winner is Winner.BLACK else Winner.BLACK
+            rating = ratings[loser]
+            return rating is not None and rating >= self.min_rating
+        return all(r is not None and r >= self.min_rating for r in ratings.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertSettings:
+    """Everything that decides the output bytes (the worker count and the rules backend do not)."""
+
+    filters: GameFilter = GameFilter()
+    val_fraction: float = 0.05         # share of games in the validation split
+    test_fraction: float = 0.0         # share of games in the test split (0: no test split)
+    shard_size: int = 100_000          # positions per shard (a shard holds whole games: at least this)
+    seed: int = 0                      # seed of the within-shard shuffle
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
+            raise ConfigError(f"--val-fraction {self.val_fraction} + --test-fraction {self.test_fraction}: "
+                              "each must be >= 0 and their sum < 1")
+        if self.shard_size < 1:
+            raise ConfigError(f"--shard-size {self.shard_size}: must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (manifest settings, state fingerprint)."""
+        data = dataclasses.asdict(self)
+        endings = self.filters.endings
+        data["filters"]["endings"] = None if endings is None else sorted(endings)
+        return data
+
+
+def game_key(record: GameRecord) -> bytes:
+    """sha1 of the start position and the moves: equal for duplicate games, stable across runs."""
+    return hashlib.sha1((record.start_sfen + "\n" + " ".join(record.moves)).encode("utf-8")).digest()
+
+
+def assign_split(key: bytes, val_fraction: float, test_fraction: float) -> str:
+    """'train', 'validation' or 'test' from the game key: a uniform number in [0, 1) from its first 8 bytes."""
+    u = int.from_bytes(key[:8], "big") / 2.0 ** 64
+    if u < test_fraction:
+        return "test"
+    if u < test_fraction + val_fraction:
+        return "validation"
+    return "train"
