@@ -393,3 +393,20 @@ def test_workers_read_ahead_a_bounded_window() -> None:
     rest = list(results)
     assert [r.name for r in rest] == [f"f{i}.csa" for i in range(1, 60)]   # input order kept
     assert [len(r.games) for r in rest] == [0 if i % 3 == 0 else 1 for i in range(1, 60)]
+
+
+def test_sigterm_during_a_shard_write_is_raised_after_it() -> None:
+    import os
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    with convert._Interrupts() as interrupts:
+        with pytest.raises(KeyboardInterrupt, match="signal 15"), interrupts.critical():
+            os.kill(os.getpid(), signal.SIGTERM)       # handled at once: deferred, not raised here
+            finished = True
+        assert finished
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)           # outside a write: raised at once
+            for _ in range(1000):
+                pass
+    assert signal.getsignal(signal.SIGTERM) is before                # handlers restored
