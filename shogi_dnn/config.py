@@ -46,6 +46,7 @@ class OptimConfig:
     lr_scaling: str = "linear"      # scale lr for the global batch: "none", "linear" or "sqrt"
     base_global_batch: int = 256    # the global batch at which `lr` was tuned
     warmup_samples: int = 0         # linear warm-up from 0 over this many samples
+    lr_decay: str = "none"          # after warm-up: "none" (constant) or "cosine" (to 0 at the run's last update)
     clip_global_norm: float = 0.0   # clip the all-reduced gradient to this global norm (0 = off)
 
 
@@ -97,6 +98,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.mixed_precision": ("none", "mixed_float16", "mixed_bfloat16"),
     "optim.optimizer": ("sgd", "adam"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
+    "optim.lr_decay": ("none", "cosine"),
 }
 
 

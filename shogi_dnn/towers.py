@@ -38,7 +38,7 @@ import tensorflow as tf
 from shogi_dnn.cluster import Cluster, replica_values
 from shogi_dnn.cluster import make_multi_worker_strategy as multi_worker_strategy
 from shogi_dnn.config import OptimConfig
-from shogi_dnn.errors import RunError
+from shogi_dnn.errors import ConfigError, RunError
 
 log = logging.getLogger(__name__)
 
@@ -141,30 +141,51 @@ def scaled_lr(cfg: OptimConfig, update_batch: int) -> float:
 
 @keras.saving.register_keras_serializable(package="shogi_dnn")
 class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up from 0 to `peak_lr` over `warmup_steps` updates, then constant.
+    """Linear warm-up from 0 to `peak_lr` over `warmup_steps` updates, then constant or cosine decay.
 
-    lr(step) = peak_lr * min(1, (step + 1) / warmup_steps); step is the optimizer's update count.
+    lr(step) = peak_lr * min(1, (step + 1) / warmup_steps) * decay(step); step is the optimizer's update
+    count. decay = 1 ("none"), or ("cosine") 0.5 * (1 + cos(pi * t)) with t = (step - warmup_steps) /
+    (total_steps - warmup_steps) clipped to [0, 1]: 1 at the end of warm-up, 0 at `total_steps`.
     """
 
-    def __init__(self, peak_lr: float, warmup_steps: int) -> None:
+    def __init__(self, peak_lr: float, warmup_steps: int, decay: str = "none", total_steps: int = 0) -> None:
+        if decay not in ("none", "cosine"):
+            raise ValueError(f"unknown lr decay {decay!r} (none, cosine)")
+        if decay == "cosine" and total_steps <= 0:
+            raise ValueError("cosine lr decay needs the run's total_steps")
         self.peak_lr = float(peak_lr)
         self.warmup_steps = int(warmup_steps)
+        self.decay = decay
+        self.total_steps = int(total_steps)
 
     def __call__(self, step: tf.Tensor) -> tf.Tensor:
         step = tf.cast(step, tf.float32)
         if self.warmup_steps <= 0:
-            return tf.constant(self.peak_lr, tf.float32) + 0.0 * step
-        return self.peak_lr * tf.minimum(1.0, (step + 1.0) / float(self.warmup_steps))
+            lr = tf.constant(self.peak_lr, tf.float32) + 0.0 * step
+        else:
+            lr = self.peak_lr * tf.minimum(1.0, (step + 1.0) / float(self.warmup_steps))
+        if self.decay == "cosine":
+            span = float(max(1, self.total_steps - self.warmup_steps))
+            t = tf.clip_by_value((step - float(self.warmup_steps)) / span, 0.0, 1.0)
+            lr = lr * 0.5 * (1.0 + tf.cos(math.pi * t))
+        return lr
 
-    def get_config(self) -> dict[str, float | int]:
-        return {"peak_lr": self.peak_lr, "warmup_steps": self.warmup_steps}
+    def get_config(self) -> dict[str, float | int | str]:
+        return {"peak_lr": self.peak_lr, "warmup_steps": self.warmup_steps, "decay": self.decay,
+                "total_steps": self.total_steps}
 
 
-def make_lr_schedule(cfg: OptimConfig, update_batch: int) -> WarmupSchedule:
+def make_lr_schedule(cfg: OptimConfig, update_batch: int, total_steps: int | None = None) -> WarmupSchedule:
     """The lr schedule for `update_batch` samples per update; warm-up given in samples is rounded up
-    to whole updates."""
+    to whole updates. total_steps: the run's planned updates (needed by cfg.lr_decay = "cosine").
+
+    Raises:
+        ConfigError: cosine decay without total_steps.
+    """
     warmup_steps = math.ceil(cfg.warmup_samples / update_batch) if cfg.warmup_samples else 0
-    return WarmupSchedule(scaled_lr(cfg, update_batch), warmup_steps)
+    if cfg.lr_decay != "none" and not total_steps:
+        raise ConfigError(f"optim.lr_decay = {cfg.lr_decay!r} needs the run's planned number of updates")
+    return WarmupSchedule(scaled_lr(cfg, update_batch), warmup_steps, cfg.lr_decay, total_steps or 0)
 
 
 def build_optimizer(cfg: OptimConfig, global_batch: int, total_steps: int | None = None,
@@ -177,7 +198,7 @@ def build_optimizer(cfg: OptimConfig, global_batch: int, total_steps: int | None
 
     Args:
         global_batch: positions per micro-batch over all towers.
-        total_steps: planned updates (unused by the constant-after-warm-up schedule; kept for callers).
+        total_steps: planned updates of the whole run (required by cfg.lr_decay = "cosine").
         model: the model whose trainable variables the optimizer updates (required).
         strategy: the towers' strategy (default: the one whose scope is active).
         micro_batches: micro-batches accumulated per update (the lr is scaled for their total).
@@ -185,9 +206,8 @@ def build_optimizer(cfg: OptimConfig, global_batch: int, total_steps: int | None
     """
     if model is None:
         raise TypeError("build_optimizer needs the model")
-    del total_steps
     strategy = strategy or tf.distribute.get_strategy()
-    schedule = make_lr_schedule(cfg, global_batch * micro_batches)
+    schedule = make_lr_schedule(cfg, global_batch * micro_batches, total_steps)
     decay = cfg.weight_decay if cfg.weight_decay > 0 else None
     with strategy.scope():
         if cfg.optimizer == "sgd":

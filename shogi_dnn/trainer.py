@@ -111,8 +111,9 @@ class Trainer:
         self.devices = cluster.device_names(strategy)      # every tower of every worker
         with strategy.scope():
             self.model = build_model(config.model, seed=config.train.seed)
-        self.optimizer = towers.build_optimizer(config.optim, self.global_batch, strategy=strategy,
-                                                model=self.model, micro_batches=self.micro_batches,
+        self.optimizer = towers.build_optimizer(config.optim, self.global_batch, self._total_steps(),
+                                                strategy=strategy, model=self.model,
+                                                micro_batches=self.micro_batches,
                                                 loss_scale=config.model.mixed_precision == "mixed_float16")
         self.train_step = towers.make_train_step(strategy, self.model, self.optimizer,
                                                  global_batch=self.global_batch, micro_batches=self.micro_batches,
@@ -124,6 +125,11 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir)
         self.stop = StopFlag()
         self.validation_paths = [self.manifest.shard_path(s) for s in self.manifest.split("validation")]
+
+    def _total_steps(self) -> int:
+        """Planned updates of the whole run (every stage of every epoch): the lr decay's horizon."""
+        return sum(self.plan.stage(epoch, index).updates
+                   for epoch in range(self.plan.epochs) for index in range(self.plan.num_groups))
 
     def run(self) -> TrainResult:
         """Train every remaining stage; validate and checkpoint after each. Returns early on a signal."""

@@ -11,7 +11,7 @@ keras = pytest.importorskip("keras")
 
 from shogi_dnn import towers
 from shogi_dnn.config import OptimConfig
-from shogi_dnn.errors import RunError
+from shogi_dnn.errors import ConfigError, RunError
 
 SGD = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, lr_scaling="none")
 
@@ -113,6 +113,20 @@ def test_lr_scaling_and_warmup() -> None:
     assert schedule.warmup_steps == 4
     values = [float(schedule(tf.constant(s))) for s in range(6)]
     assert values == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.4, 0.4])
+
+
+def test_cosine_lr_decay() -> None:
+    cfg = OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none", warmup_samples=2048, lr_decay="cosine")
+    schedule = towers.make_lr_schedule(cfg, 1024, total_steps=6)        # 2 warm-up updates, 4 of decay
+    values = [float(schedule(tf.constant(s))) for s in range(8)]
+    assert values == pytest.approx([0.05, 0.1, 0.1, 0.1 * 0.5 * (1 + np.cos(np.pi / 4)), 0.05,
+                                    0.1 * 0.5 * (1 + np.cos(3 * np.pi / 4)), 0.0, 0.0], abs=1e-7)
+    restored = towers.WarmupSchedule.from_config(schedule.get_config())
+    assert [float(restored(tf.constant(s))) for s in range(8)] == pytest.approx(values)
+    constant = towers.make_lr_schedule(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none"), 1024, 6)
+    assert [float(constant(tf.constant(s))) for s in (0, 5, 100)] == pytest.approx([0.1] * 3)
+    with pytest.raises(ConfigError, match="lr_decay"):
+        towers.make_lr_schedule(cfg, 1024)                               # no run length to decay over
 
 
 def test_optimizer_lr_follows_schedule() -> None:

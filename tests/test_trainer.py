@@ -3,6 +3,7 @@ accumulation, exact resume (after a kill and after a stop request, also on anoth
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -129,6 +130,18 @@ def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path)
         for event in tf.compat.v1.train.summary_iterator(str(event_file)):
             tags.update(v.tag for v in event.summary.value)
     assert {"gpu0/loss", "gpu1/loss", "loss", "validation/gpu1/loss"} <= tags
+
+
+@pytest.mark.slow
+def test_cosine_lr_decay_spans_the_whole_run(dataset: Path, tmp_path: Path) -> None:
+    config = tiny_config()
+    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr_decay="cosine"))
+    trainer, _ = train(config, dataset, tmp_path / "run", devices=1)
+    assert trainer.optimizer._learning_rate.total_steps == 8            # 2 stages x 4 steps
+    lrs = [r["lr"] for r in read_metrics(tmp_path / "run") if r["kind"] == "train"]
+    assert len(lrs) == 4 and lrs[0] == pytest.approx(0.05)              # warm-up ends at step 2
+    assert lrs[0] > lrs[1] > lrs[2] > lrs[3]
+    assert lrs[-1] == pytest.approx(0.0, abs=1e-9)                        # decayed to 0 at the last update
 
 
 @pytest.mark.slow

@@ -253,7 +253,9 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     global_batch = n * per_replica_batch
     with strategy.scope():
         model = build_model(config.model, seed=config.train.seed)
-    optimizer = towers.build_optimizer(config.optim, global_batch, strategy=strategy, model=model)
+    # Throughput only: a decaying lr costs the same per step, and a bench has no run length to decay over.
+    optim = dataclasses.replace(config.optim, lr_decay="none")
+    optimizer = towers.build_optimizer(optim, global_batch, strategy=strategy, model=model)
     step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
                                   clip_global_norm=config.optim.clip_global_norm)
     rows = synthetic_batch(global_batch, config.train.seed)

@@ -199,7 +199,9 @@ def _build(strategy, cfg: Config, global_batch: int):
 
     with strategy.scope():
         model = build_model(cfg.model, seed=cfg.train.seed)
-        optimizer = towers.build_optimizer(cfg.optim, global_batch, None, model, strategy=strategy,
+        # Throughput only: a decaying lr costs the same per step, and a bench has no run length to decay over.
+        optim = dataclasses.replace(cfg.optim, lr_decay="none")
+        optimizer = towers.build_optimizer(optim, global_batch, None, model, strategy=strategy,
                                            loss_scale=cfg.model.mixed_precision == "mixed_float16")
     return model, optimizer
 
