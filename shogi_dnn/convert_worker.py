@@ -81,6 +81,8 @@ class FileResult:
     encode_s: float = 0.0
     last: bool = True
     peak_rss_mib: float = 0.0        # the worker process's peak resident memory so far
+    pid: int = 0                     # the process that made this result
+    cpu_s: float = 0.0               # that process's CPU time so far (user + system)
 
 
 def _game_row(record: GameRecord) -> tuple:
@@ -167,7 +169,9 @@ def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Ca
             result.encode_s += time.perf_counter() - start
         split = assign_split(game_key(item), settings.val_fraction, settings.test_fraction)
         result.games.append(ConvertedGame(split, _game_row(item), positions))
-    result.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result.peak_rss_mib = usage.ru_maxrss / 1024   # Linux: KiB
+    result.pid, result.cpu_s = os.getpid(), usage.ru_utime + usage.ru_stime
     return result
 
 

@@ -50,6 +50,7 @@ class ConvertReport:
     backend: str = ""
     workers: int = 1
     peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
+    worker_cpu: dict[int, float] = dataclasses.field(default_factory=dict, repr=False)   # pid -> CPU s
 
     def add_file(self, result: FileResult) -> None:
         """Count one worker result (its kept games are counted by the writer)."""
@@ -61,11 +62,14 @@ class ConvertReport:
         self.errors.extend(result.errors[:room])
         self.errors_not_listed += len(result.errors) - min(room, len(result.errors))
         self.peak_rss_worker_mib = max(self.peak_rss_worker_mib, round(result.peak_rss_mib, 1))
+        if result.pid and result.pid != os.getpid():     # a worker process (its CPU time is cumulative)
+            self.worker_cpu[result.pid] = max(self.worker_cpu.get(result.pid, 0.0), result.cpu_s)
+            self.timings["worker_cpu_s"] = sum(self.worker_cpu.values())
         self.timings["parse_s"] += result.parse_s
         self.timings["encode_s"] += result.encode_s
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "worker_cpu"}
         data["skipped"] = dict(sorted(self.skipped.items()))
         data["positions_total"] = sum(self.positions.values())
         data["timings"] = {k: round(v, 3) for k, v in sorted(self.timings.items())}

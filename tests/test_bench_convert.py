@@ -29,6 +29,7 @@ def test_bench_convert_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> No
         assert r["positions_per_s"] > 0 and r["peak_rss_parent_mib"] > 10
         assert r["positions_per_s_per_worker"] == pytest.approx(r["positions_per_s"] / r["workers"], rel=0.01)
         assert r["parse_s"] > 0 and r["encode_s"] > 0 and r["write_s"] > 0
+        assert r["cpu_s"] > 0 and r["positions_per_cpu_s"] == pytest.approx(positions / r["cpu_s"], rel=0.01)
     assert all(r["peak_rss_worker_mib"] > 10 for r in results if r["workers"] == 2)
     assert all(r["peak_rss_worker_mib"] == 0 for r in results if r["workers"] == 1)   # no workers
     assert "pos/s/worker" in capsys.readouterr().out

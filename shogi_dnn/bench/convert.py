@@ -2,7 +2,8 @@
 
 Runs the real `convert` job on a corpus once per (backend, worker count), each in a fresh Python
 process so that its peak memory (getrusage of the process and of its worker children) is its own.
-Reports positions/s with all workers and per worker, peak memory (the parent's, and the largest
+Reports positions/s with all workers and per worker, positions per CPU-second (what one core does,
+even on a busy machine), peak memory (the parent's, and the largest
 of one worker; the whole job peaks near parent + workers x worker), and the time split between
 parsing, encoding (both summed over workers, CPU-side) and writing shards (parent).
 """
@@ -44,11 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
 def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int) -> dict[str, Any]:
     """Convert `corpus` into a temp folder in this process; timings and peak memory (MiB)."""
     from shogi_dnn.convert import ConvertSettings, run_convert
+    cpu_before = _cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as out:
         start = time.perf_counter()
         report = run_convert(corpus, Path(out) / "data", ConvertSettings(shard_size=shard_size),
                              workers=workers, backend=backend)
         wall = time.perf_counter() - start
+    cpu = _cpu_seconds() - cpu_before + report.timings.get("worker_cpu_s", 0.0)
     positions = sum(report.positions.values())
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024       # Linux: KiB
     # RUSAGE_CHILDREN would also count helper processes (h5py's import spawns one of ~40 MiB), so
@@ -58,10 +61,19 @@ def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int)
             "positions": positions, "seconds": round(wall, 3),
             "positions_per_s": round(positions / wall, 1),
             "positions_per_s_per_worker": round(positions / wall / workers, 1),
+            "cpu_s": round(cpu, 3), "positions_per_cpu_s": round(positions / cpu, 1) if cpu else 0.0,
             "parse_s": round(report.timings.get("parse_s", 0.0), 3),
             "encode_s": round(report.timings.get("encode_s", 0.0), 3),
             "write_s": round(report.timings.get("write_s", 0.0), 3),
             "peak_rss_parent_mib": round(self_rss, 1), "peak_rss_worker_mib": round(child_rss, 1)}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process. The workers (children of multiprocessing's fork server, not of this
+    process) report theirs with their results. On a shared machine positions per CPU-second says
+    what one core does, whatever else runs."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
 
 
 def _run_child(corpus: list[str], backend: str, workers: int, shard_size: int) -> dict[str, Any]:
@@ -76,9 +88,11 @@ def _run_child(corpus: list[str], backend: str, workers: int, shard_size: int) -
 
 def format_table(results: list[dict[str, Any]]) -> str:
     head = (f"{'backend':<13}{'workers':>8}{'positions':>10}{'seconds':>9}{'pos/s':>10}{'pos/s/worker':>13}"
+            f"{'pos/cpu-s':>10}"
             f"{'parse s':>9}{'encode s':>9}{'write s':>8}{'peak MiB parent/worker':>24}")
     rows = [f"{r['backend']:<13}{r['workers']:>8}{r['positions']:>10}{r['seconds']:>9.2f}"
-            f"{r['positions_per_s']:>10,.0f}{r['positions_per_s_per_worker']:>13,.0f}{r['parse_s']:>9.2f}"
+            f"{r['positions_per_s']:>10,.0f}{r['positions_per_s_per_worker']:>13,.0f}"
+            f"{r['positions_per_cpu_s']:>10,.0f}{r['parse_s']:>9.2f}"
             f"{r['encode_s']:>9.2f}{r['write_s']:>8.2f}"
             f"{r['peak_rss_parent_mib']:>15.0f} / {r['peak_rss_worker_mib']:<6.0f}" for r in results]
     return "\n".join([head, *rows])
