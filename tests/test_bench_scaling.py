@@ -62,6 +62,17 @@ def test_one_batch_size_per_device_count_is_a_config_error() -> None:
         bench.build_report([p for p in model_points() if p.devices != 2 or p.per_replica_batch == 8], {})
 
 
+def test_an_interrupted_sweep_keeps_the_complete_device_counts(caplog) -> None:
+    points = model_points()
+    partial = [p for p in points if p.devices < 4] + [p for p in points if p.devices == 4][:1]
+    with caplog.at_level("WARNING"):
+        kept = bench.complete_counts(partial)
+    assert {p.devices for p in kept} == {1, 2} and "dropping device count(s) [4]" in caplog.text
+    assert [f["devices"] for f in bench.build_report(kept, {})["fits"]] == [1, 2]
+    with pytest.raises(ConfigError, match="nothing to fit"):
+        bench.complete_counts(points[:1])
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--config", "c.toml", "--batch-sizes", "8,x"], "expected comma-separated integers"),
     (["--config", "c.toml", "--batch-sizes", "8"], "need at least 2 batch sizes"),

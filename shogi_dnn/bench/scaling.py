@@ -298,14 +298,31 @@ def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps:
     return points
 
 
+def complete_counts(points: Sequence[Point]) -> list[Point]:
+    """Points of the device counts measured at >= 2 batch sizes (an interrupted sweep leaves the last one
+    short: it is dropped with a warning instead of failing the fit).
+
+    Raises:
+        ConfigError: no device count has 2 batch sizes (interrupted too early).
+    """
+    sizes = {n: {p.per_replica_batch for p in points if p.devices == n} for n in {p.devices for p in points}}
+    short = sorted(n for n, batches in sizes.items() if len(batches) < 2)
+    if short:
+        log.warning("dropping device count(s) %s: fewer than 2 batch sizes measured", short)
+    kept = [p for p in points if p.devices not in short]
+    if not kept:
+        raise ConfigError("no device count was measured at 2 batch sizes: nothing to fit")
+    return kept
+
+
 def main(argv: Sequence[str]) -> int:
     """`shogi-dnn bench scaling`: sweep, fit, write JSON + PNG, print the table."""
     args = parse_args(argv)
     config = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)     # one INFO line per all-reduce otherwise
     device_names = prepare_devices(max(args.devices))
-    points = sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup, args.repeats,
-                   device_names)
+    points = complete_counts(sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup,
+                                   args.repeats, device_names))
     meta = {"config": str(args.config), "overrides": list(args.set),
             "model": dataclasses.asdict(config.model),
             "optimizer": config.optim.optimizer, "steps": args.steps, "warmup": args.warmup,
