@@ -149,3 +149,14 @@ def test_killed_and_interrupted_runs_resume_to_identical_shards(shared_dir: Path
     assert {p.name: p.read_bytes() for p in out.glob("*.h5")} == ref_files
     assert not list(out.glob("*.tmp"))
     assert shards.read_manifest(out).shards == shards.read_manifest(reference).shards
+
+
+def test_backends_write_identical_shards_from_real_records(shared_dir: Path, tmp_path: Path) -> None:
+    inputs = [shared_dir / "kifu-gnushogi" / "gnushogi-0012.csa", shared_dir / "kifu" / "sugyan__shogi-kifu-converter"]
+    settings = ConvertSettings(val_fraction=0.3, shard_size=2000)
+    got = {}
+    for backend in ("python-shogi", "cshogi"):
+        report = run_convert(inputs, tmp_path / backend, settings, workers=2, backend=backend)
+        assert report.converted > 30 and len(report.shards) == 2
+        got[backend] = {p.name: p.read_bytes() for p in sorted((tmp_path / backend).glob("*.h5"))}
+    assert len(got["cshogi"]) > 2 and got["cshogi"] == got["python-shogi"]
