@@ -85,7 +85,8 @@ class CshogiPosition:
         return [cshogi.move_to_usi(move) for move in self._board.legal_moves]
 
     def is_checkmate(self) -> bool:
-        return bool(self._board.is_game_over())
+        # python-shogi: in check and no legal move (a stalemate is not a checkmate)
+        return bool(self._board.is_check() and self._board.is_game_over())
 
     def piece_type_at(self, square: int) -> tuple[int, int] | None:
         code = int(_CODE[self._board.piece(int(_CSHOGI_SQUARE[square]))])

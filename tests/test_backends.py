@@ -96,6 +96,14 @@ def test_every_candidate_move_judged_alike() -> None:
         assert accepted == legal, (sfen, accepted ^ legal)
 
 
+def test_stalemate_is_not_checkmate() -> None:
+    stalemate = "8k/9/9/9/9/9/1+r7/9/K8 b - 1"     # the black king has no move but is not in check
+    mate = "1l6k/9/9/9/9/9/9/1+r7/K8 b - 1"        # dragon on 8h, guarded by the lance: mate
+    for factory in (ShogiPosition, CshogiPosition):
+        assert factory(stalemate).legal_usi() == [] and not factory(stalemate).is_checkmate()
+        assert factory(mate).legal_usi() == [] and factory(mate).is_checkmate()
+
+
 def test_invalid_sfen_is_an_error_not_a_crash() -> None:
     for factory in (ShogiPosition, CshogiPosition):
         with pytest.raises(IllegalMoveError):
