@@ -81,7 +81,7 @@ def test_every_candidate_move_judged_alike() -> None:
     candidates = [a + b + p for a in squares for b in squares if a != b for p in ("", "+")]
     candidates += [f"{kind}*{b}" for kind in "PLNSGBR" for b in squares]
     rng = random.Random(5)
-    for plies in (0, 40, 90, 140):
+    for plies in (0, 41, 90, 141, 175):           # both sides to move
         position = ShogiPosition(STANDARD_START_SFEN)
         for move in _random_game(rng, STANDARD_START_SFEN, plies):
             position.push_usi(move)
