@@ -82,7 +82,9 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
                           "(or --overwrite)")
     for path in ours:
         path.unlink()
-    return ConvertState(out / STATE_NAME, print_)
+    state = ConvertState(out / STATE_NAME, print_)
+    state.save()        # at once: a run killed before its first shard is still recognised on rerun
+    return state
 
 
 def _remove_stale(out: Path, keep: set[str]) -> None:

@@ -266,6 +266,24 @@ def test_interrupted_run_resumes_to_identical_shards(corpus, reference: Path, tm
     assert again.converted == report.converted and _shard_bytes(out) == _shard_bytes(reference)
 
 
+def test_run_killed_in_its_first_shard_write_resumes(corpus, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "early"
+    real_write = shards.write_shard
+
+    def killed_mid_write(path, *args, **kwargs):
+        Path(str(path) + ".tmp").write_bytes(b"half a shard")           # what a kill mid-write leaves
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shards, "write_shard", killed_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        run_convert([corpus[0]], out, SMALL, workers=1)
+    assert list(out.glob("*.tmp")) and not list(out.glob("*.h5"))
+    monkeypatch.setattr(shards, "write_shard", real_write)
+    run_convert([corpus[0]], out, SMALL, workers=1)                       # the same command, no --overwrite
+    assert shards.read_manifest(out).totals["games"] == len(corpus[1]) and not list(out.glob("*.tmp"))
+
+
 def test_output_folder_protection(corpus, tmp_path: Path) -> None:
     root, _ = corpus
     busy = tmp_path / "busy"
