@@ -42,7 +42,7 @@ from shogi_dnn.convert_worker import SourcePiece, iter_results, process_file, sp
 from shogi_dnn.dataset_writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
 from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.rules import resolve_backend
-from shogi_dnn.sources import iter_sources
+from shogi_dnn.sources import iter_sources, list_files
 
 # The job's public names, re-exported so that callers need only `shogi_dnn.convert`.
 __all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings", "GameFilter",
@@ -55,9 +55,14 @@ SHARD_PATTERN = re.compile(r"^(train|validation|test)-\d{5}\.h5(\.tmp)?$")
 
 
 def fingerprint(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSettings) -> str:
-    """What a resumed run must share with the interrupted one: the inputs, settings and schema."""
-    data = {"inputs": [str(Path(p).resolve()) for p in inputs], "settings": settings.to_dict(),
-            "schema_version": shards.SCHEMA_VERSION}
+    """What a resumed run must share with the interrupted one: the inputs (every file's path, size and
+    modification time, so a file added to a folder is noticed), the settings and the schema."""
+    files = []
+    for path in list_files(inputs):
+        stat = path.stat()
+        files.append((str(path.resolve()), stat.st_size, stat.st_mtime_ns))
+    data = {"inputs": [str(Path(p).resolve()) for p in inputs], "files": files,
+            "settings": settings.to_dict(), "schema_version": shards.SCHEMA_VERSION}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import shutil
 import tarfile
 import zipfile
 from pathlib import Path
@@ -285,7 +286,8 @@ def test_run_killed_in_its_first_shard_write_resumes(corpus, tmp_path: Path,
 
 
 def test_output_folder_protection(corpus, tmp_path: Path) -> None:
-    root, _ = corpus
+    root = tmp_path / "records"
+    shutil.copytree(corpus[0], root)
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
@@ -297,6 +299,9 @@ def test_output_folder_protection(corpus, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--overwrite"):
         run_convert([root], out, other, workers=1)
     run_convert([root], out, other, workers=1, overwrite=True)
+    write_csa(root / "new.csa", random_games(99, 2))          # a file added to the input folder
+    with pytest.raises(ConfigError, match="--overwrite"):        # is not "already converted"
+        run_convert([root], out, other, workers=1)
     manifest = shards.read_manifest(out)
     assert {p.name for p in out.glob("*.h5")} == {s.path for s in manifest.shards}   # old shards gone
     assert all(s.positions < 10_000 for s in manifest.shards) and len(manifest.shards) == 3
