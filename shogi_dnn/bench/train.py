@@ -224,7 +224,10 @@ class TowerRunner:
         model, optimizer = _build(strategy, cfg, global_batch)
         train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch,
                                             micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm)
-        self._step = tf.function(lambda it: train_step(next(it))) if in_graph else (lambda it: train_step(next(it)))
+        def step(iterator):
+            return train_step(next(iterator))
+
+        self._step = tf.function(step) if in_graph else step
         self._batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
 
     def run(self, steps: int) -> float:
