@@ -166,7 +166,8 @@ def worker_dir(run_dir: Path, cluster: Cluster | None) -> Path:
     return Path(run_dir) / f"worker{cluster.worker_id}"
 
 
-_PEER_DETAIL = re.compile(r"aborted by|connect|unavailable|heartbeat|socket closed|deadline|peer", re.IGNORECASE)
+_PEER_DETAIL = re.compile(r"aborted by|connect|unavailable|heartbeat|socket closed|deadline|peer",
+                          re.IGNORECASE)
 
 
 def peer_lost_message(exc: BaseException, cluster: Cluster) -> str:
@@ -301,6 +302,33 @@ def _make_gather(strategy):
         return strategy.gather(vectors, axis=0)
 
     return gather
+
+
+def any_worker(strategy, flag: bool) -> bool:
+    """True when `flag` is set on any worker (a collective on several workers: every worker calls it at
+    the same point). Lets a stop request (SIGTERM on one reclaimed machine) stop every worker at the
+    same step, so that they all save that checkpoint. One worker: `flag` itself, no collective."""
+    if not is_multi_worker(strategy):
+        return flag
+    import tensorflow as tf
+
+    if strategy not in _ANY_FLAGS:
+        _ANY_FLAGS[strategy] = _make_any_flag(strategy)
+    return bool(_ANY_FLAGS[strategy](tf.constant(flag)).numpy())
+
+
+_ANY_FLAGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # one compiled reduction per strategy
+
+
+def _make_any_flag(strategy):
+    import tensorflow as tf
+
+    @tf.function
+    def any_flag(flag):
+        per_replica = strategy.run(lambda f: tf.reshape(tf.cast(f, tf.int32), [1]), args=(flag,))
+        return tf.reduce_max(strategy.gather(per_replica, axis=0)) > 0
+
+    return any_flag
 
 
 def is_multi_worker(strategy) -> bool:

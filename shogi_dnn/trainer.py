@@ -143,7 +143,7 @@ class Trainer:
                 self._validate(state)
                 state = self.plan.next_stage(state)
                 self.checkpoints.save(state, self.config)
-                if self.stop.requested:
+                if self._stop_agreed():
                     return self._interrupted(state)
         save_model(self.model, self.run_dir)
         log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
@@ -229,9 +229,17 @@ class Trainer:
                     interval = self._log_train(state, interval)
                 if done < remaining and self._checkpoint_due(state):
                     self.checkpoints.save(state, self.config)
-                if self.stop.requested and done < remaining:
+                if done < remaining and self._stop_agreed():
                     return state, False
         return state, True
+
+    def _stop_agreed(self) -> bool:
+        """A stop request of this or any other worker, so that every worker stops at the same step
+        (and saves that checkpoint); on one machine simply this process's request."""
+        agreed = cluster.any_worker(self.strategy, self.stop.requested)   # not re-read: a signal may land now
+        if agreed and not self.stop.requested:
+            self.stop.request("stop requested by another worker")
+        return agreed
 
     def _checkpoint_due(self, state: TrainState) -> bool:
         every = self.config.train.checkpoint_every_steps

@@ -142,3 +142,26 @@ def test_two_workers_survive_a_dead_worker_and_match_one_machine(tmp_path: Path)
     assert steps == sorted(set(steps)), "a step logged twice or out of order after the resume"
     assert all(len(r["per_gpu"]) == 4 for r in records)
     assert [g["device"] for g in records[-1]["per_gpu"]] == info["devices"]
+
+
+@pytest.mark.slow
+def test_sigterm_on_one_worker_stops_every_worker_at_the_same_step(tmp_path: Path) -> None:
+    """A reclaimed spot machine gets SIGTERM: every worker stops after the same update and saves it."""
+    data, run, logs = tmp_path / "data", tmp_path / "run", tmp_path / "logs"
+    make_dataset(data, train=[640, 640, 640, 640], validation=[128], chunk_rows=128)
+    logs.mkdir()
+    deadline = time.monotonic() + TIMEOUT_S
+    procs = start_workers(data, run, logs, resume=False)
+    try:
+        wait_for_checkpoints([run / "checkpoints", run / "worker1" / "checkpoints"], procs, deadline)
+        procs[1].send_signal(signal.SIGTERM)
+        codes = wait_all(procs, deadline)
+    finally:
+        kill_all(procs)
+    texts = [(logs / f"worker{i}-first.log").read_text() for i in range(2)]
+    assert codes == [0, 0], texts[0][-3000:] + texts[1][-3000:]
+    assert "stopped (SIGTERM)" in texts[1] and "stopped (stop requested by another worker)" in texts[0]
+    dirs = (run / "checkpoints", run / "worker1" / "checkpoints")
+    newest = [max(p.name for p in d.glob("ckpt-*")) for d in dirs]
+    assert newest[0] == newest[1], newest
+    assert not (run / "model.keras").exists()
