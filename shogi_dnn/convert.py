@@ -9,8 +9,8 @@ split in convert_filters.py:
 
 Determinism: workers only transform one file at a time and results are consumed in input order, so
 game ids, shard contents and shard bytes are the same for any number of workers. A shard holds whole
-games; it is closed once it holds at least `shard_size` positions and its rows are stored in an order
-shuffled with a seed derived from (seed, split, shard number).
+games; it is closed once it holds at least `shard_size` positions and its rows are stored in game order
+(default) or shuffled with a seed derived from (seed, split, shard number) (`--row-order shuffled`).
 
 Split: by a stable hash of the game (start SFEN and moves), so reruns give the same split and duplicate
 games land in the same split.

@@ -67,6 +67,9 @@ class GameFilter:
         return all(r is not None and r >= self.min_rating for r in ratings.values())
 
 
+ROW_ORDERS = ("game", "shuffled")
+
+
 @dataclasses.dataclass(frozen=True)
 class ConvertSettings:
     """Everything that decides the output bytes (the worker count and the rules backend do not)."""
@@ -75,12 +78,16 @@ class ConvertSettings:
     val_fraction: float = 0.05         # share of games in the validation split
     test_fraction: float = 0.0         # share of games in the test split (0: no test split)
     shard_size: int = 100_000          # positions per shard (a shard holds whole games: at least this)
-    seed: int = 0                      # seed of the within-shard shuffle
+    row_order: str = "game"            # "game": rows in game order (compresses 2.3x better; the pipeline
+                                       # shuffles chunks and buffers) or "shuffled": seeded row shuffle
+    seed: int = 0                      # seed of the within-shard shuffle (row_order "shuffled" only)
 
     def __post_init__(self) -> None:
         if not (0 <= self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
             raise ConfigError(f"--val-fraction {self.val_fraction} + --test-fraction {self.test_fraction}: "
                               "each must be >= 0 and their sum < 1")
+        if self.row_order not in ROW_ORDERS:
+            raise ConfigError(f"--row-order {self.row_order!r}: must be one of {', '.join(ROW_ORDERS)}")
         if self.shard_size < 1:
             raise ConfigError(f"--shard-size {self.shard_size}: must be >= 1")
 

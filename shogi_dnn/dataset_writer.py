@@ -1,7 +1,8 @@
 """The serial half of `convert`: game ids, per-split buffers, whole-game shards, resume state, report.
 
 A shard holds whole games; it is closed once it holds at least `shard_size` positions and its rows are
-stored in an order shuffled with a seed derived from (seed, split, shard number). After each shard,
+stored in game order (settings.row_order "game", the default: consecutive positions of a game compress
+2.3x better) or shuffled with a seed derived from (seed, split, shard number) ("shuffled"). After each shard,
 DIR/convert-state.json records its sha256 and a digest of its contents: a rerun with the same inputs
 and settings skips writing every shard whose file still matches (a shard cut off mid-write is only
 ever a `.tmp` file: shards.write_shard renames it when complete).
@@ -160,8 +161,9 @@ class DatasetWriter:
         games, self.buffers[split], self.buffered[split] = self.buffers[split], [], 0
         index = self.report.shards.get(split, 0)
         name = f"{split}-{index:05d}.h5"
-        positions, table = _shard_arrays(games, np.random.default_rng(
-            [self.settings.seed, shards.SPLITS.index(split), index]))
+        rng = (np.random.default_rng([self.settings.seed, shards.SPLITS.index(split), index])
+               if self.settings.row_order == "shuffled" else None)
+        positions, table = _shard_arrays(games, rng)
         content = _content_digest(positions, table)
         start = time.perf_counter()
         if self.state.matches(self.out, name, content):
@@ -181,15 +183,16 @@ class DatasetWriter:
             self.on_shard(info)
 
 
-def _shard_arrays(games: list[tuple[int, ConvertedGame]], rng: np.random.Generator
+def _shard_arrays(games: list[tuple[int, ConvertedGame]], rng: np.random.Generator | None
                   ) -> tuple[dict[str, np.ndarray], dict[str, list]]:
-    """Position arrays (rows shuffled by `rng`) and the games table of one shard."""
+    """Position arrays (in game order, or rows shuffled by `rng`) and the games table of one shard."""
     fields = ("board", "hands", "turn", "ply", "move", "win")
     positions = {key: np.concatenate([getattr(g.positions, key) for _, g in games]) for key in fields}
     positions[shards.KEY_GAME] = np.concatenate(
         [np.full(len(g.positions), game_id, np.int32) for game_id, g in games])
-    order = rng.permutation(len(positions[shards.KEY_GAME]))
-    positions = {key: value[order] for key, value in positions.items()}
+    if rng is not None:
+        order = rng.permutation(len(positions[shards.KEY_GAME]))
+        positions = {key: value[order] for key, value in positions.items()}
     columns = [c for c in shards.GAME_SCHEMA if c != "game_id"]
     table: dict[str, list] = {"game_id": [game_id for game_id, _ in games]}
     for i, column in enumerate(columns):

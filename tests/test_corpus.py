@@ -132,9 +132,12 @@ def test_killed_and_interrupted_runs_resume_to_identical_shards(shared_dir: Path
     _wait_for_shards(out, 1, proc)
     proc.kill()                                                  # SIGKILL: no chance to clean up
     proc.communicate(timeout=60)
+    # The state already lists the killed run's shards: wait for two shards of the new run, so that the
+    # SIGTERM lands inside the conversion, not during the interpreter's start-up.
+    before = len(json.loads((out / STATE_NAME).read_text())["shards"])
     proc = subprocess.Popen(_convert_cmd(root, out, 2, "python-shogi"), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_shards(out, 3, proc)
+    _wait_for_shards(out, before + 2, proc)
     proc.send_signal(signal.SIGTERM)                             # a reclaimed machine / `kill`
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
