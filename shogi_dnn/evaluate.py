@@ -104,12 +104,18 @@ def eval_dataset(paths: Sequence[Path], global_batch: int) -> tf.data.Dataset:
     """pipeline.make_eval_dataset with each row's game rating zipped in (same file order)."""
     extras = tf.data.Dataset.from_tensor_slices(position_extras(paths)).batch(global_batch)
     return tf.data.Dataset.zip((pipeline.make_eval_dataset(paths, global_batch=global_batch), extras)).map(
-        lambda rows, more: {**rows, **more})
+        _merge_columns)
+
+
+@tf.autograph.experimental.do_not_convert      # plain tensor code: nothing for AutoGraph to convert
+def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    return {**rows, **more}
 
 
 def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model):
     """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating} of each tower's rows."""
 
+    @tf.autograph.experimental.do_not_convert
     def replica_predict(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = tf.cast(model({"board": batch["board"], "hands": batch["hands"]}, training=False), tf.float32)
         return {"logit": tf.reshape(logits, [-1]), "win": batch["win"], "ply": batch["ply"],
