@@ -254,6 +254,13 @@ def cluster_of(strategy) -> Cluster | None:
     return Cluster(jobs=jobs, task_type=resolver.task_type, task_index=int(resolver.task_id))
 
 
+def is_chief(strategy) -> bool:
+    """Whether this process writes the run's metrics, TensorBoard and final model: a single machine,
+    or worker 0 (the chief) of a cluster."""
+    cluster = cluster_of(strategy)
+    return cluster is None or cluster.is_chief
+
+
 def device_names(strategy) -> list[str]:
     """One name per tower of the whole cluster, in global replica order.
 

@@ -6,7 +6,7 @@ metrics.jsonl has one JSON object a line:
   epoch, stage, group   where in the staged schedule (the stage just trained for "validation")
   loss             mean binary cross-entropy over every position of every tower (draws included)
   accuracy         over decisive positions only (label 0 or 1); null when there were none
-  positions_per_s  all towers together (train only)
+  positions_per_s  all towers together (train: the interval's wall time; validation: the pass's)
   lr               learning rate of the next update (train only)
   per_gpu          one {"device", "loss", "accuracy", "positions"[, "positions_per_s"]} per tower
 TensorBoard: loss, accuracy, positions_per_s, lr and gpuN/loss, gpuN/accuracy, gpuN/positions_per_s for
@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -112,16 +113,22 @@ def console_line(record: dict[str, Any]) -> str:
 
 
 class MetricsLog:
-    """Appends metrics.jsonl, writes TensorBoard scalars, logs the console line."""
+    """Appends metrics.jsonl, writes TensorBoard scalars, logs the console line.
 
-    def __init__(self, run_dir: Path) -> None:
+    With write_files=False (a non-chief worker of a cluster: the chief alone writes the run's metrics) it
+    only logs the console line; the per-tower sums are still gathered by every worker (a collective)."""
+
+    def __init__(self, run_dir: Path, write_files: bool = True) -> None:
         self.path = Path(run_dir) / METRICS_FILE
-        self.writer = tf.summary.create_file_writer(str(Path(run_dir) / TB_DIR))
+        self.tb_dir = Path(run_dir) / TB_DIR
+        self.write_files = write_files
+        self.writer = tf.summary.create_file_writer(str(self.tb_dir)) if write_files else None
 
     def write(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        self._tensorboard(record)
+        if self.write_files:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+            self._tensorboard(record)
         log.info(console_line(record))
 
     def _tensorboard(self, record: dict[str, Any]) -> None:
@@ -139,18 +146,27 @@ class MetricsLog:
         self.writer.flush()
 
     def truncate_after(self, step: int) -> None:
-        """On resume: drop lines written after the checkpoint's step (they will be written again)."""
-        if not self.path.is_file():
+        """On resume: drop lines written after the checkpoint's step (they will be written again), and
+        rebuild TensorBoard from the lines kept (event files cannot be truncated: the steps run again
+        would otherwise show twice)."""
+        if not self.write_files or not self.path.is_file():
             return
         lines = self.path.read_text(encoding="utf-8").splitlines()
         kept = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
-        if len(kept) != len(lines):
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-            tmp.replace(self.path)
+        if len(kept) == len(lines):
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        tmp.replace(self.path)
+        self.writer.close()
+        shutil.rmtree(self.tb_dir, ignore_errors=True)
+        self.writer = tf.summary.create_file_writer(str(self.tb_dir))
+        for line in kept:
+            self._tensorboard(json.loads(line))
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
 
 
 def _step_of(line: str) -> int | None:

@@ -285,7 +285,10 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
     def replica_update(*batches: Batch) -> dict[str, tf.Tensor]:
         grads, total = [tf.zeros_like(v) for v in variables], None
         for batch in batches:                      # unrolled: micro_batches is static
-            with tf.GradientTape() as tape:
+            # Micro-batch i+1 starts after micro-batch i's gradient: without this edge the graph may run
+            # their forward passes together and hold every micro-batch's activations at once, which
+            # defeats accumulation's purpose (fitting a large update batch in device memory).
+            with tf.control_dependencies(grads if total is not None else []), tf.GradientTape() as tape:
                 losses, sums = example_losses(model, batch, training=True)
                 # Divide by the whole update batch: summing towers and micro-batches gives the mean.
                 loss = tf.nn.compute_average_loss(losses, global_batch_size=update_batch)

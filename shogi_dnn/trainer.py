@@ -100,7 +100,7 @@ class Trainer:
     """Trains one run. Build it (model, optimizer and steps under the strategy), then call run()."""
 
     def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
-                 resume: bool = False, resume_command: str = "") -> None:
+                 resume: bool = False, resume_command: str = "", stop: StopFlag | None = None) -> None:
         self.config, self.strategy, self.run_dir = config, strategy, Path(run_dir)
         self.data_dir, self.resume, self.resume_command = Path(data_dir).resolve(), resume, resume_command
         self.manifest = shards.read_manifest(self.data_dir)
@@ -122,8 +122,9 @@ class Trainer:
         self.eval_step = towers.make_eval_step(strategy, self.model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoints = CheckpointManager(self.run_dir, self.model, self.optimizer, config.train.keep_checkpoints)
-        self.metrics = MetricsLog(self.run_dir)
-        self.stop = StopFlag()
+        self.is_chief = cluster.is_chief(strategy)
+        self.metrics = MetricsLog(self.run_dir, write_files=self.is_chief)   # the chief alone writes metrics
+        self.stop = stop or StopFlag()   # given by the command: it catches signals from start-up on
         self.validation_paths = [self.manifest.shard_path(s) for s in self.manifest.split("validation")]
 
     def _total_steps(self) -> int:
@@ -145,7 +146,8 @@ class Trainer:
                 self.checkpoints.save(state, self.config)
                 if self._stop_agreed():
                     return self._interrupted(state)
-        save_model(self.model, self.run_dir)
+        if self.is_chief:   # the other workers keep the final checkpoint (same weights)
+            save_model(self.model, self.run_dir)
         log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
                  self.run_dir / "model.keras")
         self.metrics.close()
@@ -230,6 +232,8 @@ class Trainer:
                 if done < remaining and self._checkpoint_due(state):
                     self.checkpoints.save(state, self.config)
                 if done < remaining and self._stop_agreed():
+                    if interval.outputs:   # log the steps since the last line: each step is logged once
+                        self._log_train(state, interval)
                     return state, False
         return state, True
 
@@ -257,11 +261,13 @@ class Trainer:
         if not self.validation_paths:
             log.info("no validation split in %s: skipping validation", self.data_dir)
             return
+        # Not cut short by a stop request: the pass is bounded (data.validation_positions), every worker
+        # must make the same collectives, and the stage's record would otherwise be lost for good (the
+        # checkpoint that follows is past it).
+        start = time.perf_counter()
         dataset = pipeline.make_eval_dataset(self.validation_paths, global_batch=self.global_batch,
                                              max_positions=self.config.data.validation_positions)
-        outputs = []
-        for batch in self.strategy.experimental_distribute_dataset(dataset):
-            if self.stop.requested:
-                return
-            outputs.append(self.eval_step(batch))
-        self.metrics.write(summarise("validation", state, TowerSums.collect(self.strategy, outputs), self.devices))
+        outputs = [self.eval_step(batch) for batch in self.strategy.experimental_distribute_dataset(dataset)]
+        sums = TowerSums.collect(self.strategy, outputs)               # waits for the pass
+        self.metrics.write(summarise("validation", state, sums, self.devices,
+                                     seconds=time.perf_counter() - start))

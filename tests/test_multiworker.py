@@ -129,8 +129,12 @@ def test_two_workers_survive_a_dead_worker_and_match_one_machine(tmp_path: Path)
     assert codes == [0, 0], resumed[0][-3000:] + resumed[1][-3000:]
     assert all("resumed from ckpt-" in text for text in resumed)
 
-    chief, other = weights(run / "model.keras"), weights(run / "worker1" / "model.keras")
+    from shogi_dnn.checkpoints import restore_model
+    chief = weights(run / "model.keras")
+    other = restore_model(run / "worker1").get_weights()     # worker 1's final (end-of-run) checkpoint
     assert all(np.array_equal(a, b) for a, b in zip(chief, other))          # bit-identical on both workers
+    # The chief alone writes the run's metrics, TensorBoard and final model; worker 1 only its checkpoints.
+    assert not any((run / "worker1" / name).exists() for name in ("metrics.jsonl", "tb", "model.keras"))
     single = one_machine_run(data, tmp_path / "single")
     assert max(float(np.abs(a - b).max()) for a, b in zip(chief, single)) < 1e-5
 

@@ -87,6 +87,23 @@ def test_accumulation_equals_larger_batch() -> None:
     assert sum(sums[0]["count"]) == 32
 
 
+def test_accumulation_all_reduces_once_per_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """k micro-batches, one all-reduce per tower and update (not one per micro-batch)."""
+    calls = []
+    original = tf.distribute.ReplicaContext.all_reduce
+
+    def counting(self, reduce_op, value, options=None):
+        calls.append(len(tf.nest.flatten(value)))
+        return original(self, reduce_op, value, options)
+
+    monkeypatch.setattr(tf.distribute.ReplicaContext, "all_reduce", counting)
+    big = random_batch(24, seed=4)
+    thirds = [{k: v[i * 8:(i + 1) * 8] for k, v in big.items()} for i in range(3)]
+    train(2, thirds, micro_batches=3)
+    variables = len(tiny_model().trainable_variables)
+    assert calls == [variables, variables]        # traced once per tower, one call with every gradient
+
+
 def test_momentum_two_steps_tower_independent() -> None:
     cfg = OptimConfig(optimizer="adam", lr=0.01, weight_decay=1e-3, lr_scaling="none")
     batches = [random_batch(16, seed=s) for s in (1, 2)]

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     fits = scaling.load_fits(args.scaling_fit) if args.scaling_fit else None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
     from shogi_dnn import towers  # TensorFlow is imported only from here on
-    from shogi_dnn.trainer import Trainer
+    from shogi_dnn.trainer import StopFlag, Trainer
 
     for name in ("tensorflow", "absl"):                    # nor TF's Python INFO lines (after TF set them up)
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -76,14 +76,18 @@ def main(argv: list[str] | None = None) -> int:
                                     cluster=cluster_spec)
     if fits:
         log_batch_advice(config, strategy.num_replicas_in_sync, fits)
-    trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec), strategy,
-                      resume=args.resume, resume_command=resume_command(args))
-    try:
-        trainer.run()
-    except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
-        if cluster_spec is not None and cluster.is_peer_lost(exc):
-            raise RunError(cluster.peer_lost_message(exc, cluster_spec)) from exc
-        raise
+    stop = StopFlag()
+    # Signals are caught from here on: a SIGTERM while the model is built or a checkpoint restored
+    # stops the run after its first update, with a checkpoint and the resume command, like any other.
+    with stop.catch_signals():
+        try:
+            trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec),
+                              strategy, resume=args.resume, resume_command=resume_command(args), stop=stop)
+            trainer.run()
+        except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
+            if cluster_spec is not None and cluster.is_peer_lost(exc):
+                raise RunError(cluster.peer_lost_message(exc, cluster_spec)) from exc
+            raise
     return 0
 
 
