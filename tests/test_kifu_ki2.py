@@ -163,6 +163,17 @@ def test_handicap_white_moves_first() -> None:
     assert (record.winner, record.ending) == (Winner.BLACK, Ending.RESIGN)
 
 
+@pytest.mark.parametrize(("word", "winner", "ending"), [
+    ("不戦勝", Winner.WHITE, Ending.FORFEIT), ("不戦敗", Winner.BLACK, Ending.FORFEIT),
+    ("入玉宣言", Winner.WHITE, Ending.ENTERING_KING), ("勝ち宣言", Winner.WHITE, Ending.ENTERING_KING),
+    ("トライ", Winner.WHITE, Ending.ENTERING_KING),
+])
+def test_result_words_shared_with_kif(word: str, winner: Winner, ending: Ending) -> None:
+    record = parse_one(HEADER + f"▲７六歩    △{word}\n")        # White to move writes the word
+    assert record.moves == ("7g7f",)
+    assert (record.winner, record.ending) == (winner, ending)
+
+
 def test_variations_and_comments_ignored_and_games_split() -> None:
     text = (HEADER + "*コメント\n▲７六歩    △３四歩\n▲２六歩\nまで3手で先手の勝ち\n\n"
             "変化：2手\n△８四歩    ▲２六歩\n\n" + GAME)
@@ -179,6 +190,7 @@ def test_variations_and_comments_ignored_and_games_split() -> None:
     ("まで3手で中断", Winner.UNKNOWN, Ending.INTERRUPTED),
     ("まで3手で後手の反則勝ち", Winner.WHITE, Ending.ILLEGAL_MOVE),
     ("まで3手で時間切れにより後手の勝ち", Winner.WHITE, Ending.TIME_UP),
+    ("まで3手で先手の不戦勝", Winner.BLACK, Ending.FORFEIT),
 ])
 def test_summary_lines(line: str, winner: Winner, ending: Ending) -> None:
     record = parse_one(HEADER + "▲７六歩    △３四歩    ▲２六歩\n" + line + "\n")

@@ -192,6 +192,11 @@ RESULT_CASES = [
     ("宣言勝ち", 3, Ending.ENTERING_KING, Winner.WHITE), ("引き分け", 2, Ending.DRAW, Winner.DRAW),
     ("中断", 2, Ending.INTERRUPTED, Winner.UNKNOWN), ("封じ手", 3, Ending.INTERRUPTED, Winner.UNKNOWN),
     ("不詰", 3, Ending.NONE, Winner.UNKNOWN),
+    ("不戦勝", 2, Ending.FORFEIT, Winner.BLACK), ("不戦勝", 3, Ending.FORFEIT, Winner.WHITE),
+    ("不戦敗", 2, Ending.FORFEIT, Winner.WHITE), ("不戦敗", 3, Ending.FORFEIT, Winner.BLACK),
+    ("入玉宣言", 2, Ending.ENTERING_KING, Winner.BLACK), ("入玉宣言", 3, Ending.ENTERING_KING, Winner.WHITE),
+    ("勝ち宣言", 2, Ending.ENTERING_KING, Winner.BLACK), ("勝ち宣言", 3, Ending.ENTERING_KING, Winner.WHITE),
+    ("トライ", 2, Ending.ENTERING_KING, Winner.BLACK), ("トライ", 3, Ending.ENTERING_KING, Winner.WHITE),
 ]
 OPENING = ["   1 ７六歩(77)", "   2 ３四歩(33)", "   3 ２六歩(27)"]
 
@@ -219,6 +224,8 @@ SUMMARY_CASES = [
     ("まで3手で先手の反則負け", Ending.ILLEGAL_MOVE, Winner.WHITE),
     ("まで3手で時間切れにより後手の勝ち", Ending.TIME_UP, Winner.WHITE),
     ("まで3手で先手の入玉勝ち", Ending.ENTERING_KING, Winner.BLACK),
+    ("まで3手で後手の不戦勝", Ending.FORFEIT, Winner.WHITE),
+    ("まで3手で後手の不戦敗", Ending.FORFEIT, Winner.BLACK),
     ("まで3手で千日手", Ending.SENNICHITE, Winner.DRAW),
     ("まで3手で持将棋", Ending.JISHOGI, Winner.DRAW),
     ("まで3手で中断", Ending.INTERRUPTED, Winner.UNKNOWN),
@@ -357,7 +364,8 @@ CUSTOM_STARTS = [
     "4+B2n1/7k1/6pp1/7gp/4P3P/9/9/9/8K b RBSNr3g3s2n4l13p 1",
     "lnsgk2nl/1r4gs1/p1pppp1pp/1p4p2/7P1/2P6/PP1PPPP1P/1SG4R1/LN2KGSNL w Bb 1",
 ]
-DECISIVE = [Ending.RESIGN, Ending.CHECKMATE, Ending.TIME_UP, Ending.ILLEGAL_MOVE, Ending.ENTERING_KING]
+DECISIVE = [Ending.RESIGN, Ending.CHECKMATE, Ending.TIME_UP, Ending.ILLEGAL_MOVE, Ending.ENTERING_KING,
+            Ending.FORFEIT]
 DRAWN = [Ending.SENNICHITE, Ending.JISHOGI, Ending.MAX_MOVES, Ending.DRAW]
 UNFINISHED = [Ending.INTERRUPTED, Ending.NONE]
 

@@ -97,6 +97,14 @@ RESULT_WORDS: dict[str, Outcome] = {
     "入玉勝ち": Outcome(Ending.ENTERING_KING, Mover.SIDE_TO_MOVE),
     "宣言勝ち": Outcome(Ending.ENTERING_KING, Mover.SIDE_TO_MOVE),
     "トライ勝ち": Outcome(Ending.ENTERING_KING, Mover.SIDE_TO_MOVE),
+    # Declarations (入玉宣言 as 入玉勝ち) and the try rule (トライ): the side to move declares and wins.
+    "入玉宣言": Outcome(Ending.ENTERING_KING, Mover.SIDE_TO_MOVE),
+    "勝ち宣言": Outcome(Ending.ENTERING_KING, Mover.SIDE_TO_MOVE),
+    "トライ": Outcome(Ending.ENTERING_KING, Mover.SIDE_TO_MOVE),
+    # 不戦勝/不戦敗 (the Kakinoki KIF spec): a game won or lost by default, read like 反則勝ち/反則負け:
+    # 不戦勝 means the side to move wins, 不戦敗 that it loses.
+    "不戦勝": Outcome(Ending.FORFEIT, Mover.SIDE_TO_MOVE),
+    "不戦敗": Outcome(Ending.FORFEIT, Mover.OPPONENT),
     "中断": Outcome(Ending.INTERRUPTED, Mover.NONE),
     "封じ手": Outcome(Ending.INTERRUPTED, Mover.NONE),
     # 不詰 ("no mate") ends a mate-problem line, not a game: it carries no winner.
@@ -109,7 +117,7 @@ RESULT_PATTERN = "|".join(sorted(RESULT_WORDS, key=len, reverse=True))
 # `まで90手で後手の勝ち`, `まで3手で後手の反則勝ち`, `まで14手で時間切れにより後手の勝ち`, `まで256手で持将棋`.
 SUMMARY_LINE = re.compile(
     r"^\s*まで、?(?P<plies>\d+)手(?:目)?で(?:(?P<cause>.*?)により)?"
-    r"(?:(?P<side>先手|後手|下手|上手)の(?P<kind>勝ち|反則勝ち|反則負け|入玉勝ち|宣言勝ち|勝利|負け)"
+    r"(?:(?P<side>先手|後手|下手|上手)の(?P<kind>勝ち|反則勝ち|反則負け|入玉勝ち|宣言勝ち|不戦勝|不戦敗|勝利|負け)"
     r"|(?P<word>千日手|持将棋|中断|詰み|詰|不詰|引き分け|引分け|最大手数|封じ手))")
 
 

@@ -332,8 +332,10 @@ def _summary_result(match: re.Match[str], position: Position) -> tuple[Winner, E
         return _relative_winner(outcome.winner, position.turn), outcome.ending
     side, kind, cause = match.group("side"), match.group("kind"), match.group("cause") or ""
     winner = _SUMMARY_WINNER[side]
-    if kind in ("反則負け", "負け"):
+    if kind in ("反則負け", "負け", "不戦敗"):
         winner = _OTHER[winner]
+    if kind in ("不戦勝", "不戦敗"):
+        return winner, Ending.FORFEIT
     if "反則" in kind or "反則" in cause:
         return winner, Ending.ILLEGAL_MOVE
     if "時間" in cause or "切れ" in cause:
@@ -407,7 +409,7 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     yield from read_games(text, path, "kif", read_kif_move_line)
 
 
-# Result words the writer uses for each ending (ILLEGAL_MOVE depends on who won, see _ending_word).
+# Result words the writer uses for each ending (ILLEGAL_MOVE and FORFEIT depend on who won, see _ending_word).
 _ENDING_WORDS = {Ending.RESIGN: "投了", Ending.CHECKMATE: "詰み", Ending.SENNICHITE: "千日手",
                  Ending.OUTE_SENNICHITE: "千日手", Ending.JISHOGI: "持将棋", Ending.MAX_MOVES: "持将棋",
                  Ending.DRAW: "引き分け", Ending.TIME_UP: "切れ負け", Ending.ENTERING_KING: "入玉勝ち",
@@ -494,6 +496,9 @@ def _ending_word(record: GameRecord, turn: int) -> str:
     if record.ending is Ending.ILLEGAL_MOVE:
         to_move = Winner.BLACK if turn == BLACK else Winner.WHITE
         return "反則勝ち" if record.winner is to_move else "反則負け"
+    if record.ending is Ending.FORFEIT:
+        to_move = Winner.BLACK if turn == BLACK else Winner.WHITE
+        return "不戦勝" if record.winner is to_move else "不戦敗"
     return _ENDING_WORDS.get(record.ending, "")
 
 

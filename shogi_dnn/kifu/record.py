@@ -36,6 +36,7 @@ class Ending(enum.Enum):
     MAX_MOVES = "max_moves"              # %MAX_MOVES, 最大手数 (draw)
     TIME_UP = "time_up"                  # %TIME_UP, 切れ負け, 時間切れ
     ILLEGAL_MOVE = "illegal_move"        # %ILLEGAL_MOVE, %±ILLEGAL_ACTION, 反則勝ち/反則負け
+    FORFEIT = "forfeit"                  # 不戦勝/不戦敗: won or lost by default (no CSA token)
     INTERRUPTED = "interrupted"          # %CHUDAN, 中断 (no result)
     MATTA = "matta"                      # %MATTA (no result)
     NONE = "none"                        # the record stops without an ending (no result)
