@@ -69,6 +69,13 @@ def deterministic():
     tf_config.disable_op_determinism()
 
 
+def tb_steps(run_dir: Path, tag: str) -> list[int]:
+    """The steps of every TensorBoard event of `tag` in RUN/tb, in file order."""
+    return [event.step for event_file in sorted((run_dir / "tb").glob("events.*"))
+            for event in tf.compat.v1.train.summary_iterator(str(event_file))
+            for value in event.summary.value if value.tag == tag]
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
@@ -109,6 +116,8 @@ def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path)
         assert r["samples"] == r["step"] * 32
     train_lines = [r for r in records if r["kind"] == "train"]
     assert all(r["positions_per_s"] > 0 and "positions_per_s" in r["per_gpu"][1] for r in train_lines)
+    validation_lines = [r for r in records if r["kind"] == "validation"]
+    assert all(r["positions_per_s"] > 0 and r["per_gpu"][1]["positions_per_s"] > 0 for r in validation_lines)
     assert [r["stage"] for r in records] == [0, 0, 0, 1, 1, 1]
     assert records[0]["group"] != records[3]["group"]
     # keep the last 3 of the checkpoints at steps 2, 4 (stage end), 6, 8 (stage end)
@@ -199,6 +208,7 @@ def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, k
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     steps = [(r["kind"], r["step"]) for r in read_metrics(killed)]
     assert steps == [(r["kind"], r["step"]) for r in read_metrics(straight_dir)]   # no duplicates
+    assert tb_steps(killed, "loss") == tb_steps(straight_dir, "loss")               # TensorBoard too
 
 
 @pytest.mark.slow
@@ -212,6 +222,10 @@ def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: P
     _, resumed = train(config, dataset, tmp_path / "stopped", devices=2, resume=True)
     for a, b in zip(straight, resumed):
         np.testing.assert_array_equal(a, b)
+    # Every update is logged once: the partial interval before the stop (step 3) is not lost.
+    train_lines = [r for r in read_metrics(tmp_path / "stopped") if r["kind"] == "train"]
+    assert [r["step"] for r in train_lines][:3] == [2, 3, 4]
+    assert sum(g["positions"] for r in train_lines for g in r["per_gpu"]) == train_lines[-1]["samples"]
 
 
 @pytest.mark.slow
@@ -250,3 +264,29 @@ def test_checkpoints_atomic_keep_and_stale(tmp_path: Path) -> None:
     kernel.assign(np.zeros_like(saved))
     assert manager.restore(tmp_path / "checkpoints" / "ckpt-00000003").samples == 96
     np.testing.assert_array_equal(kernel.numpy(), saved)
+
+
+def test_damaged_checkpoint_is_a_one_line_run_error(tmp_path: Path) -> None:
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.model import build_model
+
+    model = build_model(ModelConfig(blocks=0, filters=4, value_hidden=4), seed=1)
+    optimizer = towers.build_optimizer(tiny_config().optim, 32, model=model)
+    manager = checkpoints.CheckpointManager(tmp_path, model, optimizer, keep=2)
+    path = manager.save(TrainState(step=1, samples=32, seed=3), tiny_config())
+    (data,) = path.glob("weights.data-*")
+    with open(data, "r+b") as f:                      # a copy cut short: half the bytes
+        f.truncate(data.stat().st_size // 2)
+    for restore in (lambda: manager.restore(path), lambda: checkpoints.restore_model(tmp_path)):
+        with pytest.raises(RunError, match="ckpt-00000001: cannot restore") as info:
+            restore()
+        assert "\n" not in str(info.value)
+    good = json.loads((path / "state.json").read_text())
+    for text in ("{not json", "[1, 2]", json.dumps({**good, "config": "x"}), '{"state": 5}'):
+        (path / "state.json").write_text(text)
+        with pytest.raises(RunError, match="ckpt-00000001/state.json: ") as info:
+            checkpoints.read_state(path)
+        assert "\n" not in str(info.value)
+    (path / "state.json").write_bytes(b"\xff\xfe{")
+    with pytest.raises(RunError, match="unreadable checkpoint state"):
+        checkpoints.restore_model(tmp_path)
