@@ -10,9 +10,9 @@ Measures, at one global batch B for every device count:
                  windows of --pipeline-positions positions at --pipeline-batch (default: B);
   (b) towers     towers.make_train_step fed by strategy.experimental_distribute_dataset, on 1, 2 and 4
                  devices (the first GPUs, else logical CPUs split before TensorFlow initialises), called
-                 as the trainer does, step(next(iterator)) from Python ("towers"), and with next() inside
-                 a tf.function as model.fit does ("towers-iter": the per-replica batch never crosses
-                 the Python boundary);
+                 as step(next(iterator)) from Python ("towers"), and as the trainer calls it,
+                 towers.make_iterator_step: next() inside the update's tf.function, as model.fit feeds
+                 itself ("towers-iter": the per-replica batch never crosses the Python boundary);
   (c) model.fit  Keras' own fit under the same MirroredStrategy, on the same model, data and batch.
 Each (b)/(c) point: --warmup untimed steps (tracing, allocation), then --repeats windows of --steps
 optimizer steps, interleaved across the three methods; the best window is the figure (the JSON also
@@ -49,8 +49,8 @@ SCHEMA = "shogi-dnn/bench-train/1"
 DEFAULT_DEVICES = (1, 2, 4)
 SYNTHETIC_SHARD_ROWS = 131072           # 32 chunks of shards.CHUNK_ROWS per synthetic shard
 PIPELINE = "pipeline"
-TOWERS = "towers"                       # the trainer's loop: step(next(iterator)) from Python
-TOWERS_IN_GRAPH = "towers-iter"         # the same step, next(iterator) inside a tf.function (as fit does)
+TOWERS = "towers"                       # the step called from Python: step(next(iterator))
+TOWERS_IN_GRAPH = "towers-iter"         # the trainer's loop: towers.make_iterator_step (next() in the graph)
 FIT = "model.fit"
 
 
@@ -209,14 +209,12 @@ def _build(strategy, cfg: Config, global_batch: int):
 class TowerRunner:
     """(b) Our tower step (towers.make_train_step) on the distributed pipeline.
 
-    in_graph=False: step(next(iterator)) from Python, as the trainer calls it (TOWERS);
-    in_graph=True: next(iterator) inside a tf.function, as model.fit feeds itself (TOWERS_IN_GRAPH):
-    the per-replica batch never crosses the Python boundary.
+    in_graph=False: step(next(iterator)) from Python (TOWERS);
+    in_graph=True: towers.make_iterator_step, the trainer's update: next(iterator) inside the tf.function,
+    as model.fit feeds itself (TOWERS_IN_GRAPH): the per-replica batch never crosses the Python boundary.
     """
 
     def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int, in_graph: bool) -> None:
-        import tensorflow as tf
-
         from shogi_dnn import towers
 
         self.method = TOWERS_IN_GRAPH if in_graph else TOWERS
@@ -224,10 +222,11 @@ class TowerRunner:
         model, optimizer = _build(strategy, cfg, global_batch)
         train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch,
                                             micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm)
+
         def step(iterator):
             return train_step(next(iterator))
 
-        self._step = tf.function(step) if in_graph else step
+        self._step = towers.make_iterator_step(train_step, 1) if in_graph else step
         self._batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
 
     def run(self, steps: int) -> float:
