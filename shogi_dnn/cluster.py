@@ -159,8 +159,8 @@ def resolve_cluster(workers: str | None, worker_index: int | None,
 def worker_dir(run_dir: Path, cluster: Cluster | None) -> Path:
     """Where this worker writes: the run directory for the chief (or a single machine), RUN/workerI for
     the others. Every worker must take part in each checkpoint save (TensorFlow's rule); the others'
-    checkpoint copies go to their own directory (metrics, TensorBoard and the final model are the chief's), so each worker can also resume from
-    its own disk when RUN is not shared between machines."""
+    checkpoint copies go to their own directory (metrics, TensorBoard and the final model are the
+    chief's), so each worker can also resume from its own disk when RUN is not shared between machines."""
     if cluster is None or cluster.is_chief:
         return Path(run_dir)
     return Path(run_dir) / f"worker{cluster.worker_id}"
