@@ -26,7 +26,7 @@ import keras
 import tensorflow as tf
 
 from shogi_dnn.config import Config, from_dict
-from shogi_dnn.errors import RunError
+from shogi_dnn.errors import RunError, ShogiDnnError
 from shogi_dnn.stages import TrainState
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -77,8 +77,22 @@ def read_state(path: Path) -> tuple[TrainState, Config]:
     try:
         raw = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
         return TrainState.from_dict(raw["state"], origin), from_dict(raw["config"], origin=origin)
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise RunError(f"{origin}: unreadable checkpoint state ({exc!r})") from exc
+    except ShogiDnnError:
+        raise                    # already one line naming the file (RunError, ConfigError)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:   # also bad UTF-8, non-dict JSON
+        raise RunError(f"{origin}: unreadable checkpoint state ({_first_line(exc)})") from exc
+
+
+# What reading a damaged weights file can raise: besides OpError, a truncated weights.data-* raises
+# IndexError ("Read less bytes than requested"), a mangled index ValueError/KeyError/...
+_READ_ERRORS = (tf.errors.OpError, AssertionError, ValueError, IndexError, KeyError, TypeError, OSError,
+                RuntimeError)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, or its type name when it has none."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -122,8 +136,8 @@ class CheckpointManager:
         """Load weights and optimizer state from a checkpoint (optimizer already built). Returns its state."""
         try:
             self.tracked.read(str(path / WEIGHTS_PREFIX)).assert_existing_objects_matched()
-        except (tf.errors.OpError, AssertionError, ValueError) as exc:
-            raise RunError(f"{path}: cannot restore ({str(exc).splitlines()[0]})") from exc
+        except _READ_ERRORS as exc:
+            raise RunError(f"{path}: cannot restore ({_first_line(exc)})") from exc
         self.last_saved_step = read_state(path)[0].step
         return read_state(path)[0]
 
@@ -140,8 +154,8 @@ def restore_model(run_dir: str | Path, checkpoint: str | None = None) -> keras.M
     model = build_model(config.model)
     try:
         tf.train.Checkpoint(model=model).read(str(path / WEIGHTS_PREFIX)).expect_partial()
-    except (tf.errors.OpError, ValueError) as exc:
-        raise RunError(f"{path}: cannot restore the model ({str(exc).splitlines()[0]})") from exc
+    except _READ_ERRORS as exc:
+        raise RunError(f"{path}: cannot restore the model ({_first_line(exc)})") from exc
     return model
 
 

@@ -14,6 +14,7 @@ baselines {side_to_move, material, train_positions, fitted_on}, seconds, positio
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +56,13 @@ def run_strategy(run_dir: Path, simulate_devices: int | None) -> tf.distribute.S
     if simulate_devices is not None:
         return towers.make_strategy(simulate_devices=simulate_devices)
     devices = [str(d) for d in runinfo.read_run_json(run_dir).get("devices", [])]
+    local = this_machine_devices(devices)
+    if local != devices:      # a multi-worker run: this machine's devices of the same kind
+        strategy = _cluster_run_strategy(devices, local)
+        used = [str(d).rsplit("device:", 1)[-1] for d in strategy.extended.worker_devices]
+        log.info("the run was trained on %d towers of a cluster (%s ...); evaluating on this machine's %s",
+                 len(devices), devices[0], ", ".join(used))
+        return strategy
     if len(devices) > 1 and all("CPU" in d.upper() for d in devices):
         return towers.make_strategy(simulate_devices=len(devices))
     if devices:
@@ -64,6 +72,34 @@ def run_strategy(run_dir: Path, simulate_devices: int | None) -> tf.distribute.S
             raise RunError(f"{exc}; the run was trained on {', '.join(devices)}: "
                            "pass --simulate-devices N to evaluate on this machine") from exc
     return towers.make_strategy()
+
+
+_WORKER_PREFIX = re.compile(r"^[^/]*@[^/]*/")      # 'worker1@10.0.0.2:2222/' (cluster.device_names)
+
+
+def this_machine_devices(devices: Sequence[str]) -> list[str]:
+    """The run.json devices without a cluster's 'workerN@host:port/' prefix, deduplicated in order:
+    ['worker0@a:1/GPU:0', 'worker0@a:1/GPU:1', 'worker1@b:1/GPU:0', ...] -> ['GPU:0', 'GPU:1']."""
+    local = [_WORKER_PREFIX.sub("", d) for d in devices]
+    if local == list(devices):
+        return local
+    return list(dict.fromkeys(local))
+
+
+def _cluster_run_strategy(devices: Sequence[str], local: Sequence[str]) -> tf.distribute.Strategy:
+    """Towers for a multi-worker run on this one machine: its devices of the run's kind (N logical CPUs
+    for N CPU devices a worker); those of them that exist, else the default devices."""
+    if all("CPU" in d.upper() for d in local):
+        return towers.make_strategy(simulate_devices=len(local)) if len(local) > 1 else \
+            towers.make_strategy(devices=local)
+    try:
+        return towers.make_strategy(devices=local)
+    except RunError:
+        known = {d.name.rsplit("device:", 1)[-1].upper() for d in tf.config.list_logical_devices()}
+        present = [d for d in local if d.upper() in known]
+        log.warning("this machine lacks some of the run's devices (%s); using %s", ", ".join(local),
+                    ", ".join(present) or "the default devices")
+        return towers.make_strategy(devices=present) if present else towers.make_strategy()
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> keras.Model:

@@ -149,3 +149,53 @@ def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_pa
     result = evaluate.evaluate_run(copy, split="test", simulate_devices=1)
     assert result["model"] == "ckpt-00000016" and result["positions"] == 100
     assert result["loss"] == pytest.approx(evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)["loss"])
+
+
+@pytest.mark.slow
+def test_truncated_checkpoint_is_a_one_line_error(tmp_path_factory, tmp_path, capsys) -> None:
+    import shutil
+
+    from tests.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    ckpt = copy / "checkpoints" / "ckpt-00000016"
+    (data,) = ckpt.glob("weights.data-*")
+    with open(data, "r+b") as f:                      # a copy cut short: half the bytes
+        f.truncate(data.stat().st_size // 2)
+    assert cli.main(["evaluate", "--run-dir", str(copy), "--checkpoint", "16", "--simulate-devices", "1"]) == 2
+    (copy / "model.keras").unlink()                   # no final model: the latest checkpoint
+    assert cli.main(["predict", "--run-dir", str(copy), "startpos"]) == 2
+    (ckpt / "state.json").write_text("{\"state\": ")  # corrupt state/config JSON
+    assert cli.main(["evaluate", "--run-dir", str(copy), "--simulate-devices", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3, err
+    assert all(line.startswith(f"shogi-dnn {cmd}: error: {ckpt}") for line, cmd in
+               zip(err, ("evaluate", "predict", "evaluate")))
+    assert "cannot restore the model" in err[0] and "cannot restore the model" in err[1]
+    assert "state.json: unreadable checkpoint state" in err[2]
+
+
+def test_a_multi_worker_run_is_evaluated_on_this_machines_devices(planted, tmp_path, caplog) -> None:
+    import logging
+    import shutil
+
+    _, run_dir, result = planted
+    assert evaluate.this_machine_devices(["worker0@10.0.0.1:2222/GPU:0", "worker0@10.0.0.1:2222/GPU:1",
+                                          "worker1@10.0.0.2:2222/GPU:0", "worker1@10.0.0.2:2222/GPU:1"]
+                                         ) == ["GPU:0", "GPU:1"]
+    assert evaluate.this_machine_devices(["CPU:0", "CPU:1"]) == ["CPU:0", "CPU:1"]
+    for per_worker in (2, 1):
+        copy = tmp_path / f"run{per_worker}"
+        shutil.copytree(run_dir, copy)
+        info = json.loads((copy / "run.json").read_text())
+        info["devices"] = [f"worker{w}@127.0.0.1:{w + 1}/CPU:{d}" for w in range(2) for d in range(per_worker)]
+        info["num_workers"], info["num_replicas"] = 2, 2 * per_worker
+        (copy / "run.json").write_text(json.dumps(info))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="shogi_dnn.evaluate"):
+            got = evaluate.evaluate_run(copy, split="validation", global_batch=32)
+        assert len(got["per_gpu"]) == per_worker
+        assert got["loss"] == pytest.approx(result["loss"], abs=1e-5)
+        assert any("evaluating on this machine's CPU:0" in r.getMessage() for r in caplog.records)
