@@ -1,6 +1,8 @@
 """What is in a dataset folder or a shard: counts, splits, label balance, endings, and a position dump.
 
-Used by `shogi-dnn inspect`. Reads shards chunk by chunk, so it works on datasets of any size.
+Used by `shogi-dnn inspect`. Reads shards chunk by chunk, so it works on datasets of any size. Game
+records (a CSA/KIF/KI2/SFEN file, or a `startpos ...`/`sfen ...` position argument as `predict` takes
+it) are summarised game by game and dumped in the same `SFEN<TAB>label<TAB>game<TAB>ply` form.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 
-from shogi_dnn import shards
-from shogi_dnn.errors import ShardFormatError
-from shogi_dnn.features import LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position
+from shogi_dnn import kifu, shards
+from shogi_dnn.errors import KifuError, ShardFormatError
+from shogi_dnn.features import LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
+from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +47,8 @@ def resolve(path: str | Path) -> list[ShardRef]:
             raise ShardFormatError(f"{missing[0]}: listed in {path / shards.MANIFEST_NAME} but missing")
         return refs
     if not path.exists():
-        raise ShardFormatError(f"{path}: no such dataset folder or shard")
+        raise ShardFormatError(f"{path}: no such dataset folder, shard or record file, "
+                               "nor a 'startpos'/'sfen' position")
     with shards.open_shard(path) as f:
         split = str(f.attrs.get("split", "?"))
     return [ShardRef(split, path)]
@@ -147,3 +152,119 @@ def iter_sfen_lines(refs: list[ShardRef]) -> Iterator[str]:
                 for i in range(len(win)):
                     sfen = decode_position(board[i], hands[i], int(turn[i]), int(ply[i]))
                     yield f"{sfen}\t{float(win[i]):g}\t{int(game[i])}\t{int(ply[i])}"
+
+
+# --- game records and position arguments -------------------------------------------------------------
+
+NO_LABEL = "-"          # the label of a position whose game has no known result
+SHARD_SUFFIXES = (".h5", ".hdf5")
+_POSITION_WORDS = ("startpos", "sfen", "position")
+
+
+def looks_like_position(text: str) -> bool:
+    """True for `[position] startpos ...`, `[position] sfen ...` or a bare SFEN (a board of 9 ranks)."""
+    tokens = text.split()
+    return bool(tokens) and (tokens[0] in _POSITION_WORDS or tokens[0].count("/") == 8)
+
+
+def read_records(target: str) -> list[GameRecord | KifuError] | None:
+    """The games of a record file or of a position argument, in order (bad games as KifuErrors).
+
+    None when `target` is a dataset folder or a shard (an .h5/.hdf5 file, or any HDF5 file without a
+    record suffix), or names nothing: `resolve` then reads or rejects it. A record file's format is
+    taken from its suffix, else from its content (kifu.read_record_file).
+
+    Raises:
+        KifuError: a position argument that cannot be read (bad token or illegal move).
+    """
+    path = Path(target)
+    if path.is_dir():
+        return None
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix in SHARD_SUFFIXES or (suffix not in kifu.RECORD_SUFFIXES and h5py.is_hdf5(path)):
+            return None
+        return list(kifu.read_record_file(path))
+    if not looks_like_position(target):
+        return None
+    from shogi_dnn.predict import read_position  # the parser `predict` uses for its position argument
+
+    return [read_position(target)]
+
+
+def good_games(items: list[GameRecord | KifuError]) -> list[tuple[int, GameRecord]]:
+    """(game number, record) of the readable games; numbers are 1-based over all games, bad ones too,
+    as `predict --game N` counts them.
+
+    Raises:
+        KifuError: no game can be read (the first error, with the count of bad games when several).
+    """
+    good = [(n, item) for n, item in enumerate(items, start=1) if isinstance(item, GameRecord)]
+    if good:
+        return good
+    errors = [item for item in items if isinstance(item, KifuError)]
+    if not errors:
+        raise KifuError("<input>", 0, "no game in the input")
+    first = errors[0]
+    if len(errors) == 1:
+        raise first
+    ply = f" (ply {first.ply})" if first.ply else ""
+    raise KifuError(first.path, first.line, f"{first.reason}{ply}; no readable game ({len(errors)} bad)")
+
+
+def record_start(record: GameRecord) -> str:
+    """`startpos`, or `sfen <SFEN>` (preceded by the 手合割 name of a handicap start)."""
+    if record.start_sfen == STANDARD_START_SFEN:
+        return "startpos"
+    return (f"{record.handicap}: " if record.handicap else "") + f"sfen {record.start_sfen}"
+
+
+def record_dict(number: int, record: GameRecord) -> dict[str, Any]:
+    """JSON-able description of one game of a record input."""
+    return {"game": number, "source": str(record.source), "format": record.format,
+            "moves": len(record.moves), "positions": len(record.moves) + 1,
+            "winner": record.winner.value, "ending": record.ending.value, "has_result": record.has_result,
+            "start_sfen": record.start_sfen, "handicap": record.handicap,
+            "black": record.black, "white": record.white, "event": record.event}
+
+
+def records_summary_dict(name: str, items: list[GameRecord | KifuError]) -> dict[str, Any]:
+    """JSON-able summary of a record input: totals, each readable game, and the bad games' errors."""
+    games = [record_dict(n, r) for n, r in good_games(items)]
+    return {"input": name, "games": len(games), "positions": sum(g["positions"] for g in games),
+            "with_result": sum(g["has_result"] for g in games),
+            "winners": dict(sorted(collections.Counter(g["winner"] for g in games).items())),
+            "endings": dict(collections.Counter(g["ending"] for g in games).most_common()),
+            "records": games, "errors": [str(e) for e in items if isinstance(e, KifuError)]}
+
+
+def format_records_summary(name: str, items: list[GameRecord | KifuError]) -> str:
+    """A readable table of a record input: one line per readable game (bad games are in `errors`)."""
+    data = records_summary_dict(name, items)
+    bad = f", {len(data['errors'])} unreadable" if data["errors"] else ""
+    games = f"{data['games']} games ({data['with_result']} with a result{bad})"
+    lines = [f"{name}: {games}, {data['positions']} positions"]
+    width = max(len("source"), *(len(g["source"]) for g in data["records"]))
+    lines.append(f"{'game':>5}{'moves':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}  start")
+    for game, (_, record) in zip(data["records"], good_games(items)):
+        lines.append(f"{game['game']:>5}{game['moves']:>7}  {game['winner']:<9}{game['ending']:<16}"
+                     f"{game['source']:<{width}}  {record_start(record)}")
+    return "\n".join(lines)
+
+
+def record_sfen_lines(number: int, record: GameRecord) -> Iterator[str]:
+    """`SFEN<TAB>label<TAB>game<TAB>ply` for every position of one game, as iter_sfen_lines gives them
+    for a dataset (same SFEN form, ply and label from the side to move); the label is NO_LABEL ('-')
+    when the game has no known result."""
+    from shogi_dnn.predict import game_positions
+
+    positions = game_positions(record)
+    count = len(positions.turn)
+    fields = record.start_sfen.split()
+    start_ply = int(fields[3]) - 1 if len(fields) > 3 else 0
+    labels = game_labels(record.winner, int(positions.turn[0]), count) if record.has_result else None
+    for i in range(count):
+        ply = start_ply + i
+        sfen = decode_position(positions.board[i], positions.hands[i], int(positions.turn[i]), ply)
+        label = f"{float(labels[i]):g}" if labels is not None else NO_LABEL
+        yield f"{sfen}\t{label}\t{number}\t{ply}"

@@ -125,3 +125,81 @@ def test_errors_are_one_line(dataset, tmp_path: Path, capsys: pytest.CaptureFixt
     victim.write_bytes(bytes(data))
     assert cli.main(["inspect", str(copy), "--verify"]) == 2
     assert "sha256 differs" in capsys.readouterr().err
+
+
+# --- game records and positions --------------------------------------------------------------------
+
+SFEN_FILE = Path(__file__).parent / "data" / "sfen" / "games.sfen"
+KIF_FILE = Path(__file__).parent / "data" / "kif" / "mogproject-001.kif"     # 111 moves, Black won by 投了
+
+
+def test_sfen_file_summary_dump_and_bad_lines(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["inspect", str(SFEN_FILE)]) == 0
+    captured = capsys.readouterr()
+    # two bad lines are reported as file:line: reason; the seven good games are still shown
+    assert captured.err.splitlines() == [f"{SFEN_FILE}:7: illegal move 2h2b (ply 3)",
+                                         f"{SFEN_FILE}:10: expected 'moves' after the position, got '7g7f'"]
+    lines = captured.out.splitlines()
+    assert lines[0] == f"{SFEN_FILE}: 7 games (0 with a result, 2 unreadable), 18 positions"
+    assert lines[2].split() == ["1", "5", "unknown", "none", f"{SFEN_FILE}:3", "startpos"]
+    assert lines[6].split()[:5] == ["6", "1", "unknown", "none", f"{SFEN_FILE}:8"]
+    assert lines[6].endswith("sfen 4k4/9/9/9/9/9/9/9/4K4 b P2p 12")
+    assert len(lines) == 2 + 7
+
+    assert cli.main(["inspect", str(SFEN_FILE), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["games"], data["positions"], data["with_result"], len(data["errors"])) == (7, 18, 0, 2)
+    assert [g["game"] for g in data["records"]] == [1, 2, 3, 4, 6, 7, 9]      # numbered as predict --game
+
+    assert cli.main(["inspect", str(SFEN_FILE), "--sfen"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 18 and all(r[1] == "-" for r in rows)                  # no result: label '-'
+    assert rows[:2] == [[STANDARD_START_SFEN, "-", "1", "0"],
+                        ["lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2", "-", "1", "1"]]
+    # a start with move number 12: ply 11, then 12
+    assert [r for r in rows if r[2] == "6"] == [["4k4/9/9/9/9/9/9/9/4K4 b P2p 12", "-", "6", "11"],
+                                                ["4k4/9/9/9/9/9/9/4K4/9 w P2p 13", "-", "6", "12"]]
+
+
+def test_position_string_with_moves(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["inspect", "startpos moves 7g7f 3c3d", "--sfen"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [r[3] for r in rows] == ["0", "1", "2"] and {r[1] for r in rows} == {"-"}
+    assert rows[-1][0] == "lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3"
+    # unquoted words are joined, as predict takes them; a bare SFEN works too
+    words = ["sfen", "4k4/9/4P4/9/9/9/9/9/4K4", "b", "2rG2b3g4s4n4l17p", "moves", "G*5b"]
+    assert cli.main(["inspect", *words]) == 0
+    out = capsys.readouterr().out
+    assert "1 games (0 with a result), 2 positions" in out and "<position>:1" in out
+    assert cli.main(["inspect", "4k4/9/4P4/9/9/9/9/9/4K4 w - 7", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["records"][0]["start_sfen"] == "4k4/9/4P4/9/9/9/9/9/4K4 w - 7"
+
+
+def test_kif_file_labels_from_the_side_to_move(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["inspect", str(KIF_FILE), "--json"]) == 0
+    game = json.loads(capsys.readouterr().out)["records"][0]
+    got = (game["moves"], game["winner"], game["ending"], game["source"])
+    assert got == (111, "black", "resign", f"{KIF_FILE}:1")
+    assert cli.main(["inspect", str(KIF_FILE), "--sfen"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 112 and [r[3] for r in rows] == [str(i) for i in range(112)]
+    # Black won: 1 when Black is to move (even plies), 0 when White is
+    assert all(r[1] == ("1" if int(r[3]) % 2 == 0 else "0") for r in rows)
+    assert all(r[0].split()[1] == ("b" if int(r[3]) % 2 == 0 else "w") for r in rows)
+    assert rows[0][0] == STANDARD_START_SFEN and {r[2] for r in rows} == {"1"}
+
+
+def test_bad_records_and_positions_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.sfen"
+    bad.write_text("startpos moves 7g7f 7g7f\nstartpos moves 9a9b\n")
+    cases = [("startpos moves 7g7f 7g7f", "<position>:1: illegal move 7g7f (ply 2)"),
+             ("sfen 9/9 b", "<position>:1: SFEN needs board, side to move and hands"),
+             (str(bad), f"{bad}:1: illegal move 7g7f (ply 2); no readable game (2 bad)"),
+             (str(tmp_path / "missing.kif"), "no such dataset folder, shard or record file")]
+    for target, message in cases:
+        assert cli.main(["inspect", target, "--sfen"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and message in err, err
+    assert cli.main(["inspect", str(SFEN_FILE), "--verify"]) == 2
+    assert "--verify needs a dataset folder" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""`shogi-dnn inspect PATH [--sfen] [--json] [--verify]`: summarise a dataset folder or one shard."""
+"""`shogi-dnn inspect PATH [--sfen] [--json] [--verify]`: summarise a dataset folder or one shard, or
+the games of a record file (CSA, KIF, KI2, SFEN/USI lines) or of a position (`startpos moves ...`)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,23 @@ import os
 import sys
 
 from shogi_dnn import inspection
-from shogi_dnn.errors import ShardFormatError
+from shogi_dnn.errors import KifuError, ShardFormatError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shogi-dnn inspect",
-        description="Games, positions, splits, label balance and endings of a dataset folder or one shard.")
-    parser.add_argument("path", metavar="PATH", help="dataset folder (with manifest.json) or one .h5 shard")
+        description="Games, positions, splits, label balance and endings of a dataset folder or one "
+                    "shard; or each game (moves, winner, ending, start, file:line) of a game record file "
+                    "or a position.")
+    parser.add_argument("path", metavar="PATH", nargs="+",
+                        help="dataset folder (with manifest.json), one .h5 shard, a record file (CSA, KIF, "
+                             "KI2, SFEN/USI lines), or a position: 'startpos [moves ...]', "
+                             "'sfen ... [moves ...]' or a bare SFEN")
     parser.add_argument("--sfen", action="store_true",
-                        help="print SFEN<TAB>label<TAB>game<TAB>ply for every position of every split")
+                        help="print SFEN<TAB>label<TAB>game<TAB>ply for every position of every split (of a "
+                             "record: of every readable game, numbered from 1 in the file; the label is "
+                             f"'{inspection.NO_LABEL}' when the game's result is unknown, e.g. SFEN lines)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--verify", action="store_true", help="check every shard's sha256 against the manifest")
     return parser
@@ -25,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.path = " ".join(args.path)
+    records = inspection.read_records(args.path)
+    if records is not None:
+        return _inspect_records(args, records)
     refs = inspection.resolve(args.path)
     if args.verify:
         bad = inspection.verify(refs)
@@ -43,6 +55,32 @@ def main(argv: list[str] | None = None) -> int:
             if args.verify:
                 print(f"verified: {len(refs)} shards match the manifest")
     except BrokenPipeError:          # `inspect --sfen | head`: the reader went away; not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())   # so the exit-time flush does not complain either
+        _quiet_stdout()
+    return 0
+
+
+def _quiet_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())   # so the exit-time flush does not complain either
+
+
+def _inspect_records(args: argparse.Namespace, items: list) -> int:
+    """A record file or position: bad games as `file:line: reason` on stderr, the good ones shown."""
+    if args.verify:
+        raise ShardFormatError(f"{args.path}: --verify needs a dataset folder (a record has no manifest)")
+    games = inspection.good_games(items)          # raises when no game is readable
+    for item in items:
+        if isinstance(item, KifuError):
+            print(item, file=sys.stderr)
+    try:
+        if args.sfen:
+            for number, record in games:
+                for line in inspection.record_sfen_lines(number, record):
+                    sys.stdout.write(line + "\n")
+        elif args.json:
+            print(json.dumps(inspection.records_summary_dict(args.path, items), indent=2, ensure_ascii=False))
+        else:
+            print(inspection.format_records_summary(args.path, items))
+    except BrokenPipeError:
+        _quiet_stdout()
     return 0
