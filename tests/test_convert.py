@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import random
 import shutil
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -354,6 +356,35 @@ def test_cli_convert(corpus, tmp_path: Path, capsys: pytest.CaptureFixture) -> N
     err = capsys.readouterr().err
     assert code == 2 and f"{tmp_path / 'missing'}: no such file or folder" in err   # a typo fails fast
     assert not (tmp_path / "y").exists() and "Traceback" not in err
+
+
+class _FakeTty(io.StringIO):
+    """stderr as a terminal: convert shows its bar only there (--no-progress or no TTY: none)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_cli_progress_bar_reports_files_games_and_positions(corpus, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root, games = corpus
+    stream = _FakeTty()
+    monkeypatch.setattr(sys, "stderr", stream)
+    out = tmp_path / "bar"
+    assert cli.main(["convert", str(root), "--out", str(out), "--workers", "1", "--shard-size", "150"]) == 0
+    totals = shards.read_manifest(out).totals
+    files = len(list(root.rglob("*.csa")))
+    assert totals["games"] == len(games) > 0 and files == 4
+    final = stream.getvalue().split("\r")[-1].splitlines()[0]       # the bar's last redraw
+    assert f"{files}/{files}" in final and "100%" in final, final
+    assert f"games={totals['games']}" in final and f"positions={totals['positions']}" in final, final
+    assert "errors=0" in final, final
+    # --no-progress on the same terminal: no bar
+    quiet = _FakeTty()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    assert cli.main(["convert", str(root), "--out", str(tmp_path / "quiet"), "--workers", "1",
+                     "--shard-size", "150", "--no-progress"]) == 0
+    assert f"{files}/{files}" not in quiet.getvalue()
 
 
 def test_unreadable_input_is_reported_and_the_rest_converted(corpus, tmp_path: Path) -> None:
