@@ -58,6 +58,9 @@ class DataConfig:
     shuffle_buffer: int = 16384     # positions in the shuffle buffer
     mirror: bool = False            # random left-right mirroring of the board (augmentation)
     validation_positions: int = 0   # cap on validation positions per stage (0 = the whole split)
+    read_lanes: int = 0             # read lanes L the stream is cut into (pipeline.py): worker w of W reads only
+                                    # lanes [wL/W, (w+1)L/W); 0 = one per worker (1 on one machine). The data
+                                    # order depends on L: fix it (e.g. 8) to keep it on any worker count dividing L
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +194,8 @@ def _check_ranges(config: Config, origin: str) -> None:
             raise ConfigError(f"{origin}: {key} must be positive")
     if config.optim.lr <= 0:
         raise ConfigError(f"{origin}: optim.lr must be positive")
+    if config.data.read_lanes < 0:
+        raise ConfigError(f"{origin}: data.read_lanes = {config.data.read_lanes} must be >= 0 (0 = one per worker)")
 
 
 def global_batch(config: Config, num_replicas: int) -> int:

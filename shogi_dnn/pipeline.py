@@ -9,9 +9,16 @@ The training *sample stream* of one pass over a sample group is a pure function 
      buffer is read (whole compressed chunks, never a whole dataset), its rows are permuted with a
      generator seeded by (seed, buffer index), and with `mirror` a seeded coin flips each board
      left-right (features.mirror_board);
-  3. the buffers, concatenated, are the stream. `skip_samples` drops a prefix of it (exact resume:
-     whole buffers before the resume point are not even read), then it is sliced into batches of
-     `global_batch` rows in numpy (the final partial batch is dropped).
+  3. the buffers are dealt round-robin to L *read lanes* (data.read_lanes; buffer i goes to lane
+     i % L, keeping its global index i for its seed); a lane's rows are the concatenation of its
+     buffers. Global batch s (B = global_batch rows, B % L == 0) is the concatenation, in lane order,
+     of rows [s*B/L, (s+1)*B/L) of every lane. With L = 1 the stream is simply the buffers concatenated.
+     `skip_samples` (a multiple of L) drops a prefix of the stream: each lane skips skip/L rows (exact
+     resume: whole buffers before the resume point are not even read). A pass has
+     min over lanes of floor((lane rows - skip/L) / (B/L)) full batches (the rest is dropped), a number
+     count_batches computes from the shard metadata and the seed, without reading data.
+
+The stream depends on L (not on the number of towers or workers): keep L fixed to keep the data order.
 
 Batches are cut in numpy and a Python generator yields *whole batches*, never samples (per-sample
 generators manage a few thousand positions/s): one call yields the stack of every whole batch a shuffle
@@ -20,9 +27,12 @@ Batches stay compact (uint8 codes); the model expands them into planes on the de
 
 Distribution: without an input context each element is a global batch, to be split across towers by
 `strategy.experimental_distribute_dataset` (contiguous slices, tower 0 first). With an input context
-(`strategy.distribute_datasets_from_function`, also multi-worker) the pipeline of worker w yields, for
-each global batch, its slice of it as consecutive per-replica batches, so the towers of the whole
-cluster together see exactly the stream one machine would see.
+(`strategy.distribute_datasets_from_function`, one machine or several) worker w of W (L % W == 0)
+reads *only* lanes [w*L/W, (w+1)*L/W) (the chunks of the other lanes are never read) and yields, for
+each global batch, its share of it (rows [w*B/W, (w+1)*B/W)) as consecutive per-replica batches,
+so the towers of the whole cluster together see exactly the stream one machine would see with the
+same L. Every worker still opens every shard of the group for its metadata (chunk layout), to plan
+the buffers and count the batches.
 """
 
 from __future__ import annotations
@@ -200,26 +210,40 @@ def _shuffle_buffer(rows: Batch, seed: int, index: int, mirror: bool) -> Batch:
 
 
 def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror: bool,
-                skip_samples: int = 0) -> Iterator[Batch]:
-    """The sample stream of one pass (see the module docstring), as consecutive blocks of rows.
+                skip_samples: int = 0, lanes: int = 1, lane: int = 0) -> Iterator[Batch]:
+    """The rows of read lane `lane` of `lanes` (with lanes = 1: the sample stream of one pass; see the
+    module docstring), as consecutive blocks of rows.
 
     Yields:
         dicts keyed as KEYS: board [n, 81] uint8, hands [n, 14] uint8, win [n] float32, ply [n] int16;
-        their concatenation is the stream without its first `skip_samples` rows.
+        their concatenation is the lane's rows without their first `skip_samples`.
     """
     buffers = plan_buffers(paths, seed, shuffle_buffer)
-    sizes = np.asarray([sum(len(c) for c in b) for b in buffers], np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    _check_skip(skip_samples, int(starts[-1]))
-    first = int(np.searchsorted(starts, skip_samples, side="right") - 1)
+    _check_skip(skip_samples, _lane_rows(buffers, lanes)[lane])
     reader = _ShardReader(paths)
     try:
-        for index in range(first, len(buffers)):
-            rows = _shuffle_buffer(reader.read(buffers[index]), seed, index, mirror)
-            offset = skip_samples - int(starts[index]) if index == first else 0
-            yield {key: value[offset:] for key, value in rows.items()} if offset else rows
+        yield from _iter_lane(reader, buffers, lanes, lane, seed=seed, mirror=mirror, skip=skip_samples)
     finally:
         reader.close()
+
+
+def _lane_rows(buffers: Sequence[tuple[Chunk, ...]], lanes: int) -> list[int]:
+    """Rows of each read lane (buffer i belongs to lane i % lanes)."""
+    return [sum(len(c) for b in buffers[lane::lanes] for c in b) for lane in range(lanes)]
+
+
+def _iter_lane(reader: _ShardReader, buffers: Sequence[tuple[Chunk, ...]], lanes: int, lane: int, *,
+               seed: int, mirror: bool, skip: int) -> Iterator[Batch]:
+    """Blocks of rows of one lane without its first `skip` rows; buffers before them are not read."""
+    indices = range(lane, len(buffers), lanes)
+    sizes = np.asarray([sum(len(c) for c in buffers[i]) for i in indices], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    first = int(np.searchsorted(starts, skip, side="right") - 1)   # == len(indices) past the lane's end
+    for position in range(first, len(indices)):
+        index = indices[position]
+        rows = _shuffle_buffer(reader.read(buffers[index]), seed, index, mirror)
+        offset = skip - int(starts[position]) if position == first else 0
+        yield {key: value[offset:] for key, value in rows.items()} if offset else rows
 
 
 def _check_skip(skip_samples: int, total: int) -> None:
@@ -246,16 +270,25 @@ def _stack_batches(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> I
         yield {key: value[None] for key, value in carry.items()}
 
 
-def _worker_slices(stacks: Iterator[Batch], global_batch: int,
-                   input_context: tf.distribute.InputContext) -> Iterator[Batch]:
-    """For each global batch, this worker's slice of it as consecutive per-replica batches:
-    [k, global_batch, ...] -> [k * replicas_per_worker, per_replica_batch, ...]."""
-    per_replica = input_context.get_per_replica_batch_size(global_batch)
-    replicas = global_batch // per_replica // input_context.num_input_pipelines
-    first = input_context.input_pipeline_id * replicas * per_replica
-    for stack in stacks:
-        yield {key: value[:, first:first + replicas * per_replica].reshape((-1, per_replica, *value.shape[2:]))
-               for key, value in stack.items()}
+def _merge_lanes(lanes: list[Iterator[Batch]], lane_batch: int, limit: int) -> Iterator[Batch]:
+    """Read lanes in lockstep into batch stacks [k, len(lanes) * lane_batch, ...]: batch s is the
+    concatenation, in lane order, of rows [s * lane_batch, (s + 1) * lane_batch) of every lane.
+    Stops after `limit` batches (nothing more is read) or when a lane runs out."""
+    pending: list[Batch | None] = [None] * len(lanes)
+    done = 0
+    while done < limit:
+        for i, blocks in enumerate(lanes):
+            while pending[i] is None or len(pending[i][shards.KEY_WIN]) < lane_batch:
+                block = next(blocks, None)
+                if block is None:
+                    return
+                pending[i] = block if pending[i] is None else {
+                    key: np.concatenate([pending[i][key], block[key]]) for key in KEYS}
+        k = min(min(len(p[shards.KEY_WIN]) for p in pending) // lane_batch, limit - done)
+        yield {key: np.concatenate([p[key][:k * lane_batch].reshape((k, lane_batch, *p[key].shape[1:]))
+                                    for p in pending], axis=1) for key in KEYS}
+        pending = [{key: value[k * lane_batch:] for key, value in p.items()} for p in pending]
+        done += k
 
 
 def _from_stacks(generate, batch: int | None) -> tf.data.Dataset:
@@ -266,7 +299,7 @@ def _from_stacks(generate, batch: int | None) -> tf.data.Dataset:
 
 
 def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,
-                       mirror: bool, skip_samples: int = 0,
+                       mirror: bool, skip_samples: int = 0, lanes: int = 0,
                        input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
     """One shuffled pass over a sample group's shards, in global batches (drop_remainder).
 
@@ -276,27 +309,66 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
         seed: the stream seed (e.g. stage_seed(run seed, epoch, group)); must be >= 0.
         shuffle_buffer: rows per shuffle buffer (rounded up to whole chunks).
         mirror: flip a seeded half of the boards left-right.
-        skip_samples: drop this prefix of the stream (resume; any number, not only whole batches).
-        input_context: from distribute_datasets_from_function: yield this worker's per-replica slices.
+        skip_samples: drop this prefix of the stream (resume; any multiple of the lanes, not only
+            whole batches).
+        lanes: read lanes L (data.read_lanes); 0 = one per worker (input pipeline), 1 without a context.
+        input_context: from distribute_datasets_from_function: read only this worker's lanes and yield
+            its per-replica slices.
     Returns:
         Dataset of dicts: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32, ply [B] int16,
         B = global_batch (or the per-replica batch with an input context).
     Raises:
-        ConfigError: bad batch or skip; ShardFormatError: a shard is unreadable.
+        ConfigError: bad batch, lanes or skip; ShardFormatError: a shard is unreadable.
     """
     _check_batch(global_batch, input_context)
+    workers, worker = (1, 0) if input_context is None else (input_context.num_input_pipelines,
+                                                            input_context.input_pipeline_id)
+    lanes = resolve_lanes(lanes, workers)
+    _check_lanes(lanes, global_batch, workers, skip_samples)
     paths = [Path(p) for p in paths]
     _check_seed(seed)
-    _check_skip(skip_samples, sum(rows for rows, _ in _shard_layouts(paths)))
+    buffers = plan_buffers(paths, seed, shuffle_buffer)             # shard metadata only
+    lane_rows = _lane_rows(buffers, lanes)
+    _check_skip(skip_samples, sum(lane_rows))
+    batches = _full_batches(lane_rows, global_batch, skip_samples)  # the same on every worker
+    mine = range(worker * lanes // workers, (worker + 1) * lanes // workers)
+    batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
 
     def generate() -> Iterator[Batch]:
-        blocks = iter_stream(paths, seed=seed, shuffle_buffer=shuffle_buffer, mirror=mirror,
-                             skip_samples=skip_samples)
-        stacks = _stack_batches(blocks, global_batch, keep_partial=False)
-        yield from (stacks if input_context is None else _worker_slices(stacks, global_batch, input_context))
+        reader = _ShardReader(paths)
+        try:
+            streams = [_iter_lane(reader, buffers, lanes, lane, seed=seed, mirror=mirror,
+                                  skip=skip_samples // lanes) for lane in mine]
+            for stack in _merge_lanes(streams, global_batch // lanes, batches):
+                # this worker's share [k, global_batch / workers] -> consecutive per-replica batches
+                yield {key: value.reshape((-1, batch, *value.shape[2:])) for key, value in stack.items()}
+        finally:
+            reader.close()
 
-    batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
     return _from_stacks(generate, batch)
+
+
+def resolve_lanes(read_lanes: int, num_workers: int) -> int:
+    """The effective read lanes: data.read_lanes if > 0, else one per worker."""
+    if read_lanes < 0:
+        raise ConfigError(f"data.read_lanes = {read_lanes} must be >= 0 (0 = one lane per worker)")
+    return read_lanes or num_workers
+
+
+def _check_lanes(lanes: int, global_batch: int, workers: int, skip_samples: int) -> None:
+    if global_batch % lanes:
+        raise ConfigError(f"global_batch = {global_batch} is not divisible by {lanes} read lanes (data.read_lanes)")
+    if lanes % workers:
+        raise ConfigError(f"{lanes} read lanes (data.read_lanes) are not a multiple of the {workers} workers")
+    if skip_samples % lanes:
+        raise ConfigError(f"skip_samples = {skip_samples} is not a multiple of the {lanes} read lanes "
+                          f"(each lane skips skip_samples / lanes rows)")
+
+
+def _full_batches(lane_rows: Sequence[int], global_batch: int, skip_samples: int) -> int:
+    """Full global batches of a pass: min over lanes of floor((lane rows - skip/L) / (B/L))."""
+    lanes = len(lane_rows)
+    return max(0, min((rows - skip_samples // lanes) // (global_batch // lanes) for rows in lane_rows))
 
 
 def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | None) -> None:
@@ -350,10 +422,19 @@ def count_positions(paths: Sequence[Path]) -> int:
     return sum(rows for rows, _ in _shard_layouts([Path(p) for p in paths]))
 
 
-def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 0) -> int:
-    """Training steps (full global batches) in one pass after skipping `skip_samples` positions."""
-    total = count_positions(paths)
-    _check_skip(skip_samples, total)
+def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 0, *, lanes: int = 1,
+                  seed: int = 0, shuffle_buffer: int = 0) -> int:
+    """Training steps (full global batches) in one pass after skipping `skip_samples` positions, with
+    `lanes` read lanes (from the shard metadata and, for lanes > 1, the stream's seed and shuffle buffer;
+    no data is read). Also right for an update of micro-batches: pass global batch x micro-batches."""
     if global_batch < 1:
         raise ConfigError(f"global_batch = {global_batch} must be positive")
-    return (total - skip_samples) // global_batch
+    lanes = resolve_lanes(lanes, 1)
+    if lanes == 1:
+        total = count_positions(paths)
+        _check_skip(skip_samples, total)
+        return (total - skip_samples) // global_batch
+    _check_lanes(lanes, global_batch, 1, skip_samples)
+    lane_rows = _lane_rows(plan_buffers([Path(p) for p in paths], _check_seed(seed), shuffle_buffer), lanes)
+    _check_skip(skip_samples, sum(lane_rows))
+    return _full_batches(lane_rows, global_batch, skip_samples)

@@ -5,7 +5,8 @@ over one group; an *epoch* visits every group once, in an order shuffled per epo
 (pipeline.group_order). Progress (TrainState) is counted in optimizer steps and in samples, and the
 data position is (epoch, stage index in the epoch's order, samples consumed in the group): with the
 stage's stream seed that is everything needed to resume the data stream exactly, because the
-stream of a stage is a function of (group shards, stream seed) only (pipeline.make_train_dataset).
+stream of a stage is a function of (group shards, stream seed) and the read lanes only
+(pipeline.make_train_dataset; lanes: data.read_lanes, or one per worker; saved in run.json).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Stage:
         group: the sample group; paths: its shard files.
         seed: the stream seed; updates: optimizer steps of the whole stage (capped by
             train.max_steps_per_stage); update_batch: positions per update.
+        shuffle_buffer, lanes: data.shuffle_buffer and the effective read lanes (the stream's shape).
     """
 
     epoch: int
@@ -78,17 +80,25 @@ class Stage:
     seed: int
     updates: int
     update_batch: int
+    shuffle_buffer: int = 0
+    lanes: int = 1
 
     def remaining(self, position: int) -> int:
         """Updates left after `position` positions of the stream were consumed."""
-        available = (pipeline.count_positions(self.paths) - position) // self.update_batch
+        available = pipeline.count_batches(self.paths, self.update_batch, position, lanes=self.lanes,
+                                           seed=self.seed, shuffle_buffer=self.shuffle_buffer)
         return max(0, min(self.updates - position // self.update_batch, available))
 
 
 class StagePlan:
     """The stages of a run: groups of the training split, per-epoch order, stream seeds."""
 
-    def __init__(self, manifest: shards.Manifest, config: Config, update_batch: int) -> None:
+    def __init__(self, manifest: shards.Manifest, config: Config, update_batch: int, num_workers: int = 1) -> None:
+        # Effective read lanes: data.read_lanes, or one per worker (pipeline.make_train_dataset).
+        self.lanes = pipeline.resolve_lanes(config.data.read_lanes, num_workers)
+        if self.lanes % num_workers:
+            raise ConfigError(f"data.read_lanes = {self.lanes} is not a multiple of the {num_workers} workers")
+        self.shuffle_buffer = config.data.shuffle_buffer
         train_shards = manifest.split("train")
         if not train_shards:
             raise ConfigError(f"{manifest.root}: the dataset has no training shards")
@@ -114,11 +124,12 @@ class StagePlan:
         """The stage at position `index` of epoch `epoch`'s group order."""
         group = self.group_of(epoch, index)
         paths = self.paths[group]
-        updates = pipeline.count_batches(paths, self.update_batch)
+        seed = pipeline.stage_seed(self.seed, epoch, group)
+        updates = pipeline.count_batches(paths, self.update_batch, lanes=self.lanes, seed=seed,
+                                         shuffle_buffer=self.shuffle_buffer)
         if self.max_steps > 0:
             updates = min(updates, self.max_steps)
-        return Stage(epoch, index, group, paths, pipeline.stage_seed(self.seed, epoch, group), updates,
-                     self.update_batch)
+        return Stage(epoch, index, group, paths, seed, updates, self.update_batch, self.shuffle_buffer, self.lanes)
 
     def initial_state(self) -> TrainState:
         """The state of a new run: epoch 0, first stage, nothing consumed."""

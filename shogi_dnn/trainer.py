@@ -107,7 +107,7 @@ class Trainer:
         self.global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
         self.micro_batches = config.train.micro_batches
         self.update_batch = self.global_batch * self.micro_batches
-        self.plan = StagePlan(self.manifest, config, self.update_batch)
+        self.plan = StagePlan(self.manifest, config, self.update_batch, cluster.num_workers(strategy))
         self.devices = cluster.device_names(strategy)      # every tower of every worker
         with strategy.scope():
             self.model = build_model(config.model, seed=config.train.seed)
@@ -184,11 +184,18 @@ class Trainer:
         self.plan.check_resume(saved_state)
         previous = self.run_dir / RUN_FILE
         if previous.is_file():
-            before = json.loads(previous.read_text(encoding="utf-8")).get("update_batch")
+            info = json.loads(previous.read_text(encoding="utf-8"))
+            before = info.get("update_batch")
             if before not in (None, self.update_batch):
                 log.warning("the update batch changes from %s to %d: the data stream continues at the same "
                             "position, but the run is no longer identical to an uninterrupted one",
                             before, self.update_batch)
+            lanes = info.get("read_lanes", 1)        # runs before read lanes read one stream: one lane
+            if lanes != self.plan.lanes:
+                log.warning("the read lanes change from %s to %d (data.read_lanes; 0 = one per worker): the "
+                            "stage continues at the same position of another sample order, so the run is no "
+                            "longer identical to an uninterrupted one; set data.read_lanes=%s to keep it",
+                            lanes, self.plan.lanes, lanes)
         state = self.checkpoints.restore(path)
         log.info("resumed from %s: step=%d samples=%d epoch=%d stage=%d group=%d position=%d", path.name,
                  state.step, state.samples, state.epoch, state.stage, state.group, state.position)
@@ -199,6 +206,7 @@ class Trainer:
                 "num_workers": cluster.num_workers(self.strategy),
                 "global_batch": self.global_batch, "micro_batches": self.micro_batches,
                 "update_batch": self.update_batch, "num_groups": self.plan.num_groups,
+                "read_lanes": self.plan.lanes,
                 "peak_lr": towers.scaled_lr(self.config.optim, self.update_batch),
                 "resume_command": self.resume_command, "shogi_dnn": __version__, "tensorflow": tf.__version__,
                 "keras": keras.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -216,9 +224,13 @@ class Trainer:
     def _train_stage(self, stage: Stage, state: TrainState) -> tuple[TrainState, bool]:
         """Run the stage's remaining updates. Returns (state, False) when stopped inside the stage."""
         remaining = stage.remaining(state.position)
-        batches = iter(self.strategy.experimental_distribute_dataset(pipeline.make_train_dataset(
-            stage.paths, global_batch=self.global_batch, seed=stage.seed, skip_samples=state.position,
-            shuffle_buffer=self.config.data.shuffle_buffer, mirror=self.config.data.mirror)))
+        # One path on one machine or several: each worker's pipeline reads only its read lanes and
+        # yields its share of every global batch as per-replica batches (contiguous, tower 0 first).
+        skip = state.position
+        batches = iter(self.strategy.distribute_datasets_from_function(lambda ctx: pipeline.make_train_dataset(
+            stage.paths, global_batch=self.global_batch, seed=stage.seed, skip_samples=skip,
+            shuffle_buffer=stage.shuffle_buffer, mirror=self.config.data.mirror, lanes=stage.lanes,
+            input_context=ctx)))
         interval = _Interval()
         desc = f"epoch {stage.epoch} stage {stage.index + 1}/{self.plan.num_groups} (group {stage.group})"
         with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",

@@ -38,6 +38,7 @@ def test_base_chain_and_overrides(tmp_path) -> None:
     (["optim.optimizer=rmsprop"], "must be one of sgd, adam"),
     (["train.per_replica_batch=0"], "train.per_replica_batch must be positive"),
     (["seed=3"], "expected section.key=value"),
+    (["data.read_lanes=-1"], "data.read_lanes = -1 must be >= 0"),
 ])
 def test_bad_overrides_are_one_line_errors(overrides, message) -> None:
     with pytest.raises(ConfigError, match=message) as info:

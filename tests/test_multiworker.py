@@ -96,7 +96,8 @@ def one_machine_run(data: Path, run: Path) -> list[np.ndarray]:
     from shogi_dnn.config import load_config
     from shogi_dnn.trainer import Trainer
 
-    config = load_config(PRESET, SETTINGS)
+    # The cluster reads 2 lanes (data.read_lanes = 0: one per worker); one machine reads the same 2 lanes.
+    config = load_config(PRESET, SETTINGS + ["data.read_lanes=2"])
     Trainer(config, data, run, towers.make_strategy(simulate_devices=4)).run()
     return weights(run / "model.keras")
 
@@ -140,6 +141,7 @@ def test_two_workers_survive_a_dead_worker_and_match_one_machine(tmp_path: Path)
 
     info = json.loads((run / "run.json").read_text())
     assert info["num_workers"] == 2 and info["num_replicas"] == 4
+    assert info["read_lanes"] == 2                              # auto: one lane per worker
     assert info["devices"][2].startswith("worker1@127.0.0.1:") and info["devices"][2].endswith("/CPU:0")
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in records if r["kind"] == "train"]

@@ -164,13 +164,106 @@ def test_towers_see_the_same_stream_as_one_device(paths, replicas):
         np.testing.assert_array_equal(np.stack(steps), expected)
 
 
-def test_input_context_gives_each_worker_its_slice(paths):
-    """Two workers with two towers each: worker w gets rows [20w, 20w + 20) of each global batch of 40."""
-    stream = _stream(paths)["ply"]
-    for worker in (0, 1):
-        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker, num_replicas_in_sync=4)
-        got = _collect(_train(paths, 40, input_context=ctx))["ply"].reshape(-1, 20)
-        np.testing.assert_array_equal(got, stream[:TOTAL // 40 * 40].reshape(-1, 40)[:, 20 * worker:20 * worker + 20])
+def _lane_reference(paths, lanes, batch, seed=1, mirror=False, skip=0) -> np.ndarray:
+    """The global batches [n, batch] of `ply` with `lanes` read lanes, built from the one-lane stream:
+    its buffers dealt round-robin to the lanes, batch s = rows [s*B/L, (s+1)*B/L) of every lane."""
+    stream = _stream(paths, seed=seed, mirror=mirror)["ply"]
+    sizes = [sum(len(c) for c in b) for b in pipeline.plan_buffers(paths, seed, BUFFER)]
+    blocks = np.split(stream, np.cumsum(sizes)[:-1])
+    rows = [np.concatenate(blocks[lane::lanes] or [stream[:0]])[skip // lanes:] for lane in range(lanes)]
+    width = batch // lanes
+    n = min(len(r) for r in rows) // width
+    return np.concatenate([r[:n * width].reshape(n, width) for r in rows], axis=1)
+
+
+def _chunk_of_row(paths) -> dict[int, pipeline.Chunk]:
+    """Global row number (the test data's ply) -> the chunk holding it."""
+    chunks = pipeline._chunks(paths)
+    offsets = np.concatenate([[0], np.cumsum(TRAIN_SIZES)])
+    return {int(offsets[c.shard]) + row: c for c in chunks for row in range(c.start, c.stop)}
+
+
+def test_one_lane_is_the_plain_stream(paths):
+    np.testing.assert_array_equal(_collect(_train(paths, 40, lanes=1))["ply"], _stream(paths)["ply"][:TOTAL // 40 * 40])
+    np.testing.assert_array_equal(_lane_reference(paths, 1, 40), _stream(paths)["ply"][:TOTAL // 40 * 40].reshape(-1, 40))
+
+
+@pytest.mark.parametrize(("lanes", "workers", "skip"), [(2, 2, 0), (2, 1, 0), (4, 2, 12), (4, 4, 0), (8, 2, 0),
+                                                        (2, 2, 100)])
+def test_workers_read_only_their_lanes_and_together_see_the_one_machine_batches(paths, monkeypatch, lanes,
+                                                                                workers, skip):
+    """W workers with two towers each: worker w reads only the chunks of lanes [wL/W, (w+1)L/W) and
+    yields rows [40w/W, 40(w+1)/W) of each global batch of 40, the batches of one machine with L lanes."""
+    batch, reads = 40, []
+    expected = _lane_reference(paths, lanes, batch, skip=skip)
+    original_read = pipeline._ShardReader.read
+    monkeypatch.setattr(pipeline._ShardReader, "read", lambda self, chunks: reads[-1].update(chunks) or
+                        original_read(self, chunks))
+    reads.append(set())
+    one_machine = _collect(_train(paths, batch, skip=skip, lanes=lanes))["ply"].reshape(-1, batch)
+    np.testing.assert_array_equal(one_machine, expected)
+    assert pipeline.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER) == len(expected)
+    buffers = pipeline.plan_buffers(paths, 1, BUFFER)
+    shares = []
+    reads.clear()
+    for worker in range(workers):
+        reads.append(set())
+        ctx = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=worker,
+                                         num_replicas_in_sync=2 * workers)
+        shares.append(_collect(_train(paths, batch, skip=skip, lanes=lanes, input_context=ctx))["ply"]
+                      .reshape(-1, batch // workers))
+        own = {c for lane in range(worker * lanes // workers, (worker + 1) * lanes // workers)
+               for b in buffers[lane::lanes] for c in b}
+        assert reads[-1] <= own, f"worker {worker} read chunks of another worker's lanes"
+    np.testing.assert_array_equal(np.concatenate(shares, axis=1), expected)
+    assert all(not a & b for i, a in enumerate(reads) for b in reads[i + 1:])         # disjoint
+    chunk_of = _chunk_of_row(paths)
+    assert {chunk_of[int(p)] for p in expected.ravel()} <= set().union(*reads)      # cover what the pass uses
+    if skip == 0 and lanes == 2:
+        assert set().union(*reads) == set(pipeline._chunks(paths))
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4, 5])
+@pytest.mark.parametrize("skip", [0, 20, 100, 400, 740])
+def test_count_batches_with_lanes_matches_the_batches_yielded(paths, lanes, skip):
+    for batch in (20, 40, 100):
+        got = len(list(_train(paths, batch, skip=skip, lanes=lanes).as_numpy_iterator()))
+        assert pipeline.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER) == got
+        assert got == len(_lane_reference(paths, lanes, batch, skip=skip))
+
+
+def test_stage_plan_counts_updates_with_lanes(dataset):
+    from shogi_dnn.config import from_dict
+    from shogi_dnn.stages import StagePlan
+
+    config = from_dict({"data": {"num_groups": 1, "shuffle_buffer": BUFFER}})
+    assert StagePlan(dataset, config, 40).lanes == 1 and StagePlan(dataset, config, 40, num_workers=2).lanes == 2
+    plan = StagePlan(dataset, from_dict({"data": {"num_groups": 1, "shuffle_buffer": BUFFER, "read_lanes": 4}}),
+                     40, num_workers=2)
+    stage = plan.stage(0, 0)
+    assert plan.lanes == stage.lanes == 4
+    for position in (0, 80, 400):
+        got = len(list(pipeline.make_train_dataset(stage.paths, global_batch=40, seed=stage.seed, lanes=4,
+                                                   shuffle_buffer=BUFFER, mirror=False,
+                                                   skip_samples=position).as_numpy_iterator()))
+        assert stage.remaining(position) == got
+    assert stage.updates == stage.remaining(0) < TOTAL // 40          # uneven lanes: fewer full batches
+    with pytest.raises(ConfigError, match="read_lanes = 3 is not a multiple of the 2 workers"):
+        StagePlan(dataset, from_dict({"data": {"num_groups": 1, "read_lanes": 3}}), 40, num_workers=2)
+
+
+def test_lane_errors_name_the_numbers(paths):
+    with pytest.raises(ConfigError, match="global_batch = 30 is not divisible by 4 read lanes"):
+        _train(paths, 30, lanes=4)
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=0, num_replicas_in_sync=2)
+    with pytest.raises(ConfigError, match="3 read lanes .* not a multiple of the 2 workers"):
+        _train(paths, 30, lanes=3, input_context=ctx)
+    with pytest.raises(ConfigError, match="skip_samples = 10 is not a multiple of the 4 read lanes"):
+        _train(paths, 40, lanes=4, skip=10)
+    with pytest.raises(ConfigError, match="skip_samples = 10 is not a multiple of the 4 read lanes"):
+        pipeline.count_batches(paths, 40, 10, lanes=4, seed=1, shuffle_buffer=BUFFER)
+    with pytest.raises(ConfigError, match="read_lanes = -1"):
+        _train(paths, 40, lanes=-1)
 
 
 def test_eval_dataset_keeps_every_row_in_order(dataset):
@@ -230,7 +323,8 @@ json.dump(steps, open(out, "w"))
 @pytest.mark.slow
 def test_two_worker_cluster_sees_the_one_machine_stream(paths, tmp_path):
     """Two MultiWorkerMirroredStrategy processes on 127.0.0.1: worker w's tower gets rows [20w, 20w+20)
-    of every global batch of 40, so together they see exactly the single-machine stream."""
+    of every global batch of 40, reading only its read lane (auto: one per worker), so together they see
+    exactly the single-machine stream with 2 lanes."""
     ports = []
     for _ in range(2):
         with socket.socket() as s:
@@ -250,6 +344,6 @@ def test_two_worker_cluster_sees_the_one_machine_stream(paths, tmp_path):
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-2000:]
     halves = [np.asarray(json.loads((tmp_path / f"w{i}.json").read_text())) for i in range(2)]
-    stream = _stream(paths, mirror=True, skip=10)["ply"]
-    expected = stream[:(TOTAL - 10) // 40 * 40].reshape(-1, 40)
+    expected = _lane_reference(paths, 2, 40, mirror=True, skip=10)
+    assert len(expected) > 10
     np.testing.assert_array_equal(np.concatenate(halves, axis=1), expected)
