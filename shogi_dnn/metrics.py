@@ -8,7 +8,12 @@ metrics.jsonl has one JSON object a line:
   accuracy         over decisive positions only (label 0 or 1); null when there were none
   positions_per_s  all towers together (train: the interval's wall time; validation: the pass's)
   lr               learning rate of the next update (train only)
-  per_gpu          one {"device", "loss", "accuracy", "positions"[, "positions_per_s"]} per tower
+  per_gpu          one {"device", "loss", "accuracy", "positions"[, "positions_per_s"][, "busy_s",
+                   "compute_positions_per_s"]} per tower. positions_per_s: the tower's positions over the
+                   interval's wall time (the same for every tower: they wait for each other at the all-reduce);
+                   busy_s (train only): the tower's own compute seconds, batch in hand to local gradients
+                   done, before the all-reduce; compute_positions_per_s = positions / busy_s, which is
+                   lower on a slower GPU (report flags it)
 TensorBoard: loss, accuracy, positions_per_s, lr and gpuN/loss, gpuN/accuracy, gpuN/positions_per_s for
 training; validation/loss, validation/accuracy, validation/gpuN/... for validation.
 """
@@ -28,7 +33,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from shogi_dnn.stages import TrainState
-from shogi_dnn.towers import METRIC_KEYS, local_values
+from shogi_dnn.towers import BUSY_KEY, METRIC_KEYS, local_values
 
 log = logging.getLogger(__name__)
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
@@ -46,9 +51,10 @@ class TowerSums:
     def collect(cls, strategy: tf.distribute.Strategy, outputs: Sequence[dict[str, Any]]) -> TowerSums:
         """Add up step outputs (per-replica dicts of sums) per tower; waits for those steps."""
         towers = strategy.num_replicas_in_sync
-        sums = {key: np.zeros(towers) for key in METRIC_KEYS}
+        keys = METRIC_KEYS + ((BUSY_KEY,) if outputs and BUSY_KEY in outputs[0] else ())   # train steps: busy_s
+        sums = {key: np.zeros(towers) for key in keys}
         for out in outputs:
-            for key in METRIC_KEYS:
+            for key in keys:
                 sums[key] += local_values(strategy, out[key])
         return cls(sums)
 
@@ -71,6 +77,9 @@ def summarise(kind: str, state: TrainState, sums: TowerSums, devices: Sequence[s
                  "accuracy": _ratio(s["correct"][i], s["decisive"][i]), "positions": int(s["count"][i])}
         if seconds:
             entry["positions_per_s"] = float(s["count"][i] / seconds)
+        if BUSY_KEY in s:             # the tower's own compute time: a slow GPU shows here, not above
+            entry["busy_s"] = float(s[BUSY_KEY][i])
+            entry["compute_positions_per_s"] = _ratio(s["count"][i], s[BUSY_KEY][i])
         per_gpu.append(entry)
     record: dict[str, Any] = {"kind": kind, "step": state.step, "samples": state.samples, "epoch": state.epoch,
                               "stage": state.stage, "group": state.group,

@@ -8,14 +8,17 @@ Plots (RUN/plots/, one PNG each, written atomically):
   lr.png                   learning rate over samples seen
   calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed)
 
-An unbalanced tower is flagged in report.md: a GPU whose median positions/s is below SLOW_RATIO of the
-fastest GPU's ("slow"); a GPU that processed fewer than SHARE_RATIO of the positions of the busiest one
+An unbalanced tower is flagged in report.md: a GPU whose median compute positions/s (its positions over
+its own busy seconds, metrics.jsonl per_gpu compute_positions_per_s) is below SLOW_RATIO of the median of
+the other GPUs' ("slow"; for runs logged without it: median positions/s below SLOW_RATIO of the fastest
+GPU's, see the caveat); a GPU that processed fewer than SHARE_RATIO of the positions of the busiest one
 ("share"); or one whose mean training loss over the last LAST_WINDOW of the records is not finite or
 differs from the GPUs' median by more than LOSS_GAP nats ("loss": the towers share weights, so their
 losses should differ only by sampling noise).
 Caveat: under synchronous all-reduce every tower waits for the slowest, so per-GPU positions/s computed
 as (tower positions / interval wall time), as the trainer logs it, is equal across towers; a slow GPU
-then shows as a low total throughput (see `shogi-dnn bench scaling`), not as one slow line.
+shows in it only as a low total throughput (see `shogi-dnn bench scaling`). Hence the "slow" test uses
+compute_positions_per_s, timed per tower before the all-reduce, when the records have it.
 """
 
 from __future__ import annotations
@@ -78,8 +81,11 @@ def find_unbalanced_towers(records: Sequence[dict[str, Any]], slow_ratio: float 
     """Towers much slower than the fastest, or whose recent training loss diverges from the others'."""
     train = _train(records)
     flags = []
+    _, compute, devices = per_gpu_series(train, "compute_positions_per_s")
     _, speed, devices = per_gpu_series(train, "positions_per_s")
-    if speed.size and np.isfinite(speed).any():
+    if compute.size and np.isfinite(compute).any():          # each tower's own compute rate (busy_s)
+        flags += _slow_compute_flags(compute, devices, slow_ratio)
+    elif speed.size and np.isfinite(speed).any():            # older runs: interval rates (see the caveat)
         medians = np.nanmedian(np.where(np.isfinite(speed), speed, np.nan), axis=0)
         fastest = np.nanmax(medians)
         for g, m in enumerate(medians):
@@ -102,6 +108,25 @@ def find_unbalanced_towers(records: Sequence[dict[str, Any]], slow_ratio: float 
             elif np.isfinite(m) and abs(m - reference) > loss_gap:
                 flags.append(TowerFlag("loss", g, devices[g], f"GPU {g} ({devices[g]}) recent training loss "
                                        f"{m:.4f} vs the towers' median {reference:.4f}"))
+    return flags
+
+
+def _slow_compute_flags(compute: np.ndarray, devices: Sequence[str], slow_ratio: float) -> list[TowerFlag]:
+    """GPUs whose median compute positions/s is below slow_ratio of the median of the other towers'."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)      # a GPU with no value: NaN median, skipped
+        medians = np.nanmedian(np.where(np.isfinite(compute), compute, np.nan), axis=0)
+    flags = []
+    for g, m in enumerate(medians):
+        others = np.delete(medians, g)
+        others = others[np.isfinite(others)]
+        if not np.isfinite(m) or not others.size:
+            continue
+        reference = float(np.median(others))
+        if reference > 0 and m < slow_ratio * reference:
+            flags.append(TowerFlag("slow", g, devices[g], f"GPU {g} ({devices[g]}) computes {m:,.0f} positions "
+                                   f"per busy second, {m / reference:.0%} of the other towers' median "
+                                   f"({reference:,.0f})"))
     return flags
 
 

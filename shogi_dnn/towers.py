@@ -43,7 +43,9 @@ from shogi_dnn.errors import ConfigError, RunError
 log = logging.getLogger(__name__)
 
 Batch = dict[str, tf.Tensor]
-METRIC_KEYS = ("loss_sum", "correct", "decisive", "count")
+METRIC_KEYS = ("loss_sum", "correct", "decisive", "count")   # per-tower sums of every train and eval step
+BUSY_KEY = "busy_s"   # train steps only, besides METRIC_KEYS: the tower's own compute seconds (not a metric
+                      # of the model; code iterating METRIC_KEYS, e.g. the eval step, never sees it)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -276,25 +278,46 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
     """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
 
     Each b is an element of strategy.experimental_distribute_dataset over global batches of
-    `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches.
+    `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
+    and BUSY_KEY: the tower's own compute seconds of the update (batch available -> local gradients;
+    left out when op determinism is enabled, which forbids tf.timestamp).
     """
     update_batch = global_batch * micro_batches
     variables = model.trainable_variables
     scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
     def replica_update(*batches: Batch) -> dict[str, tf.Tensor]:
+        from tensorflow.python.framework import config as tf_config
+
+        # Timing (BUSY_KEY) only when TF allows it: tf.timestamp fails under op determinism (tests).
+        timed = not tf_config.is_op_determinism_enabled()
+        with tf.control_dependencies(tf.nest.flatten(batches)):     # the tower's work starts: batches here
+            start = tf.timestamp() if timed else None
         grads, total = [tf.zeros_like(v) for v in variables], None
         for batch in batches:                      # unrolled: micro_batches is static
             # Micro-batch i+1 starts after micro-batch i's gradient: without this edge the graph may run
             # their forward passes together and hold every micro-batch's activations at once, which
             # defeats accumulation's purpose (fitting a large update batch in device memory).
-            with tf.control_dependencies(grads if total is not None else []), tf.GradientTape() as tape:
+            first = [start] if timed else []
+            with tf.control_dependencies(grads if total is not None else first), tf.GradientTape() as tape:
                 losses, sums = example_losses(model, batch, training=True)
                 # Divide by the whole update batch: summing towers and micro-batches gives the mean.
                 loss = tf.nn.compute_average_loss(losses, global_batch_size=update_batch)
                 loss = optimizer.scale_loss(loss) if scaled else loss
             grads = [g + d for g, d in zip(grads, tape.gradient(loss, variables))]
             total = _add_sums(total, sums)
+        # The tower's own compute time ends when its local gradients are done, before the all-reduce. On a
+        # GPU an op counts as done once its kernel is enqueued, so the end is taken after a tiny
+        # device-to-host sync: one scalar (a sum of the last gradient, after all of them) copied to this
+        # worker's host CPU. The only host copy the timing adds; the all-reduce does not wait for it.
+        if timed:
+            with tf.control_dependencies(grads):
+                probe = tf.reduce_sum(grads[-1])
+            with tf.device("/device:CPU:0"):   # merges with the tower's job/task: this worker's host CPU
+                probe = tf.identity(probe)
+                with tf.control_dependencies([probe]):
+                    end = tf.timestamp()
+            total = {**total, BUSY_KEY: tf.cast(end - start, tf.float32)}
         grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
         if clip_global_norm > 0:   # a scaled gradient is clipped at the scaled norm: same update
             scale = tf.cast(optimizer.dynamic_scale, tf.float32) if scaled else 1.0

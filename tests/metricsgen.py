@@ -9,8 +9,12 @@ from pathlib import Path
 
 def write_metrics(run_dir: Path, gpus: int = 2, steps: int = 20, slow_gpu: int | None = None,
                   diverging_gpu: int | None = None, truncated_tail: bool = False,
-                  short_gpu: int | None = None) -> Path:
-    """Train records every step (2 stages) and a validation record after each stage."""
+                  short_gpu: int | None = None, busy: bool = False, compute_slow_gpu: int | None = None) -> Path:
+    """Train records every step (2 stages) and a validation record after each stage.
+
+    busy (or compute_slow_gpu): per-GPU busy_s and compute_positions_per_s as the trainer logs them now;
+    compute_slow_gpu computes 3x slower on its own (its interval positions_per_s stays like the others').
+    """
     lines = []
     for step in range(1, steps + 1):
         stage = 0 if step <= steps // 2 else 1
@@ -23,6 +27,9 @@ def write_metrics(run_dir: Path, gpus: int = 2, steps: int = 20, slow_gpu: int |
             per_gpu.append({"device": f"/job:localhost/replica:0/task:0/device:GPU:{g}", "loss": loss,
                             "accuracy": 0.5 + 0.01 * step, "positions_per_s": speed,
                             "positions": 16 if g == short_gpu else 32})
+            if busy or compute_slow_gpu is not None:
+                busy_s = 0.01 * (3.0 if g == compute_slow_gpu else 1.0)
+                per_gpu[-1].update(busy_s=busy_s, compute_positions_per_s=per_gpu[-1]["positions"] / busy_s)
         lines.append({"kind": "train", "step": step, "samples": 64 * step, "epoch": 0, "stage": stage,
                       "group": stage, "loss": sum(p["loss"] for p in per_gpu) / gpus,
                       "accuracy": 0.5 + 0.01 * step, "positions_per_s": sum(p["positions_per_s"] for p in per_gpu),

@@ -50,6 +50,21 @@ def test_slow_and_diverging_towers_are_flagged(tmp_path) -> None:
     assert report.find_unbalanced_towers(balanced) == []
 
 
+def test_a_tower_computing_3x_slower_is_flagged(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=4, compute_slow_gpu=1)    # interval positions/s equal, as under all-reduce
+    flags = report.find_unbalanced_towers(report.runinfo.read_metrics(tmp_path))
+    assert [(f.kind, f.gpu) for f in flags] == [("slow", 1)]
+    assert "1,067 positions per busy second, 33% of the other towers' median (3,200)" in flags[0].message
+    assert "**UNBALANCED TOWER**: GPU 1" in report.write_report(tmp_path).read_text()
+    assert report.find_unbalanced_towers(report.runinfo.read_metrics(write_metrics(tmp_path, gpus=4, busy=True)
+                                                                     .parent)) == []
+    # the compute rates win over the interval rates when present; one tower has nothing to compare with
+    records = report.runinfo.read_metrics(write_metrics(tmp_path, gpus=2, slow_gpu=0, busy=True).parent)
+    assert report.find_unbalanced_towers(records) == []
+    assert report.find_unbalanced_towers(report.runinfo.read_metrics(
+        write_metrics(tmp_path, gpus=1, busy=True).parent)) == []
+
+
 def test_uneven_share_is_flagged(tmp_path) -> None:
     write_metrics(tmp_path, gpus=3, short_gpu=0)
     flags = report.find_unbalanced_towers(report.runinfo.read_metrics(tmp_path))

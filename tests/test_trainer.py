@@ -116,6 +116,9 @@ def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path)
         assert r["samples"] == r["step"] * 32
     train_lines = [r for r in records if r["kind"] == "train"]
     assert all(r["positions_per_s"] > 0 and "positions_per_s" in r["per_gpu"][1] for r in train_lines)
+    for g in (g for r in train_lines for g in r["per_gpu"]):     # each tower's own compute time
+        assert 0 < g["busy_s"] < 60 and g["compute_positions_per_s"] == pytest.approx(g["positions"] / g["busy_s"])
+    assert all("busy_s" not in g for r in records if r["kind"] == "validation" for g in r["per_gpu"])
     validation_lines = [r for r in records if r["kind"] == "validation"]
     assert all(r["positions_per_s"] > 0 and r["per_gpu"][1]["positions_per_s"] > 0 for r in validation_lines)
     assert [r["stage"] for r in records] == [0, 0, 0, 1, 1, 1]
