@@ -102,6 +102,24 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, new files) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file under `root`, then `root` itself."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(root)
+
+
 class CheckpointManager:
     """Saves, prunes and restores a run's checkpoints (model + optimizer + TrainState + config)."""
 
@@ -124,9 +142,11 @@ class CheckpointManager:
         self.tracked.write(str(tmp / WEIGHTS_PREFIX))
         write_json_atomic(tmp / STATE_FILE, {"state": state.to_dict(), "config": config.to_dict(),
                                              "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        _fsync_tree(tmp)             # on disk before it gets its valid name (a power cut, not only a kill)
         if final.exists():           # same step saved again (e.g. a stop right after a periodic save)
             shutil.rmtree(final)
         os.replace(tmp, final)
+        _fsync_dir(self.root)
         self.last_saved_step = state.step
         for old in list_checkpoints(self.root.parent)[:-self.keep]:
             shutil.rmtree(old, ignore_errors=True)
