@@ -15,7 +15,7 @@ from shogi_dnn.errors import ShogiDnnError
 
 COMMANDS = {
     "convert": "convert game records into HDF5 shards",
-    "inspect": "summarise a dataset or shard; --sfen dumps positions",
+    "inspect": "summarise a dataset, shard, record file or position; --sfen dumps positions",
     "train": "staged multi-GPU training",
     "evaluate": "score a trained run on a split",
     "report": "plots and report.md for a run",
