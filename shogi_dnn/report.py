@@ -18,7 +18,8 @@ losses should differ only by sampling noise).
 Caveat: under synchronous all-reduce every tower waits for the slowest, so per-GPU positions/s computed
 as (tower positions / interval wall time), as the trainer logs it, is equal across towers; a slow GPU
 shows in it only as a low total throughput (see `shogi-dnn bench scaling`). Hence the "slow" test uses
-compute_positions_per_s, timed per tower before the all-reduce, when the records have it.
+compute_positions_per_s, timed per tower before the all-reduce, when the records have it (a run trained
+with train.time_towers = true; report.md says so when they do not).
 """
 
 from __future__ import annotations
@@ -306,6 +307,10 @@ def _tower_lines(records: Sequence[dict[str, Any]], flags: Sequence[TowerFlag]) 
     lines.append("")
     lines += [f"- **UNBALANCED TOWER**: {f.message}" for f in flags] or [("- towers balanced: no slow GPU "
                                                                           "and no diverging loss")]
+    timed = any("busy_s" in g for r in records if r.get("kind") == "train" for g in r["per_gpu"])
+    if len(devices) > 1 and not timed:
+        lines.append("- each tower's own compute time was not logged, so a slow GPU shows only in the total "
+                     "throughput: train with `--set train.time_towers=true` for the per-GPU check")
     return lines
 
 

@@ -274,13 +274,13 @@ def _add_sums(total: dict[str, tf.Tensor] | None, sums: dict[str, tf.Tensor]) ->
 
 def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
                     optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
-                    clip_global_norm: float = 0.0) -> Callable[..., dict[str, tf.Tensor]]:
+                    clip_global_norm: float = 0.0, time_towers: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
     """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
 
     Each b is an element of strategy.experimental_distribute_dataset over global batches of
     `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
-    and BUSY_KEY: the tower's own compute seconds of the update (batch available -> local gradients;
-    left out when op determinism is enabled, which forbids tf.timestamp).
+    and with time_towers BUSY_KEY: the tower's own compute seconds of the update (batch available ->
+    local gradients; left out when op determinism is enabled, which forbids tf.timestamp).
     """
     update_batch = global_batch * micro_batches
     variables = model.trainable_variables
@@ -290,7 +290,7 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
         from tensorflow.python.framework import config as tf_config
 
         # Timing (BUSY_KEY) only when TF allows it: tf.timestamp fails under op determinism (tests).
-        timed = not tf_config.is_op_determinism_enabled()
+        timed = time_towers and not tf_config.is_op_determinism_enabled()
         with tf.control_dependencies(tf.nest.flatten(batches)):     # the tower's work starts: batches here
             start = tf.timestamp() if timed else None
         grads, total = [tf.zeros_like(v) for v in variables], None

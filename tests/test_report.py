@@ -36,6 +36,9 @@ def test_report_files_are_created(tmp_path) -> None:
     assert "| material baseline | 0.6600 | 0.6000 |" in text
     assert "towers balanced" in text and "UNBALANCED" not in text
     assert "Best validation loss 0.5800 at 1,280 samples." in text
+    assert "--set train.time_towers=true" in text             # no busy_s logged: the report says how
+    write_metrics(tmp_path, gpus=2, busy=True)
+    assert "time_towers" not in report.write_report(tmp_path).read_text()
 
 
 def test_slow_and_diverging_towers_are_flagged(tmp_path) -> None:

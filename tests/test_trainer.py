@@ -23,7 +23,7 @@ from shogi_dnn.trainer import Trainer
 from tests.shardgen import make_dataset
 
 
-def tiny_config(**train: int) -> Config:
+def tiny_config(**train: int | bool) -> Config:
     """A 1-block, 8-filter network without batch-norm; 2 groups; a few steps of global batch 32."""
     settings = {"global_batch": 32, "epochs": 1, "seed": 3, "log_every_steps": 2, "checkpoint_every_steps": 2,
                 "keep_checkpoints": 20, "max_steps_per_stage": 4}
@@ -104,7 +104,7 @@ def test_stage_plan_bookkeeping(dataset: Path) -> None:
 @pytest.mark.slow
 def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    trainer, weights = train(tiny_config(keep_checkpoints=3), dataset, run, devices=2)
+    trainer, weights = train(tiny_config(keep_checkpoints=3, time_towers=True), dataset, run, devices=2)
     assert trainer.update.experimental_get_tracing_count() == 1          # one trace for both stages
     records = read_metrics(run)
     kinds = [r["kind"] for r in records]
@@ -127,7 +127,7 @@ def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path)
     assert [p.name for p in checkpoints.list_checkpoints(run)] == ["ckpt-00000004", "ckpt-00000006",
                                                                   "ckpt-00000008"]
     state, saved_config = checkpoints.read_state(checkpoints.find_checkpoint(run))
-    assert state.epoch == 1 and state.step == 8 and saved_config == tiny_config(keep_checkpoints=3)
+    assert state.epoch == 1 and state.step == 8 and saved_config == tiny_config(keep_checkpoints=3, time_towers=True)
     assert from_dict(json.loads((run / "config.json").read_text())) == saved_config
     info = json.loads((run / "run.json").read_text())
     assert info["num_replicas"] == 2 and info["devices"] == ["CPU:0", "CPU:1"]
@@ -154,6 +154,8 @@ def test_cosine_lr_decay_spans_the_whole_run(dataset: Path, tmp_path: Path) -> N
     assert len(lrs) == 4 and lrs[0] == pytest.approx(0.05)              # warm-up ends at step 2
     assert lrs[0] > lrs[1] > lrs[2] > lrs[3]
     assert lrs[-1] == pytest.approx(0.0, abs=1e-9)                        # decayed to 0 at the last update
+    # train.time_towers is off by default: no per-tower timing (and none of its cost) in the step.
+    assert not any("busy_s" in g for r in read_metrics(tmp_path / "run") for g in r["per_gpu"])
 
 
 @pytest.mark.slow

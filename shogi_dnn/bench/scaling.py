@@ -257,7 +257,8 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     optim = dataclasses.replace(config.optim, lr_decay="none")
     optimizer = towers.build_optimizer(optim, global_batch, strategy=strategy, model=model)
     step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
-                                  clip_global_norm=config.optim.clip_global_norm)
+                                  clip_global_norm=config.optim.clip_global_norm,
+                                  time_towers=config.train.time_towers)
     rows = synthetic_batch(global_batch, config.train.seed)
     dataset = tf.data.Dataset.from_tensor_slices(rows).batch(global_batch, drop_remainder=True)
     dataset = dataset.cache().repeat()

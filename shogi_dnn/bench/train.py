@@ -221,7 +221,8 @@ class TowerRunner:
         self.strategy = strategy
         model, optimizer = _build(strategy, cfg, global_batch)
         train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch,
-                                            micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm)
+                                            micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm,
+                                            time_towers=cfg.train.time_towers)
 
         def step(iterator):
             return train_step(next(iterator))
