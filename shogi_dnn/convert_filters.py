@@ -78,7 +78,7 @@ class ConvertSettings:
     val_fraction: float = 0.05         # share of games in the validation split
     test_fraction: float = 0.0         # share of games in the test split (0: no test split)
     shard_size: int = 100_000          # positions per shard (a shard holds whole games: at least this)
-    row_order: str = "game"            # "game": rows in game order (compresses 2.3x better; the pipeline
+    row_order: str = "game"            # "game": rows in game order (compresses 2.2x better; the pipeline
                                        # shuffles chunks and buffers) or "shuffled": seeded row shuffle
     seed: int = 0                      # seed of the within-shard shuffle (row_order "shuffled" only)
 

@@ -2,7 +2,7 @@
 
 A shard holds whole games; it is closed once it holds at least `shard_size` positions and its rows are
 stored in game order (settings.row_order "game", the default: consecutive positions of a game compress
-2.3x better) or shuffled with a seed derived from (seed, split, shard number) ("shuffled"). After each shard,
+2.2x better) or shuffled with a seed derived from (seed, split, shard number) ("shuffled"). After each shard,
 DIR/convert-state.json records its sha256 and a digest of its contents: a rerun with the same inputs
 and settings skips writing every shard whose file still matches (a shard cut off mid-write is only
 ever a `.tmp` file: shards.write_shard renames it when complete).

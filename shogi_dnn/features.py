@@ -19,6 +19,17 @@ Input planes (expand_planes), [N, 9, 9, NUM_PLANES] float32:
   planes 28..34     own hand counts / HAND_MAX, broadcast over the board
   planes 35..41     opponent hand counts / HAND_MAX
 This module is numpy-only; the TensorFlow expansion (model.py) must give the same planes.
+
+Packed form (what shards store, pack_positions / unpack_positions): a position has at most the 40
+pieces of one set, so each piece gets a fixed *slot* instead of each square a code. Slots follow
+PIECE_SET: 18 pawns (slots 0..17), 4 lances, 4 knights, 4 silvers, 4 golds, 2 bishops, 2 rooks,
+2 kings (38..39). Within a piece kind the slots are filled in a canonical order: pieces on the board
+by square index, then own pieces in hand, then the opponent's, then absent pieces (handicaps).
+  pieces    [N, 40] uint8   bit 7 (SLOT_OPPONENT): the opponent's piece; bits 0..6: square 0..80
+                            (rotated view, as `board`), SLOT_IN_HAND (81) or SLOT_ABSENT (127)
+  promoted  [N, 5]  uint8   the 40 slot flags "promoted", np.packbits(bitorder="little")
+45 bytes a position instead of 81 + 14, and every (board, hands) with at most a full set packs and
+unpacks to itself exactly (tests/test_features.py).
 """
 
 from __future__ import annotations
@@ -48,6 +59,35 @@ NUM_MOVE_ORIGINS = NUM_SQUARES + NUM_HAND_TYPES    # squares, then one drop orig
 MOVE_NONE = np.iinfo(np.uint16).max                # no next move (the game's final position)
 # Value labels from the side to move: win, loss, draw.
 LABEL_WIN, LABEL_LOSS, LABEL_DRAW = 1.0, 0.0, 0.5
+
+# Packed form: (piece type, pieces in one set); a slot per piece, in this order.
+PIECE_SET = ((1, 18), (2, 4), (3, 4), (4, 4), (5, 4), (6, 2), (7, 2), (8, 2))
+NUM_SLOTS = sum(count for _, count in PIECE_SET)   # 40
+PROMOTED_BYTES = (NUM_SLOTS + 7) // 8              # 5
+SLOT_OPPONENT = 0x80
+SLOT_LOCATION = 0x7F
+SLOT_IN_HAND = NUM_SQUARES                         # 81
+SLOT_ABSENT = 0x7F                                 # 127
+SLOT_TYPE = np.repeat(np.array([t for t, _ in PIECE_SET], np.uint8), [n for _, n in PIECE_SET])   # [40]
+# Promotion of each piece type (0 = cannot promote) and, per piece code, its unpromoted type and flag.
+_PROMOTES_TO = np.array([0, 9, 10, 11, 12, 0, 13, 14, 0, 0, 0, 0, 0, 0, 0], np.uint8)
+_UNPROMOTED = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 6, 7], np.uint8)
+_CODE_TYPE = np.array([0] + list(range(1, 15)) * 2, np.uint8)
+_CODE_BASE = _UNPROMOTED[_CODE_TYPE]
+_CODE_PROMOTED = _CODE_TYPE > 8
+_SLOT_PROMOTION_STEP = np.where(_PROMOTES_TO[SLOT_TYPE] > 0, _PROMOTES_TO[SLOT_TYPE] - SLOT_TYPE, 0).astype(np.uint8)
+_TYPES = np.arange(9, dtype=np.uint8)            # 0 (empty) and the unpromoted types 1..8
+_SET_COUNT = np.array([0] + [n for _, n in PIECE_SET], np.int16)               # [9] pieces in a set
+_TYPE_FIRST_SLOT = np.concatenate([[0, 0], np.cumsum(_SET_COUNT[1:-1])]).astype(np.int64)   # [9]
+_SLOT_RANK = np.arange(NUM_SLOTS) - _TYPE_FIRST_SLOT[SLOT_TYPE]                   # [40] index within its kind
+# pack_positions' sort keys (type << 12 | square << 5 | code) and lookups indexed by their fields.
+_SQUARE_KEY = (np.arange(NUM_SQUARES, dtype=np.uint16) << 5)[None, :]
+_SQUARE_RANK = np.arange(NUM_SQUARES, dtype=np.int16)[None, :]
+_CODE_OPPONENT = np.where(np.arange(32) > NUM_PIECE_TYPES, SLOT_OPPONENT, 0).astype(np.uint8)
+_KEY_PROMOTED = np.concatenate([_CODE_PROMOTED, np.zeros(32 - len(_CODE_PROMOTED), bool)])
+_KIND_FIRST_SLOT = np.concatenate([_TYPE_FIRST_SLOT, np.zeros(16 - len(_TYPE_FIRST_SLOT))]).astype(np.int16)
+# [40, 7]: 1 where slot s holds a piece of hand kind i (kings have none).
+_SLOT_HAND_KIND = (SLOT_TYPE[:, None] == np.asarray(HAND_PIECE_TYPES)[None, :]).astype(np.float32)
 
 # Square index in the rotated view: square i from Black's side is 80 - i from White's side.
 _ROTATE = np.arange(NUM_SQUARES - 1, -1, -1)
@@ -194,6 +234,8 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
     start_ply = int(record.start_sfen.split()[3]) - 1 if len(record.start_sfen.split()) > 3 else 0
     for i in range(count):
         board[i], hands[i] = encode_position(position)
+        if i == 0:
+            check_piece_set(board[0], hands[0])     # moves keep the set: checking the start suffices
         turn[i] = position.turn
         if i < len(record.moves):
             move[i] = encode_move(record.moves[i], position.turn)
@@ -203,6 +245,91 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
                 raise ValueError(f"{record.source}: ply {i + 1}: {exc}") from exc
     ply = (start_ply + np.arange(count)).astype(np.int16)
     return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, int(turn[0]), count))
+
+
+def check_piece_set(board: np.ndarray, hands: np.ndarray) -> None:
+    """Raise ValueError unless the position ([81] board, [14] hands) holds at most one set of pieces
+    (18 pawns, 4 lances, ..., 2 kings): the packed form has a slot for each piece of one set."""
+    counts = np.bincount(_CODE_BASE[np.asarray(board, np.intp)], minlength=9)
+    for i, piece_type in enumerate(HAND_PIECE_TYPES):
+        counts[piece_type] += int(hands[i]) + int(hands[NUM_HAND_TYPES + i])
+    for piece_type, limit in PIECE_SET:
+        if counts[piece_type] > limit:
+            name = SFEN_PIECE[piece_type]
+            raise ValueError(f"{counts[piece_type]} pieces of kind {name} (a shogi set has {limit})")
+
+
+def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Packed form of positions (see the module docstring).
+
+    Args:
+        board: [N, 81] uint8 piece codes; hands: [N, 14] uint8 counts.
+    Returns:
+        pieces [N, 40] uint8 and promoted [N, 5] uint8.
+    Raises:
+        ValueError: a position holds more pieces of a kind than one set has.
+    """
+    board = np.asarray(board, np.uint8)
+    hands = np.asarray(hands, np.uint8)
+    n = board.shape[0]
+    base = _CODE_BASE[board]                                                    # [N, 81] type 0..8
+    on_board = np.bincount((np.arange(n)[:, None] * len(_TYPES) + base).ravel(),
+                           minlength=n * len(_TYPES)).reshape(n, len(_TYPES)).astype(np.int16)
+    on_board[:, 0] = 0                                                          # [N, 9] per type
+    own = np.zeros_like(on_board)
+    other = np.zeros_like(on_board)
+    own[:, HAND_PIECE_TYPES] = hands[:, :NUM_HAND_TYPES]
+    other[:, HAND_PIECE_TYPES] = hands[:, NUM_HAND_TYPES:]
+    too_many = on_board + own + other > _SET_COUNT
+    if too_many.any():
+        row = int(np.argmax(too_many.any(axis=1)))
+        check_piece_set(board[row], hands[row])
+    # Off-board slots of each kind, after its pieces on the board: own hand, opponent's hand, absent.
+    j = _SLOT_RANK[None, :]
+    held = (on_board + own)[:, SLOT_TYPE]
+    pieces = np.zeros((n, NUM_SLOTS + 1), np.uint8)           # C order (written through ravel()) + a dummy slot
+    pieces[:, :NUM_SLOTS] = np.where(j < held, SLOT_IN_HAND, np.where(j < held + other[:, SLOT_TYPE],
+                                                                      SLOT_IN_HAND | SLOT_OPPONENT, SLOT_ABSENT))
+    flags = np.zeros((n, NUM_SLOTS + 1), bool)
+    # Board pieces sorted by (type, square) in each row: key = type << 12 | square << 5 | code, empty
+    # squares last. The i-th piece of a row goes to its type's first slot + i - the row's board pieces
+    # of smaller types; empty squares go to the dummy slot.
+    key = np.where(base > 0, (base.astype(np.uint16) << 12) | _SQUARE_KEY | board, 0xFFFF).astype(np.uint16)
+    key.sort(axis=1)
+    kind = (key >> 12).astype(np.int16)                                         # 15 = empty
+    smaller = (np.cumsum(on_board, axis=1) - on_board).astype(np.int16)         # [N, 9]
+    smaller = np.ascontiguousarray(np.concatenate([smaller, np.zeros((n, 16 - smaller.shape[1]), np.int16)], axis=1))
+    row_base = np.arange(n, dtype=np.intp)[:, None]
+    slot = _KIND_FIRST_SLOT[kind] + _SQUARE_RANK - smaller.ravel()[row_base * 16 + kind]
+    slot[key == 0xFFFF] = NUM_SLOTS
+    target = (row_base * (NUM_SLOTS + 1) + slot).ravel()
+    codes = (key & 0x1F).astype(np.uint8).ravel()
+    pieces.ravel()[target] = ((key >> 5) & 0x7F).astype(np.uint8).ravel() | _CODE_OPPONENT[codes]
+    flags.ravel()[target] = _KEY_PROMOTED[codes]
+    return pieces[:, :NUM_SLOTS].copy(), np.packbits(flags[:, :NUM_SLOTS], axis=1, bitorder="little")
+
+
+def unpack_positions(pieces: np.ndarray, promoted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Board and hands of packed positions (inverse of pack_positions).
+
+    Args:
+        pieces: [N, 40] uint8; promoted: [N, 5] uint8.
+    Returns:
+        board [N, 81] uint8 and hands [N, 14] uint8.
+    """
+    n = pieces.shape[0]
+    location = pieces & SLOT_LOCATION
+    opponent = pieces >= SLOT_OPPONENT
+    flags = np.unpackbits(promoted, axis=1, count=NUM_SLOTS, bitorder="little")
+    codes = SLOT_TYPE + flags * _SLOT_PROMOTION_STEP + opponent * np.uint8(NUM_PIECE_TYPES)   # [N, 40]
+    on_board = location < NUM_SQUARES
+    board = np.zeros((n, NUM_SQUARES + 1), np.uint8)          # column 81 collects pieces off the board
+    target = np.arange(n)[:, None] * (NUM_SQUARES + 1) + np.where(on_board, location, NUM_SQUARES)
+    board.ravel()[target.ravel()] = (codes * on_board).ravel()
+    in_hand = location == SLOT_IN_HAND
+    own = (in_hand & ~opponent).astype(np.float32) @ _SLOT_HAND_KIND
+    other = (in_hand & opponent).astype(np.float32) @ _SLOT_HAND_KIND
+    return board[:, :NUM_SQUARES].copy(), np.concatenate([own, other], axis=1).astype(np.uint8)
 
 
 def expand_planes(board: np.ndarray, hands: np.ndarray) -> np.ndarray:

@@ -148,7 +148,8 @@ def iter_sfen_lines(refs: list[ShardRef]) -> Iterator[str]:
         with shards.open_shard(ref.path) as f:
             total = f[shards.KEY_WIN].shape[0]
             for start in range(0, total, shards.CHUNK_ROWS):
-                board, hands, turn, ply, win, game = (f[k][start:start + shards.CHUNK_ROWS] for k in keys)
+                rows = shards.read_rows(f, start, start + shards.CHUNK_ROWS, keys)
+                board, hands, turn, ply, win, game = (rows[k] for k in keys)
                 for i in range(len(win)):
                     sfen = decode_position(board[i], hands[i], int(turn[i]), int(ply[i]))
                     yield f"{sfen}\t{float(win[i]):g}\t{int(game[i])}\t{int(ply[i])}"

@@ -128,8 +128,8 @@ def _shard_layouts(paths: Sequence[Path]) -> list[tuple[int, int]]:
     for path in paths:
         with shards.open_shard(path) as f:
             rows = int(f[shards.KEY_WIN].shape[0])
-            chunk_rows = f[shards.KEY_BOARD].chunks[0] if f[shards.KEY_BOARD].chunks else max(rows, 1)
-            for key in KEYS:
+            chunk_rows = f[shards.KEY_PIECES].chunks[0] if f[shards.KEY_PIECES].chunks else max(rows, 1)
+            for key in shards.stored_keys(KEYS):
                 if f[key].shape[0] != rows or (f[key].chunks and f[key].chunks[0] != chunk_rows):
                     raise ShardFormatError(f"{path}: dataset {key!r} has {f[key].shape[0]} rows or chunks "
                                            f"{f[key].chunks}, expected {rows} rows in chunks of {chunk_rows}")
@@ -154,12 +154,13 @@ class _ShardReader:
 
     def read(self, chunks: Sequence[Chunk]) -> Batch:
         """The rows of `chunks`, concatenated in order: arrays keyed as KEYS."""
-        parts = {key: [] for key in KEYS}
+        stored = shards.stored_keys(KEYS)
+        parts: dict[str, list[np.ndarray]] = {key: [] for key in stored}
         for chunk in chunks:
             f = self._file(chunk.shard)
-            for key in KEYS:
+            for key in stored:
                 parts[key].append(f[key][chunk.start:chunk.stop])
-        return {key: np.concatenate(arrays) for key, arrays in parts.items()}
+        return shards.unpack_rows({key: np.concatenate(arrays) for key, arrays in parts.items()}, KEYS)
 
     def _file(self, index: int) -> h5py.File:
         if index in self._files:

@@ -1,10 +1,10 @@
 """HDF5 shards: the on-disk training format written by `convert` and read by the trainer.
 
-Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 1), N positions, G games:
+Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 2), N positions, G games:
 
   dataset              shape     dtype    meaning
-  board                [N, 81]   uint8    piece code per square, side to move's view (features.py)
-  hands                [N, 14]   uint8    pieces in hand, own P L N S G B R then the opponent's
+  pieces               [N, 40]   uint8    one slot per piece of a set: square or hand, owner (features.py)
+  promoted             [N, 5]    uint8    bit i (little-endian bit order) set: slot i's piece is promoted
   turn                 [N]       uint8    colour to move, 0 black 1 white (to decode the real position)
   ply                  [N]       int16    moves played before the position (0 = start position)
   move                 [N]       uint16   the move played next (features.encode_move; 65535 = none)
@@ -21,9 +21,14 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 1), N positions, G games:
   games/start_sfen     [G]       string   start position
   attrs: schema_version, split, num_positions, num_games
 
+A position takes 58 bytes raw (45 of them the packed position, where dlshogi's 38-byte records spend
+32) and about 14 compressed in game order (datasets/README.md has the measurements). Readers get it back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA,
+the side to move's view of features.py): read_rows unpacks. Schema 1 stored board and hands as such
+(108 bytes a position raw); its shards are refused with a message to convert again.
+
 Position datasets are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter; a reader
 fetches whole chunks. Within a shard, positions are stored in game order (convert's default: consecutive
-positions of a game compress 2.3x better) or in a seeded shuffled order (`convert --row-order shuffled`);
+positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`);
 the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
 `manifest.json` (MANIFEST_NAME) lists the shards.
 """
@@ -41,16 +46,30 @@ from typing import Any
 import h5py
 import numpy as np
 
+from shogi_dnn import features
 from shogi_dnn.errors import ShardFormatError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "validation", "test")
 CHUNK_ROWS = 4096
 KEY_BOARD, KEY_HANDS, KEY_TURN, KEY_PLY, KEY_MOVE, KEY_WIN, KEY_GAME = (
     "board", "hands", "turn", "ply", "move", "win", "game")
+KEY_PIECES, KEY_PROMOTED = "pieces", "promoted"
 GAMES_GROUP = "games"
-# Position datasets: name -> (row shape, dtype). Pinned by tests/test_shards.py.
+# Position datasets on disk: name -> (row shape, dtype). Pinned by tests/test_shards.py.
+STORED_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
+    KEY_PIECES: ((features.NUM_SLOTS,), np.dtype(np.uint8)),
+    KEY_PROMOTED: ((features.PROMOTED_BYTES,), np.dtype(np.uint8)),
+    KEY_TURN: ((), np.dtype(np.uint8)),
+    KEY_PLY: ((), np.dtype(np.int16)),
+    KEY_MOVE: ((), np.dtype(np.uint16)),
+    KEY_WIN: ((), np.dtype(np.float32)),
+    KEY_GAME: ((), np.dtype(np.int32)),
+}
+_PACKED = (KEY_PIECES, KEY_PROMOTED)
+_UNPACKED = (KEY_BOARD, KEY_HANDS)
+# Positions as writers pass them and readers get them (board and hands unpacked): name -> (row shape, dtype).
 POSITION_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
     KEY_BOARD: ((81,), np.dtype(np.uint8)),
     KEY_HANDS: ((14,), np.dtype(np.uint8)),
@@ -83,17 +102,24 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     """Write one shard atomically (temp file, then rename) and return its sha256.
 
     Args:
-        positions: arrays keyed as POSITION_SCHEMA, all with the same first dimension N.
+        positions: arrays keyed as POSITION_SCHEMA, all with the same first dimension N (board and
+            hands are stored packed, see STORED_SCHEMA).
         games: columns keyed as GAME_SCHEMA, all of length G.
+    Raises:
+        ValueError: a position holds more pieces of a kind than one set (convert skips such games
+            before they get here: features.encode_game checks).
     """
     path = Path(path)
     n = len(positions[KEY_WIN])
+    pieces, promoted = features.pack_positions(np.asarray(positions[KEY_BOARD]).reshape(n, -1),
+                                               np.asarray(positions[KEY_HANDS]).reshape(n, -1))
+    stored = {**positions, KEY_PIECES: pieces, KEY_PROMOTED: promoted}
     tmp = path.with_name(path.name + ".tmp")
     with _create_untimed_file(tmp) as f:
         f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
                        num_games=len(games["game_id"]))
-        for key, (row_shape, dtype) in POSITION_SCHEMA.items():
-            data = np.asarray(positions[key], dtype=dtype).reshape((n, *row_shape))
+        for key, (row_shape, dtype) in STORED_SCHEMA.items():
+            data = np.asarray(stored[key], dtype=dtype).reshape((n, *row_shape))
             chunks = (max(1, min(chunk_rows, n)), *row_shape)
             f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
                              shuffle=True, track_times=False)
@@ -151,19 +177,45 @@ def open_shard(path: str | Path) -> h5py.File:
     version = int(version) if isinstance(version, (int, np.integer)) else version
     if version != SCHEMA_VERSION:
         f.close()
-        raise ShardFormatError(f"{path}: schema_version {version!r}, this version reads {SCHEMA_VERSION}")
-    for key, (row_shape, dtype) in POSITION_SCHEMA.items():
+        raise ShardFormatError(f"{path}: schema_version {version!r}, this version reads {SCHEMA_VERSION}"
+                               f"{_RECONVERT if version == 1 else ''}")
+    for key, (row_shape, dtype) in STORED_SCHEMA.items():
         if key not in f or f[key].dtype != dtype or f[key].shape[1:] != row_shape:
             f.close()
             raise ShardFormatError(f"{path}: dataset {key!r} missing or not {dtype} {row_shape}")
     return f
 
 
+_RECONVERT = " (written by an older shogi-dnn: run `shogi-dnn convert` on the records again)"
+
+
+def stored_keys(keys: Sequence[str]) -> tuple[str, ...]:
+    """The datasets to read for POSITION_SCHEMA `keys` (board or hands: the packed pieces)."""
+    out = [key for key in keys if key not in _UNPACKED]
+    if any(key in _UNPACKED for key in keys):
+        out[:0] = _PACKED
+    return tuple(dict.fromkeys(out))
+
+
+def unpack_rows(stored: dict[str, np.ndarray], keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """POSITION_SCHEMA `keys` from rows read as stored_keys(keys)."""
+    out = {key: stored[key] for key in keys if key not in _UNPACKED}
+    if any(key in _UNPACKED for key in keys):
+        board, hands = features.unpack_positions(stored[KEY_PIECES], stored[KEY_PROMOTED])
+        out.update({key: value for key, value in ((KEY_BOARD, board), (KEY_HANDS, hands)) if key in keys})
+    return {key: out[key] for key in keys}
+
+
+def read_rows(f: h5py.File, start: int, stop: int | None, keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """Rows [start, stop) of an open shard (open_shard): arrays keyed by POSITION_SCHEMA `keys`."""
+    return unpack_rows({key: f[key][start:stop] for key in stored_keys(keys)}, keys)
+
+
 def read_positions(path: str | Path, start: int = 0, stop: int | None = None,
                    keys: Sequence[str] = tuple(POSITION_SCHEMA)) -> ShardData:
-    """Read rows [start, stop) of a shard's position datasets (whole chunks are decompressed)."""
+    """Read rows [start, stop) of a shard's positions (whole chunks are decompressed)."""
     with open_shard(path) as f:
-        return ShardData({key: f[key][start:stop] for key in keys})
+        return ShardData(read_rows(f, start, stop, keys))
 
 
 def read_games(path: str | Path) -> dict[str, np.ndarray]:
@@ -217,7 +269,8 @@ def read_manifest(root: str | Path) -> Manifest:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ShardFormatError(f"{path}: schema_version {data.get('schema_version')!r}, "
-                                   f"this version reads {SCHEMA_VERSION}")
+                                   f"this version reads {SCHEMA_VERSION}"
+                                   f"{_RECONVERT if data.get('schema_version') == 1 else ''}")
         shards = tuple(ShardInfo(**entry) for entry in data["shards"])
         return Manifest(root, shards, data.get("settings", {}), data.get("totals", {}))
     except (json.JSONDecodeError, KeyError, TypeError) as exc:

@@ -30,7 +30,7 @@ def _readme_table() -> list[list[str]]:
 
 def test_readme_schema_table_matches_the_module() -> None:
     assert _readme_table() == _module_table()
-    assert {r[0] for r in _module_table()} >= set(shards.POSITION_SCHEMA)
+    assert {r[0] for r in _module_table()} >= set(shards.STORED_SCHEMA)
 
 
 @pytest.mark.slow

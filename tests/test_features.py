@@ -68,15 +68,57 @@ def test_random_games_round_trip(seed: int) -> None:
 
 
 def test_handicap_start_and_hands_round_trip() -> None:
-    start = "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w 2P3g 5"
+    start = "lnsk1gsnl/9/pppppppp1/9/9/9/PPPPPPP2/1B5R1/LNSGKGSNL w 2Pg 5"   # no white rook, bishop
     moves = random_game(3, max_plies=30, start=start)
     encoded = features.encode_game(record(moves, Winner.DRAW, start=start))
     assert encoded.ply[0] == 4 and encoded.turn[0] == WHITE
     assert (encoded.win == 0.5).all()
     first = features.decode_position(encoded.board[0], encoded.hands[0], WHITE, 4)
     assert first == start
-    # own (white) hand first: 3 golds; opponent (black) hand: 2 pawns
-    assert encoded.hands[0][4] == 3 and encoded.hands[0][7] == 2
+    # own (white) hand first: 1 gold; opponent (black) hand: 2 pawns
+    assert encoded.hands[0][4] == 1 and encoded.hands[0][7] == 2
+    pieces, promoted = features.pack_positions(encoded.board, encoded.hands)
+    # white's rook and bishop are not in the game: absent slots (bishops 34..35, rooks 36..37)
+    # (black's bishop 8h and rook 2h: the opponent's, at rotated squares 80 - 64 and 80 - 70)
+    assert list(pieces[0][34:38]) == [128 + 80 - 64, features.SLOT_ABSENT, 128 + 80 - 70, features.SLOT_ABSENT]
+    board, hands = features.unpack_positions(pieces, promoted)
+    np.testing.assert_array_equal(board, encoded.board)
+    np.testing.assert_array_equal(hands, encoded.hands)
+
+
+def test_packed_start_position_is_pinned() -> None:
+    board, hands = features.encode_position(new_position(STANDARD_START_SFEN))
+    pieces, promoted = features.pack_positions(board[None], hands[None])
+    assert pieces.shape == (1, 40) and promoted.shape == (1, 5) and not promoted.any()
+    # pawns: the opponent's on rank 3 (squares 18..26), then own on rank 7 (54..62), in square order
+    assert list(pieces[0][:18]) == [128 + sq for sq in range(18, 27)] + list(range(54, 63))
+    # kings: the opponent's at 5a (square 4), own at 5i (76); rooks: opponent's 8b (10), own 2h (70)
+    assert list(pieces[0][38:]) == [128 + 4, 76] and list(pieces[0][36:38]) == [128 + 10, 70]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_form_round_trips_random_games(seed: int) -> None:
+    """Captures, drops, promotions, both sides to move: pack then unpack gives every position back."""
+    encoded = features.encode_game(record(random_game(100 + seed, max_plies=300), Winner.BLACK))
+    pieces, promoted = features.pack_positions(encoded.board, encoded.hands)
+    assert promoted.any() and encoded.hands.any()
+    board, hands = features.unpack_positions(pieces, promoted)
+    np.testing.assert_array_equal(board, encoded.board)
+    np.testing.assert_array_equal(hands, encoded.hands)
+    # promoted bits sit on the slots of promoted pieces only
+    flags = np.unpackbits(promoted, axis=1, count=40, bitorder="little").astype(bool)
+    on_board = (pieces & features.SLOT_LOCATION) < 81
+    codes = encoded.board[np.nonzero(on_board)[0], (pieces & features.SLOT_LOCATION)[on_board]]
+    assert np.array_equal(flags[on_board], np.isin(codes % 14, (9, 10, 11, 12, 13, 0)) & (codes > 0))
+
+
+def test_more_than_one_set_of_pieces_is_refused() -> None:
+    nineteen_pawns = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b P 1"
+    with pytest.raises(ValueError, match="19 pieces of kind P"):
+        features.encode_game(record(["7g7f"], start=nineteen_pawns))
+    board, hands = features.encode_position(new_position(nineteen_pawns))
+    with pytest.raises(ValueError, match="19 pieces of kind P"):
+        features.pack_positions(np.stack([board, board]), np.stack([hands, hands]))
 
 
 def test_labels_alternate_from_side_to_move() -> None:

@@ -13,6 +13,10 @@ from shogi_dnn.errors import ShardFormatError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from tests.test_features import random_game
 
+PINNED_STORED = {
+    "pieces": ((40,), "uint8"), "promoted": ((5,), "uint8"), "turn": ((), "uint8"), "ply": ((), "int16"),
+    "move": ((), "uint16"), "win": ((), "float32"), "game": ((), "int32"),
+}
 PINNED_POSITIONS = {
     "board": ((81,), "uint8"), "hands": ((14,), "uint8"), "turn": ((), "uint8"), "ply": ((), "int16"),
     "move": ((), "uint16"), "win": ((), "float32"), "game": ((), "int32"),
@@ -42,7 +46,9 @@ def make_shard_inputs(num_games: int = 3, seed: int = 0) -> tuple[dict, dict]:
 
 
 def test_schema_is_pinned() -> None:
-    assert shards.SCHEMA_VERSION == 1
+    assert shards.SCHEMA_VERSION == 2
+    got = {k: (shape, dtype.name) for k, (shape, dtype) in shards.STORED_SCHEMA.items()}
+    assert got == PINNED_STORED
     got = {k: (shape, dtype.name) for k, (shape, dtype) in shards.POSITION_SCHEMA.items()}
     assert got == PINNED_POSITIONS
     assert list(shards.GAME_SCHEMA) == PINNED_GAMES
@@ -56,8 +62,9 @@ def test_written_file_matches_schema(tmp_path) -> None:
     assert digest == shards.file_sha256(tmp_path / "train-00000.h5")
     assert not list(tmp_path.glob("*.tmp"))
     with h5py.File(tmp_path / "train-00000.h5", "r") as f:
-        assert dict(f.attrs) == {"schema_version": 1, "split": "train", "num_positions": n, "num_games": 3}
-        for key, (shape, dtype) in PINNED_POSITIONS.items():
+        assert dict(f.attrs) == {"schema_version": 2, "split": "train", "num_positions": n, "num_games": 3}
+        assert sorted(k for k in f if k != "games") == sorted(PINNED_STORED)
+        for key, (shape, dtype) in PINNED_STORED.items():
             assert f[key].shape == (n, *shape) and f[key].dtype == np.dtype(dtype)
             assert f[key].compression == "gzip" and f[key].shuffle
         assert sorted(f["games"]) == sorted(PINNED_GAMES)
@@ -86,6 +93,26 @@ def test_bad_files_are_rejected_with_the_path(tmp_path) -> None:
         f.attrs["schema_version"] = 99
     with pytest.raises(ShardFormatError, match="schema_version 99"):
         shards.read_positions(old)
+    with h5py.File(old, "w") as f:
+        f.attrs["schema_version"] = 1
+    with pytest.raises(ShardFormatError, match="schema_version 1, this version reads 2 .*convert"):
+        shards.read_positions(old)
+
+
+def test_stored_row_is_compact_and_reads_back_as_board_and_hands(tmp_path) -> None:
+    """58 bytes a position raw (45 of them the packed position, dlshogi's records take 32 for it);
+    readers get board and hands back, any subset of keys, in the order asked."""
+    raw = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in shards.STORED_SCHEMA.values())
+    assert raw == 58
+    positions, games = make_shard_inputs(num_games=4, seed=7)
+    shards.write_shard(tmp_path / "s.h5", "train", positions, games, chunk_rows=16)
+    with shards.open_shard(tmp_path / "s.h5") as f:
+        rows = shards.read_rows(f, 20, 50, ("hands", "win", "board"))
+        assert list(rows) == ["hands", "win", "board"]
+        np.testing.assert_array_equal(rows["board"], positions["board"][20:50])
+        np.testing.assert_array_equal(rows["hands"], positions["hands"][20:50])
+        assert list(shards.read_rows(f, 0, 3, ("ply",))) == ["ply"]
+    assert shards.stored_keys(("board", "ply", "hands")) == ("pieces", "promoted", "ply")
 
 
 def test_manifest_round_trip_and_errors(tmp_path) -> None:
@@ -99,7 +126,10 @@ def test_manifest_round_trip_and_errors(tmp_path) -> None:
         shards.read_manifest(tmp_path)
     with pytest.raises(ShardFormatError, match="no manifest"):
         shards.read_manifest(tmp_path / "nowhere")
-    data = {"schema_version": 2, "shards": []}
+    data = {"schema_version": 3, "shards": []}
     (tmp_path / "manifest.json").write_text(json.dumps(data))
-    with pytest.raises(ShardFormatError, match="schema_version 2"):
+    with pytest.raises(ShardFormatError, match="schema_version 3"):
+        shards.read_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": 1, "shards": []}))
+    with pytest.raises(ShardFormatError, match="schema_version 1.*convert"):
         shards.read_manifest(tmp_path)

@@ -1,7 +1,7 @@
 """Synthetic shard datasets for benchmarks and tests (numpy + h5py only, no TensorFlow).
 
-Positions are "legal-ish": each board holds a king per side and a random number of other pieces on
-random squares, hands hold small counts within features.HAND_MAX. They are not reachable positions;
+Positions are "legal-ish": one shogi set of pieces, each on a random square or in a random hand, a king
+per side on the board. They are not reachable positions;
 they have the shape, dtypes and roughly the compressibility of real shards, which is what throughput
 measurements and pipeline tests need. `ply` is the row's index in its split modulo 2**15, so small test
 datasets can identify every row they read back.
@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from shogi_dnn import features, shards
-from shogi_dnn.rules import NUM_PIECE_TYPES, NUM_SQUARES
+from shogi_dnn.rules import NUM_SQUARES
 
-KING = 8                          # rules' piece type of the king
-PIECES_PER_BOARD = (20, 40)       # range of pieces besides the two kings
+ON_BOARD = (0.5, 1.0)             # range of the share of a set's pieces on the board (the rest in hand)
 POSITIONS_PER_GAME = 100          # synthetic games: consecutive rows share a game id
 
 
@@ -28,21 +27,20 @@ def random_positions(count: int, rng: np.random.Generator, first_row: int = 0) -
     Returns:
         board [count, 81] uint8, hands [count, 14] uint8, turn/ply/move/win/game [count].
     """
-    board = np.zeros((count, NUM_SQUARES), np.uint8)
-    squares = np.argsort(rng.random((count, NUM_SQUARES)), axis=1)   # a random square order per row
-    pieces = rng.integers(*PIECES_PER_BOARD, size=count)
-    codes = rng.integers(1, 2 * NUM_PIECE_TYPES + 1, size=(count, NUM_SQUARES)).astype(np.uint8)
-    codes[codes == KING] = 1
-    codes[codes == KING + NUM_PIECE_TYPES] = 1 + NUM_PIECE_TYPES
-    codes[:, 0], codes[:, 1] = KING, KING + NUM_PIECE_TYPES
-    filled = np.arange(NUM_SQUARES)[None, :] < (pieces + 2)[:, None]
-    rows = np.repeat(np.arange(count), NUM_SQUARES).reshape(count, NUM_SQUARES)
-    board[rows[filled], squares[filled]] = codes[filled]
-    limits = np.asarray(features.HAND_MAX * 2)
-    hands = (rng.integers(0, limits + 1, size=(count, features.HAND_SIZE)) * (rng.random((count, 1)) < 0.5))
+    # Packed form first (features.pack_positions): each piece of a set on a distinct random square or in
+    # a random hand; kings (the last two slots) on the board, one a side; a tenth of the rest promoted.
+    squares = np.argsort(rng.random((count, NUM_SQUARES)), axis=1)[:, :features.NUM_SLOTS].astype(np.uint8)
+    owner = rng.integers(0, 2, size=(count, features.NUM_SLOTS)).astype(np.uint8) * features.SLOT_OPPONENT
+    owner[:, -2:] = (0, features.SLOT_OPPONENT)
+    on_board = rng.random((count, features.NUM_SLOTS)) < rng.uniform(*ON_BOARD, size=(count, 1))
+    on_board[:, -2:] = True
+    pieces = np.where(on_board, squares, features.SLOT_IN_HAND).astype(np.uint8) | owner
+    promotable = np.isin(features.SLOT_TYPE, (1, 2, 3, 4, 6, 7))
+    flags = (rng.random((count, features.NUM_SLOTS)) < 0.1) & on_board & promotable
+    board, hands = features.unpack_positions(pieces, np.packbits(flags, axis=1, bitorder="little"))
     index = first_row + np.arange(count)
     return {
-        shards.KEY_BOARD: board, shards.KEY_HANDS: hands.astype(np.uint8),
+        shards.KEY_BOARD: board, shards.KEY_HANDS: hands,
         shards.KEY_TURN: (index % 2).astype(np.uint8), shards.KEY_PLY: (index % 2**15).astype(np.int16),
         shards.KEY_MOVE: np.full(count, features.MOVE_NONE, np.uint16),
         shards.KEY_WIN: rng.choice(np.asarray([features.LABEL_LOSS, features.LABEL_WIN, features.LABEL_DRAW],

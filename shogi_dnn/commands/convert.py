@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shard-size", type=int, default=defaults.shard_size,
                         help=f"positions per shard (default {defaults.shard_size}; shards hold whole games)")
     parser.add_argument("--row-order", choices=("game", "shuffled"), default=defaults.row_order,
-                        help="rows of a shard in game order (default: compresses 2.3x better; training shuffles "
+                        help="rows of a shard in game order (default: compresses 2.2x better; training shuffles "
                              "chunks and buffers) or shuffled with --seed")
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="seed of the within-shard shuffle (--row-order shuffled)")
