@@ -53,6 +53,7 @@ SCHEMA_VERSION = 2
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "validation", "test")
 CHUNK_ROWS = 4096
+PACK_ROWS = 4096          # rows packed at a time by write_shard (bounded temporaries, cache-sized)
 KEY_BOARD, KEY_HANDS, KEY_TURN, KEY_PLY, KEY_MOVE, KEY_WIN, KEY_GAME = (
     "board", "hands", "turn", "ply", "move", "win", "game")
 KEY_PIECES, KEY_PROMOTED = "pieces", "promoted"
@@ -111,9 +112,12 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     """
     path = Path(path)
     n = len(positions[KEY_WIN])
-    pieces, promoted = features.pack_positions(np.asarray(positions[KEY_BOARD]).reshape(n, -1),
-                                               np.asarray(positions[KEY_HANDS]).reshape(n, -1))
-    stored = {**positions, KEY_PIECES: pieces, KEY_PROMOTED: promoted}
+    board = np.asarray(positions[KEY_BOARD]).reshape(n, -1)
+    hands = np.asarray(positions[KEY_HANDS]).reshape(n, -1)
+    packed = [features.pack_positions(board[i:i + PACK_ROWS], hands[i:i + PACK_ROWS])
+              for i in range(0, n, PACK_ROWS)] or [features.pack_positions(board, hands)]
+    stored = {**positions, KEY_PIECES: np.concatenate([p for p, _ in packed]),
+              KEY_PROMOTED: np.concatenate([q for _, q in packed])}
     tmp = path.with_name(path.name + ".tmp")
     with _create_untimed_file(tmp) as f:
         f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
