@@ -1,7 +1,11 @@
 """Data-parallel towers: the strategy, the optimizer and its lr schedule, the train and eval steps.
 
-One code path for 1..N devices: training always runs under a `tf.distribute.MirroredStrategy`, also
-on a single device, so the same step is compiled and tested everywhere.
+One code path for 1..N devices: training always runs under a tf.distribute strategy and the same
+step (strategy.run, a replica-context all-reduce, experimental_local_results) is compiled everywhere:
+a `MirroredStrategy` over two or more devices, a `OneDeviceStrategy` on one (tf.distribute's strategy
+for a single device: it pins the listed device, its all-reduce is the identity, and it skips the
+mirrored-variable machinery a one-replica MirroredStrategy would carry), a
+`MultiWorkerMirroredStrategy` across machines.
 
 The update is the mean gradient over every sample of every tower and every micro-batch:
 
@@ -54,7 +58,7 @@ BUSY_KEY = "busy_s"   # train steps only, besides METRIC_KEYS: the tower's own c
 
 def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | None = None,
                   cluster: Cluster | None = None) -> tf.distribute.Strategy:
-    """A MirroredStrategy over the chosen devices (also for one device: one code path).
+    """A MirroredStrategy over the chosen devices; a OneDeviceStrategy when there is one (same step).
 
     Args:
         simulate_devices: split the CPU into this many logical devices and use them as towers (to
@@ -81,6 +85,8 @@ def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | 
     else:
         gpus = tf.config.list_logical_devices("GPU")
         names = [d.name for d in gpus] or [tf.config.list_logical_devices("CPU")[0].name]
+    if len(names) == 1:
+        return tf.distribute.OneDeviceStrategy(names[0])
     # Logical CPUs: reduce on one device. The default (collective ops) keys its groups per process, so a
     # second strategy over a different CPU set in the same process (tests, bench) would collide.
     cpu_only = all("CPU" in name.upper() for name in names)

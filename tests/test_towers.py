@@ -179,7 +179,12 @@ def test_make_strategy_errors() -> None:
         towers.make_strategy(simulate_devices=64)
     with pytest.raises(RunError, match="unknown device"):
         towers.make_strategy(devices=["/gpu:7"])
-    assert towers.make_strategy(devices=["/cpu:1"]).num_replicas_in_sync == 1
+    one = towers.make_strategy(devices=["/cpu:1"])
+    # one device: tf.distribute's one-device strategy, pinned to the listed device (same step code)
+    assert isinstance(one, tf.distribute.OneDeviceStrategy) and one.num_replicas_in_sync == 1
+    assert [d.upper() for d in one.extended.worker_devices] == ["/JOB:LOCALHOST/REPLICA:0/TASK:0/DEVICE:CPU:1"]
+    assert isinstance(towers.make_strategy(simulate_devices=1), tf.distribute.OneDeviceStrategy)
+    assert isinstance(towers.make_strategy(simulate_devices=2), tf.distribute.MirroredStrategy)
 
 
 def test_mixed_float16_loss_scaling_tower_independent() -> None:
