@@ -32,7 +32,8 @@ reads *only* lanes [w*L/W, (w+1)*L/W) (the chunks of the other lanes are never r
 each global batch, its share of it (rows [w*B/W, (w+1)*B/W)) as consecutive per-replica batches,
 so the towers of the whole cluster together see exactly the stream one machine would see with the
 same L. Every worker still opens every shard of the group for its metadata (chunk layout), to plan
-the buffers and count the batches.
+the buffers and count the batches. Validation (make_eval_dataset with an input context) likewise gives
+worker w only rows [w*N/W, (w+1)*N/W) of the split, in per-replica batches.
 """
 
 from __future__ import annotations
@@ -384,36 +385,57 @@ def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | 
 # Evaluation and counting
 
 
-def iter_sequential(paths: Sequence[Path], max_positions: int = 0) -> Iterator[Batch]:
-    """Every row of the shards in file order, chunk by chunk (the first `max_positions` if > 0)."""
+def iter_sequential(paths: Sequence[Path], max_positions: int = 0, *, start: int = 0,
+                    stop: int | None = None) -> Iterator[Batch]:
+    """Rows [start, stop) of the shards in file order (the first `max_positions` of those if > 0),
+    chunk by chunk; chunks outside the range are not read."""
     reader = _ShardReader(paths)
-    remaining = max_positions if max_positions > 0 else math.inf
+    stop = math.inf if stop is None else stop
+    if max_positions > 0:
+        stop = min(stop, start + max_positions)
+    first = 0                                   # stream index of the chunk's first row
     try:
         for chunk in _chunks(paths):
-            if remaining <= 0:
-                return
+            lo, hi = max(start - first, 0), min(stop - first, len(chunk))
+            first += len(chunk)
+            if lo >= hi:
+                if first >= stop:
+                    return
+                continue
             rows = reader.read([chunk])
-            take = int(min(len(chunk), remaining))
-            remaining -= take
-            yield {key: value[:take] for key, value in rows.items()}
+            yield {key: value[int(lo):int(hi)] for key, value in rows.items()}
     finally:
         reader.close()
 
 
-def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions: int = 0) -> tf.data.Dataset:
-    """All rows of the shards in file order (no shuffle), in global batches; the last may be partial.
+def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions: int = 0,
+                      input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """All rows of the shards in file order (no shuffle), in batches; the last may be partial.
 
     Args:
-        max_positions: stop after this many rows (0 = all), e.g. DataConfig.validation_positions.
+        max_positions: only the first this many rows (0 = all), e.g. DataConfig.validation_positions.
+        input_context: from distribute_datasets_from_function: worker w of W reads only rows
+            [w*N/W, (w+1)*N/W) of the N rows and yields them in per-replica batches (the last partial;
+            a worker or tower that runs out first gets empty batches from tf.distribute, so every row
+            is evaluated once and the towers' sums add up to the whole split).
     Returns:
-        Dataset of dicts as make_train_dataset's, batch dimension None (the last batch is smaller).
+        Dataset of dicts as make_train_dataset's, batch dimension None (global batches without an input
+        context, per-replica batches with one).
     """
-    _check_batch(global_batch, None)
+    _check_batch(global_batch, input_context)
     paths = [Path(p) for p in paths]
-    _shard_layouts(paths)   # fail now, with the file name, rather than inside the iterator
+    total = count_positions(paths)   # fail now, with the file name, rather than inside the iterator
+    if input_context is None:
+        start, stop, batch = 0, None, global_batch
+    else:
+        total = min(total, max_positions) if max_positions > 0 else total
+        workers, worker = input_context.num_input_pipelines, input_context.input_pipeline_id
+        start, stop = worker * total // workers, (worker + 1) * total // workers
+        batch, max_positions = input_context.get_per_replica_batch_size(global_batch), 0
 
     def generate() -> Iterator[Batch]:
-        yield from _stack_batches(iter_sequential(paths, max_positions), global_batch, keep_partial=True)
+        yield from _stack_batches(iter_sequential(paths, max_positions, start=start, stop=stop), batch,
+                                  keep_partial=True)
 
     return _from_stacks(generate, None)
 

@@ -357,7 +357,11 @@ def make_eval_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Call
     """step(dist_batch) -> per-replica metric sums (no update). Handles partial and empty tower batches."""
 
     def replica_eval(batch: Batch) -> dict[str, tf.Tensor]:
-        return example_losses(model, batch, training=False)[1]
+        # An empty batch (a tower that ran out before the others: tf.distribute hands it a 0-row dummy)
+        # skips the model: some CPU conv kernels mis-shape 0-row inputs. Its sums are zero.
+        zeros = {key: tf.constant(0.0) for key in METRIC_KEYS}
+        return tf.cond(tf.size(batch["win"]) > 0, lambda: example_losses(model, batch, training=False)[1],
+                       lambda: zeros)
 
     @tf.function
     def step(batch: Batch) -> dict[str, tf.Tensor]:

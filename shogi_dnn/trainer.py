@@ -278,9 +278,12 @@ class Trainer:
         # must make the same collectives, and the stage's record would otherwise be lost for good (the
         # checkpoint that follows is past it).
         start = time.perf_counter()
-        dataset = pipeline.make_eval_dataset(self.validation_paths, global_batch=self.global_batch,
-                                             max_positions=self.config.data.validation_positions)
-        outputs = [self.eval_step(batch) for batch in self.strategy.experimental_distribute_dataset(dataset)]
+        # Each worker reads only its share of the rows (pipeline.make_eval_dataset with an input context).
+        dataset = self.strategy.distribute_datasets_from_function(
+            lambda ctx: pipeline.make_eval_dataset(self.validation_paths, global_batch=self.global_batch,
+                                                   max_positions=self.config.data.validation_positions,
+                                                   input_context=ctx))
+        outputs = [self.eval_step(batch) for batch in dataset]
         sums = TowerSums.collect(self.strategy, outputs)               # waits for the pass
         self.metrics.write(summarise("validation", state, sums, self.devices,
                                      seconds=time.perf_counter() - start))

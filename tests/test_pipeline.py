@@ -278,6 +278,43 @@ def test_eval_dataset_keeps_every_row_in_order(dataset):
     np.testing.assert_array_equal(np.concatenate([b["ply"] for b in wide]), np.arange(130))
 
 
+def test_eval_dataset_worker_reads_only_its_rows(dataset, monkeypatch):
+    """With an input context, worker w of W yields rows [w*N/W, (w+1)*N/W) in per-replica batches and
+    reads only the chunks holding them (130 validation rows, chunks of 64)."""
+    paths = split_paths(dataset, "validation")
+    read: list[tuple[int, int]] = []
+    original = pipeline._ShardReader.read
+    monkeypatch.setattr(pipeline._ShardReader, "read",
+                        lambda self, chunks: read.extend((c.start, c.stop) for c in chunks) or original(self, chunks))
+    got = []
+    for worker in range(2):
+        read.clear()
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker, num_replicas_in_sync=4)
+        batches = list(pipeline.make_eval_dataset(paths, global_batch=40, input_context=ctx).as_numpy_iterator())
+        assert all(len(b["ply"]) <= 10 for b in batches)
+        got.append(np.concatenate([b["ply"] for b in batches]))
+        assert read == ([(0, 64), (64, 128)] if worker == 0 else [(64, 128), (128, 130)])
+    np.testing.assert_array_equal(got[0], np.arange(65))
+    np.testing.assert_array_equal(got[1], np.arange(65, 130))
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
+    capped = list(pipeline.make_eval_dataset(paths, global_batch=40, max_positions=100,
+                                             input_context=ctx).as_numpy_iterator())
+    np.testing.assert_array_equal(np.concatenate([b["ply"] for b in capped]), np.arange(50, 100))
+
+
+def test_eval_dataset_from_function_evaluates_every_row_once(dataset):
+    """Per-replica batches under 4 towers, 130 rows in batches of 8 (2 a tower): the last step has data
+    for only some towers; tf.distribute gives the others empty batches and every row counts once."""
+    strategy = towers.make_strategy(simulate_devices=4)
+    paths = split_paths(dataset, "validation")
+    data = strategy.distribute_datasets_from_function(
+        lambda ctx: pipeline.make_eval_dataset(paths, global_batch=8, input_context=ctx))
+    plies = []
+    for batch in data:
+        plies.extend(np.concatenate([t.numpy() for t in strategy.experimental_local_results(batch["ply"])]))
+    assert sorted(plies) == list(range(130))
+
+
 def test_split_groups_contiguous_balanced():
     infos = [shards.ShardInfo(f"s{i}.h5", "train", n, 1, "") for i, n in enumerate([100, 100, 100, 100, 50, 50])]
     groups = pipeline.split_groups(infos, 3)
@@ -316,15 +353,22 @@ dataset = strategy.distribute_datasets_from_function(
                                             skip_samples=10, input_context=ctx))
 steps = [np.concatenate([t.numpy() for t in strategy.experimental_local_results(x["ply"])]).tolist()
          for x in dataset]
-json.dump(steps, open(out, "w"))
+validation = strategy.distribute_datasets_from_function(
+    lambda ctx: pipeline.make_eval_dataset(json.loads(sys.argv[4]), global_batch=batch, max_positions=121,
+                                           input_context=ctx))
+evaluated = [np.concatenate([t.numpy() for t in strategy.experimental_local_results(x["ply"])]).tolist()
+             for x in validation]
+json.dump({"train": steps, "validation": evaluated}, open(out, "w"))
 """
 
 
 @pytest.mark.slow
-def test_two_worker_cluster_sees_the_one_machine_stream(paths, tmp_path):
+def test_two_worker_cluster_sees_the_one_machine_stream(dataset, paths, tmp_path):
     """Two MultiWorkerMirroredStrategy processes on 127.0.0.1: worker w's tower gets rows [20w, 20w+20)
     of every global batch of 40, reading only its read lane (auto: one per worker), so together they see
-    exactly the single-machine stream with 2 lanes."""
+    exactly the single-machine stream with 2 lanes. Validation (121 of 130 rows): worker 0 reads rows
+    0..59 (3 batches of 20), worker 1 rows 60..120 (4, the last of 1 row); for the 4th step worker 0's
+    tower gets an empty batch, and every row is seen once."""
     ports = []
     for _ in range(2):
         with socket.socket() as s:
@@ -338,12 +382,18 @@ def test_two_worker_cluster_sees_the_one_machine_stream(paths, tmp_path):
         env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
                "PYTHONPATH": os.pathsep.join(sys.path)}
         procs.append(subprocess.Popen([sys.executable, str(script), json.dumps([str(p) for p in paths]),
-                                       str(tmp_path / f"w{index}.json"), "40"], env=env,
+                                       str(tmp_path / f"w{index}.json"), "40",
+                                       json.dumps([str(p) for p in split_paths(dataset, "validation")])], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-2000:]
-    halves = [np.asarray(json.loads((tmp_path / f"w{i}.json").read_text())) for i in range(2)]
+    results = [json.loads((tmp_path / f"w{i}.json").read_text()) for i in range(2)]
+    halves = [np.asarray(r["train"]) for r in results]
+    assert [len(r["validation"]) for r in results] == [4, 4]
+    assert [len(step) for step in results[0]["validation"]] == [20, 20, 20, 0]
+    assert [len(step) for step in results[1]["validation"]] == [20, 20, 20, 1]
+    assert sorted(v for r in results for step in r["validation"] for v in step) == list(range(121))
     expected = _lane_reference(paths, 2, 40, mirror=True, skip=10)
     assert len(expected) > 10
     np.testing.assert_array_equal(np.concatenate(halves, axis=1), expected)

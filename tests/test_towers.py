@@ -173,6 +173,23 @@ def test_eval_step_handles_partial_batches() -> None:
     assert counts.sum() == 22
 
 
+def test_eval_step_handles_empty_tower_batches() -> None:
+    """Per-replica batches (distribute_datasets_from_function): 22 rows in batches of 2 over 4 towers,
+    so the last step feeds 3 towers and tf.distribute gives the 4th a 0-row batch: it counts nothing,
+    and the 22 rows are each counted once."""
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.model import build_model
+
+    strategy = towers.make_strategy(simulate_devices=4)
+    with strategy.scope():     # the real CNN: its CPU conv kernels mis-shape a 0-row batch
+        model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8), seed=1)
+    evaluate = towers.make_eval_step(strategy, model)
+    data = strategy.distribute_datasets_from_function(
+        lambda ctx: tf.data.Dataset.from_tensor_slices(random_batch(22, seed=9)).batch(2))
+    counts = [towers.local_values(strategy, evaluate(batch)["count"]) for batch in data]
+    assert len(counts) == 3 and counts[-1] == [2, 2, 2, 0] and np.sum(counts) == 22
+
+
 def test_make_strategy_errors() -> None:
     assert towers.make_strategy(simulate_devices=4).num_replicas_in_sync == 4
     with pytest.raises(RunError, match="simulate-devices 64"):
