@@ -234,6 +234,25 @@ def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: P
 
 
 @pytest.mark.slow
+def test_resume_with_other_read_lanes_warns(dataset: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A run resumed with other read lanes (e.g. on another number of machines with data.read_lanes = 0)
+    continues at the same position of another sample order: it says so, and run.json records the new
+    lanes. Resuming with the same lanes says nothing."""
+    config = tiny_config(checkpoint_every_steps=0)
+    run = tmp_path / "run"
+    train(config, dataset, run, devices=2, stop_after=2)
+    assert json.loads((run / "run.json").read_text())["read_lanes"] == 1
+    train(config, dataset, run, devices=2, resume=True, stop_after=1)
+    assert "read lanes change" not in caplog.text
+    two_lanes = from_dict({**config.to_dict(), "data": {**config.to_dict()["data"], "read_lanes": 2}})
+    with caplog.at_level("WARNING", logger="shogi_dnn.trainer"):
+        trainer, _ = train(two_lanes, dataset, run, devices=2, resume=True)
+    assert "the read lanes change from 1 to 2" in caplog.text
+    assert json.loads((run / "run.json").read_text())["read_lanes"] == 2
+    assert trainer.plan.lanes == 2 and (run / "model.keras").is_file()
+
+
+@pytest.mark.slow
 def test_run_dir_and_config_checks(dataset: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_config(max_steps_per_stage=1), dataset, run, devices=1)
