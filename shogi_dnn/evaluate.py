@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import baselines, config, pipeline, runinfo, scoring, shards, towers
+from shogi_dnn import baselines, cluster, config, pipeline, runinfo, scoring, shards, towers
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
 
 log = logging.getLogger(__name__)
@@ -59,9 +59,8 @@ def run_strategy(run_dir: Path, simulate_devices: int | None) -> tf.distribute.S
     local = this_machine_devices(devices)
     if local != devices:      # a multi-worker run: this machine's devices of the same kind
         strategy = _cluster_run_strategy(devices, local)
-        used = [str(d).rsplit("device:", 1)[-1] for d in strategy.extended.worker_devices]
         log.info("the run was trained on %d towers of a cluster (%s ...); evaluating on this machine's %s",
-                 len(devices), devices[0], ", ".join(used))
+                 len(devices), devices[0], ", ".join(cluster.device_names(strategy)))
         return strategy
     if len(devices) > 1 and all("CPU" in d.upper() for d in devices):
         return towers.make_strategy(simulate_devices=len(devices))

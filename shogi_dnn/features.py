@@ -76,7 +76,7 @@ _CODE_TYPE = np.array([0] + list(range(1, 15)) * 2, np.uint8)
 _CODE_BASE = _UNPROMOTED[_CODE_TYPE]
 _CODE_PROMOTED = _CODE_TYPE > 8
 _SLOT_PROMOTION_STEP = np.where(_PROMOTES_TO[SLOT_TYPE] > 0, _PROMOTES_TO[SLOT_TYPE] - SLOT_TYPE, 0).astype(np.uint8)
-_TYPES = np.arange(9, dtype=np.uint8)            # 0 (empty) and the unpromoted types 1..8
+_NUM_KINDS = 9                                   # 0 (empty) and the unpromoted types 1..8
 _SET_COUNT = np.array([0] + [n for _, n in PIECE_SET], np.int16)               # [9] pieces in a set
 _TYPE_FIRST_SLOT = np.concatenate([[0, 0], np.cumsum(_SET_COUNT[1:-1])]).astype(np.int64)   # [9]
 _SLOT_RANK = np.arange(NUM_SLOTS) - _TYPE_FIRST_SLOT[SLOT_TYPE]                   # [40] index within its kind
@@ -273,8 +273,8 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
     hands = np.asarray(hands, np.uint8)
     n = board.shape[0]
     base = _CODE_BASE[board]                                                    # [N, 81] type 0..8
-    on_board = np.bincount((np.arange(n)[:, None] * len(_TYPES) + base).ravel(),
-                           minlength=n * len(_TYPES)).reshape(n, len(_TYPES)).astype(np.int16)
+    on_board = np.bincount((np.arange(n)[:, None] * _NUM_KINDS + base).ravel(),
+                           minlength=n * _NUM_KINDS).reshape(n, _NUM_KINDS).astype(np.int16)
     on_board[:, 0] = 0                                                          # [N, 9] per type
     own = np.zeros_like(on_board)
     other = np.zeros_like(on_board)

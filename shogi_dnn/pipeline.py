@@ -55,6 +55,7 @@ from shogi_dnn.rules import NUM_SQUARES
 
 # Datasets read for training/evaluation, and the element signature of a batch.
 KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY)
+_STORED_KEYS = shards.stored_keys(KEYS)    # the datasets read for them (board and hands are stored packed)
 _ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
                shards.KEY_WIN: (), shards.KEY_PLY: ()}
 # Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order.
@@ -130,7 +131,7 @@ def _shard_layouts(paths: Sequence[Path]) -> list[tuple[int, int]]:
         with shards.open_shard(path) as f:
             rows = int(f[shards.KEY_WIN].shape[0])
             chunk_rows = f[shards.KEY_PIECES].chunks[0] if f[shards.KEY_PIECES].chunks else max(rows, 1)
-            for key in shards.stored_keys(KEYS):
+            for key in _STORED_KEYS:
                 if f[key].shape[0] != rows or (f[key].chunks and f[key].chunks[0] != chunk_rows):
                     raise ShardFormatError(f"{path}: dataset {key!r} has {f[key].shape[0]} rows or chunks "
                                            f"{f[key].chunks}, expected {rows} rows in chunks of {chunk_rows}")
@@ -155,11 +156,10 @@ class _ShardReader:
 
     def read(self, chunks: Sequence[Chunk]) -> Batch:
         """The rows of `chunks`, concatenated in order: arrays keyed as KEYS."""
-        stored = shards.stored_keys(KEYS)
-        parts: dict[str, list[np.ndarray]] = {key: [] for key in stored}
+        parts: dict[str, list[np.ndarray]] = {key: [] for key in _STORED_KEYS}
         for chunk in chunks:
             f = self._file(chunk.shard)
-            for key in stored:
+            for key in _STORED_KEYS:
                 parts[key].append(f[key][chunk.start:chunk.stop])
         return shards.unpack_rows({key: np.concatenate(arrays) for key, arrays in parts.items()}, KEYS)
 
@@ -385,25 +385,18 @@ def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | 
 # Evaluation and counting
 
 
-def iter_sequential(paths: Sequence[Path], max_positions: int = 0, *, start: int = 0,
-                    stop: int | None = None) -> Iterator[Batch]:
-    """Rows [start, stop) of the shards in file order (the first `max_positions` of those if > 0),
-    chunk by chunk; chunks outside the range are not read."""
+def iter_sequential(paths: Sequence[Path], start: int, stop: int) -> Iterator[Batch]:
+    """Rows [start, stop) of the shards in file order, chunk by chunk; chunks outside them are not read."""
     reader = _ShardReader(paths)
-    stop = math.inf if stop is None else stop
-    if max_positions > 0:
-        stop = min(stop, start + max_positions)
     first = 0                                   # stream index of the chunk's first row
     try:
         for chunk in _chunks(paths):
             lo, hi = max(start - first, 0), min(stop - first, len(chunk))
             first += len(chunk)
-            if lo >= hi:
-                if first >= stop:
-                    return
-                continue
-            rows = reader.read([chunk])
-            yield {key: value[int(lo):int(hi)] for key, value in rows.items()}
+            if lo < hi:
+                yield {key: value[lo:hi] for key, value in reader.read([chunk]).items()}
+            if first >= stop:
+                return
     finally:
         reader.close()
 
@@ -425,17 +418,14 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
     _check_batch(global_batch, input_context)
     paths = [Path(p) for p in paths]
     total = count_positions(paths)   # fail now, with the file name, rather than inside the iterator
-    if input_context is None:
-        start, stop, batch = 0, None, global_batch
-    else:
-        total = min(total, max_positions) if max_positions > 0 else total
-        workers, worker = input_context.num_input_pipelines, input_context.input_pipeline_id
-        start, stop = worker * total // workers, (worker + 1) * total // workers
-        batch, max_positions = input_context.get_per_replica_batch_size(global_batch), 0
+    total = min(total, max_positions) if max_positions > 0 else total
+    workers, worker = (1, 0) if input_context is None else (input_context.num_input_pipelines,
+                                                            input_context.input_pipeline_id)
+    start, stop = worker * total // workers, (worker + 1) * total // workers
+    batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
 
     def generate() -> Iterator[Batch]:
-        yield from _stack_batches(iter_sequential(paths, max_positions, start=start, stop=stop), batch,
-                                  keep_partial=True)
+        yield from _stack_batches(iter_sequential(paths, start, stop), batch, keep_partial=True)
 
     return _from_stacks(generate, None)
 

@@ -22,8 +22,9 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 2), N positions, G games:
   attrs: schema_version, split, num_positions, num_games
 
 A position takes 58 bytes raw (45 of them the packed position, where dlshogi's 38-byte records spend
-32) and about 14 compressed in game order (datasets/README.md has the measurements). Readers get it back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA,
-the side to move's view of features.py): read_rows unpacks. Schema 1 stored board and hands as such
+32) and about 14 compressed in game order (datasets/README.md has the measurements). Readers get it
+back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA, the side to move's view of
+features.py): read_rows unpacks. Schema 1 stored board and hands as such
 (108 bytes a position raw); its shards are refused with a message to convert again.
 
 Position datasets are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter; a reader

@@ -116,6 +116,7 @@ def _iter_zip(path: Path) -> Iterator[SourceFile | KifuError]:
                 continue
             try:
                 yield SourceFile(name, archive.read(member))
+            # NotImplementedError: zipfile's answer to a compression method it lacks (e.g. Deflate64)
             except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
                 yield KifuError(name, 0, f"cannot extract ({exc})")
 
