@@ -9,10 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-DATA = TESTS / "data"
-REPO = TESTS.parent
-SHARED = REPO.parent / "shared"
+from tests.support.paths import DATA, SHARED
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from shogi_dnn import cli, shards
-from shogi_dnn.convert import REPORT_NAME
-from tests.conftest import REPO
+from shogi_dnn.convert.run import REPORT_NAME
+from tests.support.paths import REPO
 
 SAMPLE = REPO / "datasets" / "sample"
 

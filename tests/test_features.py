@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 
 from shogi_dnn import features
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import BLACK, WHITE, new_position
-
-
-def random_game(seed: int, max_plies: int = 80, start: str = STANDARD_START_SFEN) -> list[str]:
-    """A random legal game from `start`: a walk over legal moves, stopping at mate or max_plies."""
-    rng = random.Random(seed)
-    position, moves = new_position(start), []
-    for _ in range(max_plies):
-        legal = sorted(position.legal_usi())
-        if not legal:
-            break
-        move = rng.choice(legal)
-        position.push_usi(move)
-        moves.append(move)
-    return moves
+from tests.support.kifugen import random_moves
 
 
 def record(moves: list[str], winner: Winner = Winner.BLACK, start: str = STANDARD_START_SFEN) -> GameRecord:
@@ -53,7 +38,7 @@ def test_white_to_move_sees_itself_moving_up() -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_random_games_round_trip(seed: int) -> None:
-    moves = random_game(seed, max_plies=120)
+    moves = random_moves(seed, max_plies=120)
     encoded = features.encode_game(record(moves, Winner.WHITE))
     position = new_position(STANDARD_START_SFEN)
     for i in range(len(encoded)):
@@ -69,7 +54,7 @@ def test_random_games_round_trip(seed: int) -> None:
 
 def test_handicap_start_and_hands_round_trip() -> None:
     start = "lnsk1gsnl/9/pppppppp1/9/9/9/PPPPPPP2/1B5R1/LNSGKGSNL w 2Pg 5"   # no white rook, bishop
-    moves = random_game(3, max_plies=30, start=start)
+    moves = random_moves(3, max_plies=30, start=start)
     encoded = features.encode_game(record(moves, Winner.DRAW, start=start))
     assert encoded.ply[0] == 4 and encoded.turn[0] == WHITE
     assert (encoded.win == 0.5).all()
@@ -99,7 +84,7 @@ def test_packed_start_position_is_pinned() -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_packed_form_round_trips_random_games(seed: int) -> None:
     """Captures, drops, promotions, both sides to move: pack then unpack gives every position back."""
-    encoded = features.encode_game(record(random_game(100 + seed, max_plies=300), Winner.BLACK))
+    encoded = features.encode_game(record(random_moves(100 + seed, max_plies=300), Winner.BLACK))
     pieces, promoted = features.pack_positions(encoded.board, encoded.hands)
     assert promoted.any() and encoded.hands.any()
     board, hands = features.unpack_positions(pieces, promoted)

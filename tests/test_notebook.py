@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from tests.conftest import DATA, REPO
-from tests.trainedrun import trained_run
+from tests.support.paths import DATA, REPO
+from tests.support.trainedrun import trained_run
 
 NOTEBOOK = REPO / "notebooks" / "walkthrough.ipynb"
 

@@ -11,7 +11,7 @@ import pytest
 from shogi_dnn import features, shards
 from shogi_dnn.errors import ShardFormatError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
-from tests.test_features import random_game
+from tests.support.kifugen import random_moves
 
 PINNED_STORED = {
     "pieces": ((40,), "uint8"), "promoted": ((5,), "uint8"), "turn": ((), "uint8"), "ply": ((), "int16"),
@@ -29,7 +29,7 @@ def make_shard_inputs(num_games: int = 3, seed: int = 0) -> tuple[dict, dict]:
     """Positions and games columns of a few random games, as convert would pass them."""
     encoded, games = [], {key: [] for key in shards.GAME_SCHEMA}
     for g in range(num_games):
-        moves = random_game(seed + g, max_plies=40)
+        moves = random_moves(seed + g, max_plies=40)
         rec = GameRecord(STANDARD_START_SFEN, tuple(moves), Winner.BLACK, Ending.RESIGN,
                          SourceLine(f"g{g}.csa", 1), "csa", black="b", white="w", black_rating=1500.0)
         enc = features.encode_game(rec)

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int) -> dict[str, Any]:
     """Convert `corpus` into a temp folder in this process; timings and peak memory (MiB)."""
-    from shogi_dnn.convert import ConvertSettings, run_convert
+    from shogi_dnn.convert.run import ConvertSettings, run_convert
     cpu_before = _cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as out:
         start = time.perf_counter()

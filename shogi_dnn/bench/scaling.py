@@ -1,5 +1,5 @@
 """`shogi-dnn bench scaling`: positions/s of the real training step for each per-GPU batch and device
-count, and the fitted throughput model time = B / v0 + t for each device count (shogi_dnn.scaling).
+count, and the fitted throughput model time = B / v0 + t for each device count (shogi_dnn.training.throughput).
 
     shogi-dnn bench scaling --config train/cpu-smoke.toml [--batch-sizes 8,16,32,64,128]
                             [--devices 1,2,4] [--steps 10] [--warmup 3] [--repeats 3] [--out scaling.json]
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn import scaling
+from shogi_dnn.training import throughput
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError
 
@@ -114,13 +114,13 @@ def build_report(points: Sequence[Point], meta: Mapping[str, Any]) -> dict[str, 
     fits, entries = {}, []
     for n in counts:
         own = [p for p in points if p.devices == n]
-        fit = scaling.fit_throughput([p.global_batch for p in own], [p.seconds_per_step for p in own], n)
+        fit = throughput.fit_throughput([p.global_batch for p in own], [p.seconds_per_step for p in own], n)
         fits[n] = fit
         entries.append({**fit.to_dict(), "points": [p.to_dict() for p in own]})
     gains = []
     if 1 in fits:
         for n in counts[1:]:
-            at_b90 = scaling.scaling(fits[1], fits[n])
+            at_b90 = throughput.scaling(fits[1], fits[n])
             measured = _measured_speedups(points, n)
             gains.append({**at_b90.to_dict(), "measured": measured})
     return {"schema": SCHEMA, **meta, "fits": entries, "scaling": gains}
@@ -183,7 +183,7 @@ def write_plot(report: Mapping[str, Any], path: Path) -> None:
         color = f"C{index}"
         x = np.array([pt["global_batch"] for pt in entry["points"]], dtype=np.float64)
         y = np.array([pt["positions_per_s"] for pt in entry["points"]])
-        fit = scaling.ThroughputFit(devices=entry["devices"], v0=entry["v0"], t=entry["t"])
+        fit = throughput.ThroughputFit(devices=entry["devices"], v0=entry["v0"], t=entry["t"])
         grid = np.geomspace(x.min() / 2, max(x.max() * 2, fit.b90 * 1.5), 200)
         ax.plot(x, y, "o", color=color, label=f"{fit.devices} device(s) measured")
         ax.plot(grid, fit.throughput(grid), "-", color=color,
@@ -213,7 +213,7 @@ def prepare_devices(max_devices: int) -> list[str]:
     """
     import tensorflow as tf
 
-    from shogi_dnn import towers
+    from shogi_dnn.training import towers
     from shogi_dnn.errors import RunError
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -246,8 +246,8 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     """
     import tensorflow as tf
 
-    from shogi_dnn import towers
-    from shogi_dnn.model import build_model
+    from shogi_dnn.training import towers
+    from shogi_dnn.training.model import build_model
 
     n = strategy.num_replicas_in_sync
     global_batch = n * per_replica_batch
@@ -282,7 +282,7 @@ def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps:
     """Measure every (device count, per-replica batch); Ctrl-C stops early and keeps what was measured."""
     from tqdm import tqdm
 
-    from shogi_dnn import towers
+    from shogi_dnn.training import towers
 
     points: list[Point] = []
     todo = [(n, b) for n in devices for b in batches]

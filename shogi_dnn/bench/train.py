@@ -158,7 +158,7 @@ def prepare_devices(max_devices: int) -> list[str]:
     """
     import tensorflow as tf
 
-    from shogi_dnn import towers
+    from shogi_dnn.training import towers
     from shogi_dnn.errors import RunError
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -172,7 +172,7 @@ def prepare_devices(max_devices: int) -> list[str]:
 
 def _dataset(paths: Sequence[Path], cfg: Config, global_batch: int):
     """The training stream of the benchmark, repeated (one pass may be shorter than a measurement)."""
-    from shogi_dnn import pipeline
+    from shogi_dnn.training import pipeline
 
     return pipeline.make_train_dataset(paths, global_batch=global_batch, seed=cfg.train.seed,
                                        shuffle_buffer=cfg.data.shuffle_buffer, mirror=cfg.data.mirror).repeat()
@@ -194,8 +194,8 @@ def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, posi
 
 def _build(strategy, cfg: Config, global_batch: int):
     """Model and towers optimizer created (and built) in the strategy's scope."""
-    from shogi_dnn import towers
-    from shogi_dnn.model import build_model
+    from shogi_dnn.training import towers
+    from shogi_dnn.training.model import build_model
 
     with strategy.scope():
         model = build_model(cfg.model, seed=cfg.train.seed)
@@ -215,7 +215,7 @@ class TowerRunner:
     """
 
     def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int, in_graph: bool) -> None:
-        from shogi_dnn import towers
+        from shogi_dnn.training import towers
 
         self.method = TOWERS_IN_GRAPH if in_graph else TOWERS
         self.strategy = strategy
@@ -232,7 +232,7 @@ class TowerRunner:
 
     def run(self, steps: int) -> float:
         """Seconds for `steps` updates, waiting for the last one to finish."""
-        from shogi_dnn import towers
+        from shogi_dnn.training import towers
 
         start = time.perf_counter()
         for _ in range(steps):
@@ -302,7 +302,7 @@ def measure_training(strategy, paths: Sequence[Path], cfg: Config, global_batch:
 def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],
                   global_batch: int) -> list[Measurement]:
     """Every measurement: the pipeline, then towers, towers-iter and model.fit for each device count."""
-    from shogi_dnn import towers
+    from shogi_dnn.training import towers
 
     pipeline_batch = args.pipeline_batch or global_batch
     results = [measure_pipeline(paths, cfg, pipeline_batch, args.pipeline_positions, args.repeats)]
@@ -365,7 +365,7 @@ def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_
           paths: Sequence[Path]) -> dict[str, Any]:
     import tensorflow as tf
 
-    from shogi_dnn import pipeline
+    from shogi_dnn.training import pipeline
 
     return {"data": source, "train_positions": pipeline.count_positions(paths), "global_batch": global_batch,
             "pipeline_batch": args.pipeline_batch or global_batch, "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "devices": list(devices),

@@ -1,4 +1,4 @@
-"""`shogi-dnn convert INPUT... --out DIR`: game records -> HDF5 shards (see shogi_dnn.convert)."""
+"""`shogi-dnn convert INPUT... --out DIR`: game records -> HDF5 shards (see shogi_dnn.convert.run)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from shogi_dnn.convert import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings, GameFilter, run_convert
+from shogi_dnn.convert.run import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings, GameFilter, run_convert
 from shogi_dnn.kifu.record import Ending
 
 log = logging.getLogger(__name__)

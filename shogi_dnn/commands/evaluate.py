@@ -27,9 +27,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    from shogi_dnn import evaluate  # TensorFlow is imported only once the arguments are good
+    from shogi_dnn.analysis import evaluate  # TensorFlow is imported only once the arguments are good
 
     result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint, args.simulate_devices)
     print(evaluate.format_table(result))
-    print(f"\nwrote {evaluate.runinfo.eval_path(args.run_dir, args.split)}")
+    print(f"\nwrote {evaluate.run_files.eval_path(args.run_dir, args.split)}")
     return 0

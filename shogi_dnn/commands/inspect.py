@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from shogi_dnn import inspection
+from shogi_dnn.analysis import inspect
 from shogi_dnn.errors import KifuError, ShardFormatError
 
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sfen", action="store_true",
                         help="print SFEN<TAB>label<TAB>game<TAB>ply for every position of every split (of a "
                              "record: of every readable game, numbered from 1 in the file; the label is "
-                             f"'{inspection.NO_LABEL}' when the game's result is unknown, e.g. SFEN lines)")
+                             f"'{inspect.NO_LABEL}' when the game's result is unknown, e.g. SFEN lines)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--verify", action="store_true", help="check every shard's sha256 against the manifest")
     return parser
@@ -34,24 +34,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.path = " ".join(args.path)
-    records = inspection.read_records(args.path)
+    records = inspect.read_records(args.path)
     if records is not None:
         return _inspect_records(args, records)
-    refs = inspection.resolve(args.path)
+    refs = inspect.resolve(args.path)
     if args.verify:
-        bad = inspection.verify(refs)
+        bad = inspect.verify(refs)
         if bad:
             raise ShardFormatError(f"{bad[0]} ({len(bad)} of {len(refs)} shards differ)")
     try:
         if args.sfen:
-            for line in inspection.iter_sfen_lines(refs):
+            for line in inspect.iter_sfen_lines(refs):
                 sys.stdout.write(line + "\n")
             return 0
-        summary = inspection.summarize(refs)
+        summary = inspect.summarize(refs)
         if args.json:
-            print(json.dumps(inspection.summary_dict(summary), indent=2, ensure_ascii=False))
+            print(json.dumps(inspect.summary_dict(summary), indent=2, ensure_ascii=False))
         else:
-            print(inspection.format_summary(args.path, summary))
+            print(inspect.format_summary(args.path, summary))
             if args.verify:
                 print(f"verified: {len(refs)} shards match the manifest")
     except BrokenPipeError:          # `inspect --sfen | head`: the reader went away; not an error
@@ -68,19 +68,19 @@ def _inspect_records(args: argparse.Namespace, items: list) -> int:
     """A record file or position: bad games as `file:line: reason` on stderr, the good ones shown."""
     if args.verify:
         raise ShardFormatError(f"{args.path}: --verify needs a dataset folder (a record has no manifest)")
-    games = inspection.good_games(items)          # raises when no game is readable
+    games = inspect.good_games(items)          # raises when no game is readable
     for item in items:
         if isinstance(item, KifuError):
             print(item, file=sys.stderr)
     try:
         if args.sfen:
             for number, record in games:
-                for line in inspection.record_sfen_lines(number, record):
+                for line in inspect.record_sfen_lines(number, record):
                     sys.stdout.write(line + "\n")
         elif args.json:
-            print(json.dumps(inspection.records_summary_dict(args.path, items), indent=2, ensure_ascii=False))
+            print(json.dumps(inspect.records_summary_dict(args.path, items), indent=2, ensure_ascii=False))
         else:
-            print(inspection.format_records_summary(args.path, items))
+            print(inspect.format_records_summary(args.path, items))
     except BrokenPipeError:
         _quiet_stdout()
     return 0

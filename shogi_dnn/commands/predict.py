@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shogi_dnn import predict, runinfo
+from shogi_dnn import run_files
+from shogi_dnn.analysis import predict
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -23,11 +24,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    run_dir = runinfo.check_run_dir(args.run_dir)
+    run_dir = run_files.check_run_dir(args.run_dir)
     text = " ".join(args.target)
     is_record = len(args.target) == 1 and Path(text).is_file()
     record = predict.read_game(text, args.game) if is_record else predict.read_position(text)
-    from shogi_dnn.evaluate import load_run_model  # TensorFlow only once the input is known good
+    from shogi_dnn.analysis.evaluate import load_run_model  # TensorFlow only once the input is known good
 
     model = load_run_model(run_dir, args.checkpoint)
     if not is_record:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from shogi_dnn import report
+from shogi_dnn.analysis import report
 
 
 def main(argv: list[str]) -> int:
@@ -13,7 +13,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
     args = parser.parse_args(argv)
     path = report.write_report(args.run_dir)
-    for flag in report.find_unbalanced_towers(report.runinfo.read_metrics(args.run_dir)):
+    for flag in report.find_unbalanced_towers(report.run_files.read_metrics(args.run_dir)):
         print(f"UNBALANCED TOWER: {flag.message}")
     print(f"wrote {path} and plots in {path.parent / report.PLOTS_DIR}")
     return 0

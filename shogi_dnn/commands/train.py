@@ -1,6 +1,6 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
 [--devices LIST] [--resume] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged multi-GPU
-training (see shogi_dnn.trainer; several machines: shogi_dnn.cluster)."""
+training (see shogi_dnn.training.trainer; several machines: shogi_dnn.training.cluster)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import shlex
 from pathlib import Path
 
-from shogi_dnn import cluster, scaling
+from shogi_dnn.training import cluster, throughput
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import RunError
@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = load_config(Path(args.config), args.set)      # config errors before TensorFlow starts
     cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)
-    fits = scaling.load_fits(args.scaling_fit) if args.scaling_fit else None
+    fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
-    from shogi_dnn import towers  # TensorFlow is imported only from here on
-    from shogi_dnn.trainer import StopFlag, Trainer
+    from shogi_dnn.training import towers  # TensorFlow is imported only from here on
+    from shogi_dnn.training.trainer import StopFlag, Trainer
 
     for name in ("tensorflow", "absl"):                    # nor TF's Python INFO lines (after TF set them up)
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -91,12 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def log_batch_advice(config: Config, num_replicas: int, fits: dict[int, scaling.ThroughputFit]) -> None:
+def log_batch_advice(config: Config, num_replicas: int, fits: dict[int, throughput.ThroughputFit]) -> None:
     """Start-up line: how close the per-GPU batch gets to the fitted v0, and the lr for the global batch."""
-    from shogi_dnn import towers
+    from shogi_dnn.training import towers
 
     global_batch = config_mod.global_batch(config, num_replicas)
-    advice = scaling.batch_advice(global_batch // num_replicas, scaling.select_fit(fits, num_replicas))
+    advice = throughput.batch_advice(global_batch // num_replicas, throughput.select_fit(fits, num_replicas))
     update_batch = global_batch * config.train.micro_batches
     lr = towers.scaled_lr(config.optim, update_batch)
     (log.info if advice.saturated else log.warning)(

@@ -1,0 +1,271 @@
+"""What is in a dataset folder or a shard: counts, splits, label balance, endings, and a position dump.
+
+Used by `shogi-dnn inspect`. Reads shards chunk by chunk, so it works on datasets of any size. Game
+records (a CSA/KIF/KI2/SFEN file, or a `startpos ...`/`sfen ...` position argument as `predict` takes
+it) are summarised game by game and dumped in the same `SFEN<TAB>label<TAB>game<TAB>ply` form.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from shogi_dnn import kifu, shards
+from shogi_dnn.errors import KifuError, ShardFormatError
+from shogi_dnn.features import LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
+from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRef:
+    """A shard to read: its split, its file and (from a manifest) its expected sha256."""
+
+    split: str
+    path: Path
+    sha256: str = ""
+
+
+def resolve(path: str | Path) -> list[ShardRef]:
+    """The shards of a dataset folder (from manifest.json, in split order) or of one shard file.
+
+    Raises:
+        ShardFormatError: not a dataset folder or shard, or a listed shard is missing.
+    """
+    path = Path(path)
+    if path.is_dir():
+        manifest = shards.read_manifest(path)
+        ordered = sorted(manifest.shards, key=lambda s: (_split_rank(s.split), s.path))
+        refs = [ShardRef(s.split, manifest.shard_path(s), s.sha256) for s in ordered]
+        missing = [r.path for r in refs if not r.path.is_file()]
+        if missing:
+            raise ShardFormatError(f"{missing[0]}: listed in {path / shards.MANIFEST_NAME} but missing")
+        return refs
+    if not path.exists():
+        raise ShardFormatError(f"{path}: no such dataset folder, shard or record file, "
+                               "nor a 'startpos'/'sfen' position")
+    with shards.open_shard(path) as f:
+        split = str(f.attrs.get("split", "?"))
+    return [ShardRef(split, path)]
+
+
+def _split_rank(split: str) -> int:
+    return shards.SPLITS.index(split) if split in shards.SPLITS else len(shards.SPLITS)
+
+
+@dataclasses.dataclass
+class SplitSummary:
+    """Counts of one split. `labels` counts positions by label: 'win', 'loss', 'draw'."""
+
+    shards: int = 0
+    games: int = 0
+    positions: int = 0
+    labels: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    endings: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    winners: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    moves_total: int = 0
+
+
+def summarize(refs: list[ShardRef]) -> dict[str, SplitSummary]:
+    """Per-split counts (the positions' labels are read in chunks; the games tables whole)."""
+    result: dict[str, SplitSummary] = {}
+    for ref in refs:
+        split = result.setdefault(ref.split, SplitSummary())
+        with shards.open_shard(ref.path) as f:
+            win = f[shards.KEY_WIN]
+            for start in range(0, win.shape[0], shards.CHUNK_ROWS):
+                _count_labels(split.labels, win[start:start + shards.CHUNK_ROWS])
+            split.positions += int(win.shape[0])
+        table = shards.read_games(ref.path)
+        split.shards += 1
+        split.games += len(table["game_id"])
+        split.endings.update(table["ending"].tolist())
+        split.winners.update(table["winner"].tolist())
+        split.moves_total += int(np.sum(table["num_moves"], dtype=np.int64))
+    return result
+
+
+def _count_labels(counter: collections.Counter, win: np.ndarray) -> None:
+    counter["win"] += int(np.count_nonzero(win == LABEL_WIN))
+    counter["loss"] += int(np.count_nonzero(win == LABEL_LOSS))
+    counter["draw"] += int(np.count_nonzero(win == LABEL_DRAW))
+
+
+def summary_dict(summary: dict[str, SplitSummary]) -> dict[str, Any]:
+    """JSON-able summary: totals and per split."""
+    splits = {}
+    for name, s in summary.items():
+        splits[name] = {"shards": s.shards, "games": s.games, "positions": s.positions,
+                        "labels": dict(sorted(s.labels.items())), "endings": dict(s.endings.most_common()),
+                        "winners": dict(sorted(s.winners.items())),
+                        "mean_moves": round(s.moves_total / s.games, 1) if s.games else 0.0}
+    return {"games": sum(s.games for s in summary.values()),
+            "positions": sum(s.positions for s in summary.values()),
+            "shards": sum(s.shards for s in summary.values()), "splits": splits}
+
+
+def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
+    """A readable table: one block per split, then the endings over all splits."""
+    data = summary_dict(summary)
+    lines = [f"{path}: {data['games']} games, {data['positions']} positions, {data['shards']} shards"]
+    lines.append(f"{'split':<11}{'shards':>7}{'games':>9}{'positions':>11}{'win':>8}{'loss':>8}{'draw':>8}"
+                 f"{'moves/game':>12}")
+    for name, s in data["splits"].items():
+        n = max(1, s["positions"])
+        share = [f"{100 * s['labels'].get(k, 0) / n:7.1f}%" for k in ("win", "loss", "draw")]
+        lines.append(f"{name:<11}{s['shards']:>7}{s['games']:>9}{s['positions']:>11}{''.join(share)}"
+                     f"{s['mean_moves']:>12}")
+    endings: collections.Counter = collections.Counter()
+    winners: collections.Counter = collections.Counter()
+    for s in summary.values():
+        endings.update(s.endings)
+        winners.update(s.winners)
+    games = max(1, data["games"])
+    lines.append("endings: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)" for k, v in endings.most_common()))
+    lines.append("winners: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)" for k, v in sorted(winners.items())))
+    return "\n".join(lines)
+
+
+def verify(refs: list[ShardRef]) -> list[str]:
+    """Shards whose sha256 differs from the manifest: one message each (empty when all match)."""
+    return [f"{r.path}: sha256 differs from the manifest" for r in refs
+            if r.sha256 and shards.file_sha256(r.path) != r.sha256]
+
+
+def iter_sfen_lines(refs: list[ShardRef]) -> Iterator[str]:
+    """`SFEN<TAB>label<TAB>game<TAB>ply` for every position, shard by shard, in stored order.
+
+    SFEN is the real position (un-rotated, standard form, move number = ply + 1); the label is from
+    its side to move (1 win, 0 loss, 0.5 draw).
+    """
+    keys = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_TURN, shards.KEY_PLY, shards.KEY_WIN, shards.KEY_GAME)
+    for ref in refs:
+        with shards.open_shard(ref.path) as f:
+            total = f[shards.KEY_WIN].shape[0]
+            for start in range(0, total, shards.CHUNK_ROWS):
+                rows = shards.read_rows(f, start, start + shards.CHUNK_ROWS, keys)
+                board, hands, turn, ply, win, game = (rows[k] for k in keys)
+                for i in range(len(win)):
+                    sfen = decode_position(board[i], hands[i], int(turn[i]), int(ply[i]))
+                    yield f"{sfen}\t{float(win[i]):g}\t{int(game[i])}\t{int(ply[i])}"
+
+
+# --- game records and position arguments -------------------------------------------------------------
+
+NO_LABEL = "-"          # the label of a position whose game has no known result
+SHARD_SUFFIXES = (".h5", ".hdf5")
+_POSITION_WORDS = ("startpos", "sfen", "position")
+
+
+def looks_like_position(text: str) -> bool:
+    """True for `[position] startpos ...`, `[position] sfen ...` or a bare SFEN (a board of 9 ranks)."""
+    tokens = text.split()
+    return bool(tokens) and (tokens[0] in _POSITION_WORDS or tokens[0].count("/") == 8)
+
+
+def read_records(target: str) -> list[GameRecord | KifuError] | None:
+    """The games of a record file or of a position argument, in order (bad games as KifuErrors).
+
+    None when `target` is a dataset folder or a shard (an .h5/.hdf5 file, or any HDF5 file without a
+    record suffix), or names nothing: `resolve` then reads or rejects it. A record file's format is
+    taken from its suffix, else from its content (kifu.read_record_file).
+
+    Raises:
+        KifuError: a position argument that cannot be read (bad token or illegal move).
+    """
+    path = Path(target)
+    if path.is_dir():
+        return None
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix in SHARD_SUFFIXES or (suffix not in kifu.RECORD_SUFFIXES and h5py.is_hdf5(path)):
+            return None
+        return list(kifu.read_record_file(path))
+    if not looks_like_position(target):
+        return None
+    from shogi_dnn.analysis.predict import read_position  # the parser `predict` uses for its position argument
+
+    return [read_position(target)]
+
+
+def good_games(items: list[GameRecord | KifuError]) -> list[tuple[int, GameRecord]]:
+    """(game number, record) of the readable games; numbers are 1-based over all games, bad ones too,
+    as `predict --game N` counts them.
+
+    Raises:
+        KifuError: no game can be read (the first error, with the count of bad games when several).
+    """
+    good = [(n, item) for n, item in enumerate(items, start=1) if isinstance(item, GameRecord)]
+    if good:
+        return good
+    errors = [item for item in items if isinstance(item, KifuError)]
+    if not errors:
+        raise KifuError("<input>", 0, "no game in the input")
+    first = errors[0]
+    if len(errors) == 1:
+        raise first
+    ply = f" (ply {first.ply})" if first.ply else ""
+    raise KifuError(first.path, first.line, f"{first.reason}{ply}; no readable game ({len(errors)} bad)")
+
+
+def record_start(record: GameRecord) -> str:
+    """`startpos`, or `sfen <SFEN>` (preceded by the 手合割 name of a handicap start)."""
+    if record.start_sfen == STANDARD_START_SFEN:
+        return "startpos"
+    return (f"{record.handicap}: " if record.handicap else "") + f"sfen {record.start_sfen}"
+
+
+def record_dict(number: int, record: GameRecord) -> dict[str, Any]:
+    """JSON-able description of one game of a record input."""
+    return {"game": number, "source": str(record.source), "format": record.format,
+            "moves": len(record.moves), "positions": len(record.moves) + 1,
+            "winner": record.winner.value, "ending": record.ending.value, "has_result": record.has_result,
+            "start_sfen": record.start_sfen, "handicap": record.handicap,
+            "black": record.black, "white": record.white, "event": record.event}
+
+
+def records_summary_dict(name: str, items: list[GameRecord | KifuError]) -> dict[str, Any]:
+    """JSON-able summary of a record input: totals, each readable game, and the bad games' errors."""
+    games = [record_dict(n, r) for n, r in good_games(items)]
+    return {"input": name, "games": len(games), "positions": sum(g["positions"] for g in games),
+            "with_result": sum(g["has_result"] for g in games),
+            "winners": dict(sorted(collections.Counter(g["winner"] for g in games).items())),
+            "endings": dict(collections.Counter(g["ending"] for g in games).most_common()),
+            "records": games, "errors": [str(e) for e in items if isinstance(e, KifuError)]}
+
+
+def format_records_summary(name: str, items: list[GameRecord | KifuError]) -> str:
+    """A readable table of a record input: one line per readable game (bad games are in `errors`)."""
+    data = records_summary_dict(name, items)
+    bad = f", {len(data['errors'])} unreadable" if data["errors"] else ""
+    games = f"{data['games']} games ({data['with_result']} with a result{bad})"
+    lines = [f"{name}: {games}, {data['positions']} positions"]
+    width = max(len("source"), *(len(g["source"]) for g in data["records"]))
+    lines.append(f"{'game':>5}{'moves':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}  start")
+    for game, (_, record) in zip(data["records"], good_games(items)):
+        lines.append(f"{game['game']:>5}{game['moves']:>7}  {game['winner']:<9}{game['ending']:<16}"
+                     f"{game['source']:<{width}}  {record_start(record)}")
+    return "\n".join(lines)
+
+
+def record_sfen_lines(number: int, record: GameRecord) -> Iterator[str]:
+    """`SFEN<TAB>label<TAB>game<TAB>ply` for every position of one game, as iter_sfen_lines gives them
+    for a dataset (same SFEN form, ply and label from the side to move); the label is NO_LABEL ('-')
+    when the game has no known result."""
+    from shogi_dnn.analysis.predict import game_positions
+
+    positions = game_positions(record)
+    count = len(positions.turn)
+    fields = record.start_sfen.split()
+    start_ply = int(fields[3]) - 1 if len(fields) > 3 else 0
+    labels = game_labels(record.winner, int(positions.turn[0]), count) if record.has_result else None
+    for i in range(count):
+        ply = start_ply + i
+        sfen = decode_position(positions.board[i], positions.hands[i], int(positions.turn[i]), ply)
+        label = f"{float(labels[i]):g}" if labels is not None else NO_LABEL
+        yield f"{sfen}\t{label}\t{number}\t{ply}"

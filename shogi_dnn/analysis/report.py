@@ -1,0 +1,349 @@
+"""Plots and RUN/report.md from RUN/metrics.jsonl and RUN/eval-*.json (matplotlib Agg, no TensorFlow).
+
+Plots (RUN/plots/, one PNG each, written atomically):
+  loss.png, accuracy.png   training loss / accuracy per GPU over samples seen (one line per GPU,
+                           like TensorBoard's gpu0/loss, gpu1/loss), validation points on top
+  validation.png           validation loss and accuracy at the end of each stage
+  throughput.png           positions/s per GPU over samples seen
+  lr.png                   learning rate over samples seen
+  calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed)
+
+An unbalanced tower is flagged in report.md: a GPU whose median compute positions/s (its positions over
+its own busy seconds, metrics.jsonl per_gpu compute_positions_per_s) is below SLOW_RATIO of the median of
+the other GPUs' ("slow"; for runs logged without it: median positions/s below SLOW_RATIO of the fastest
+GPU's, see the caveat); a GPU that processed fewer than SHARE_RATIO of the positions of the busiest one
+("share"); or one whose mean training loss over the last LAST_WINDOW of the records is not finite or
+differs from the GPUs' median by more than LOSS_GAP nats ("loss": the towers share weights, so their
+losses should differ only by sampling noise).
+Caveat: under synchronous all-reduce every tower waits for the slowest, so per-GPU positions/s computed
+as (tower positions / interval wall time), as the trainer logs it, is equal across towers; a slow GPU
+shows in it only as a low total throughput (see `shogi-dnn bench scaling`). Hence the "slow" test uses
+compute_positions_per_s, timed per tower before the all-reduce, when the records have it (a run trained
+with train.time_towers = true; report.md says so when they do not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from shogi_dnn import run_files
+
+PLOTS_DIR = "plots"
+REPORT_MD = "report.md"
+SLOW_RATIO = 0.75
+SHARE_RATIO = 0.9
+LOSS_GAP = 0.1
+LAST_WINDOW = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class TowerFlag:
+    """One unbalanced-tower finding: kind is "slow" or "loss"."""
+
+    kind: str
+    gpu: int
+    device: str
+    message: str
+
+
+def _train(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("kind") == "train"]
+
+
+def _validation(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("kind") == "validation"]
+
+
+def per_gpu_series(records: Sequence[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Samples [R] and values [R, G] float64 of `key` per GPU over the records that have it (NaN gaps)."""
+    rows = [r for r in records if r.get("per_gpu")]
+    gpus = max((len(r["per_gpu"]) for r in rows), default=0)
+    values = np.full((len(rows), gpus), np.nan)
+    devices = [f"gpu{i}" for i in range(gpus)]
+    for i, r in enumerate(rows):
+        for g, entry in enumerate(r["per_gpu"]):
+            value = entry.get(key)
+            values[i, g] = np.nan if value is None else float(value)
+            devices[g] = str(entry.get("device", devices[g]))
+    return np.array([float(r.get("samples", i)) for i, r in enumerate(rows)]), values, devices
+
+
+def find_unbalanced_towers(records: Sequence[dict[str, Any]], slow_ratio: float = SLOW_RATIO,
+                           loss_gap: float = LOSS_GAP, last_window: float = LAST_WINDOW) -> list[TowerFlag]:
+    """Towers much slower than the fastest, or whose recent training loss diverges from the others'."""
+    train = _train(records)
+    flags = []
+    _, compute, devices = per_gpu_series(train, "compute_positions_per_s")
+    _, speed, devices = per_gpu_series(train, "positions_per_s")
+    if compute.size and np.isfinite(compute).any():          # each tower's own compute rate (busy_s)
+        flags += _slow_compute_flags(compute, devices, slow_ratio)
+    elif speed.size and np.isfinite(speed).any():            # older runs: interval rates (see the caveat)
+        medians = np.nanmedian(np.where(np.isfinite(speed), speed, np.nan), axis=0)
+        fastest = np.nanmax(medians)
+        for g, m in enumerate(medians):
+            if np.isfinite(m) and fastest > 0 and m < slow_ratio * fastest:
+                flags.append(TowerFlag("slow", g, devices[g], f"GPU {g} ({devices[g]}) runs at {m:,.0f} "
+                                       f"positions/s, {m / fastest:.0%} of the fastest ({fastest:,.0f})"))
+    flags += _share_flags(train)
+    _, loss, devices = per_gpu_series(train, "loss")
+    if loss.size:
+        window = max(1, math.ceil(last_window * len(loss)))
+        non_finite = _non_finite_losses(train[-window:], loss.shape[1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)      # a GPU with no value: NaN mean, skipped
+            means = np.nanmean(loss[-window:], axis=0)
+            reference = float(np.nanmedian(means)) if np.isfinite(means).any() else math.nan
+        for g, m in enumerate(means):
+            if non_finite[g]:
+                flags.append(TowerFlag("loss", g, devices[g], f"GPU {g} ({devices[g]}) has a non-finite "
+                                       "training loss in the last records"))
+            elif np.isfinite(m) and abs(m - reference) > loss_gap:
+                flags.append(TowerFlag("loss", g, devices[g], f"GPU {g} ({devices[g]}) recent training loss "
+                                       f"{m:.4f} vs the towers' median {reference:.4f}"))
+    return flags
+
+
+def _slow_compute_flags(compute: np.ndarray, devices: Sequence[str], slow_ratio: float) -> list[TowerFlag]:
+    """GPUs whose median compute positions/s is below slow_ratio of the median of the other towers'."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)      # a GPU with no value: NaN median, skipped
+        medians = np.nanmedian(np.where(np.isfinite(compute), compute, np.nan), axis=0)
+    flags = []
+    for g, m in enumerate(medians):
+        others = np.delete(medians, g)
+        others = others[np.isfinite(others)]
+        if not np.isfinite(m) or not others.size:
+            continue
+        reference = float(np.median(others))
+        if reference > 0 and m < slow_ratio * reference:
+            flags.append(TowerFlag("slow", g, devices[g], f"GPU {g} ({devices[g]}) computes {m:,.0f} positions "
+                                   f"per busy second, {m / reference:.0%} of the other towers' median "
+                                   f"({reference:,.0f})"))
+    return flags
+
+
+def _share_flags(train: Sequence[dict[str, Any]], share_ratio: float = SHARE_RATIO) -> list[TowerFlag]:
+    """GPUs that processed much fewer positions than the busiest one (uneven input sharding)."""
+    _, counts, devices = per_gpu_series(train, "positions")
+    if not counts.size or not np.isfinite(counts).any():
+        return []
+    totals = np.nansum(counts, axis=0)
+    busiest = totals.max()
+    return [TowerFlag("share", g, devices[g], f"GPU {g} ({devices[g]}) processed {int(t):,} positions, "
+                      f"{t / busiest:.0%} of the busiest tower's {int(busiest):,}")
+            for g, t in enumerate(totals) if busiest > 0 and t < share_ratio * busiest]
+
+
+def _non_finite_losses(records: Sequence[dict[str, Any]], gpus: int) -> list[bool]:
+    """Per GPU: did any record report a NaN/inf loss (a missing value is not counted)?"""
+    bad = [False] * gpus
+    for r in records:
+        for g, entry in enumerate(r.get("per_gpu") or []):
+            value = entry.get("loss")
+            if isinstance(value, (int, float)) and not math.isfinite(value):
+                bad[g] = True
+    return bad
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", dpi=100)
+    os.replace(tmp, path)
+    return path
+
+
+def _figure(title: str, ylabel: str, xlabel: str = "samples seen") -> tuple[Figure, Any]:
+    fig = Figure(figsize=(8, 4.5), tight_layout=True)
+    ax = fig.add_subplot()
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def plot_per_gpu(records: Sequence[dict[str, Any]], key: str, path: Path, title: str) -> Path:
+    """One line per GPU of a per-GPU training metric over samples, plus validation points if any."""
+    fig, ax = _figure(title, key.replace("_", " "))
+    samples, values, devices = per_gpu_series(_train(records), key)
+    for g in range(values.shape[1]):
+        ax.plot(samples, values[:, g], lw=1.2, label=f"gpu{g} ({devices[g].split('device:')[-1]})")
+    validation = [r for r in _validation(records) if r.get(key) is not None]
+    if validation:
+        ax.plot([r["samples"] for r in validation], [r[key] for r in validation], "ko--", ms=4,
+                label="validation")
+    if values.shape[1] or validation:
+        ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_validation(records: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Validation loss and accuracy at the end of each stage."""
+    validation = _validation(records)
+    fig = Figure(figsize=(8, 4.5), tight_layout=True)
+    for i, key in enumerate(("loss", "accuracy")):
+        ax = fig.add_subplot(1, 2, i + 1)
+        points = [(r["samples"], r[key], r.get("stage")) for r in validation if r.get(key) is not None]
+        ax.plot([p[0] for p in points], [p[1] for p in points], "o-")
+        for x, y, stage in points:
+            ax.annotate(f"s{stage}", (x, y), fontsize=7, xytext=(2, 4), textcoords="offset points")
+        ax.set_title(f"validation {key} per stage")
+        ax.set_xlabel("samples seen")
+        ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def plot_series(records: Sequence[dict[str, Any]], key: str, path: Path, title: str) -> Path:
+    """A whole-run training metric (e.g. lr) over samples."""
+    fig, ax = _figure(title, key)
+    points = [(r["samples"], r[key]) for r in _train(records) if r.get(key) is not None]
+    ax.plot([p[0] for p in points], [p[1] for p in points])
+    return _save(fig, path)
+
+
+def plot_calibration(evals: dict[str, dict[str, Any]], path: Path) -> Path:
+    """Reliability curves (mean predicted win probability vs observed score) of every evaluated split."""
+    fig, ax = _figure("calibration", "observed score (win 1, draw 0.5)", "predicted win probability")
+    ax.plot([0, 1], [0, 1], color="grey", ls=":", label="perfect")
+    for split, result in evals.items():
+        rows = result.get("reliability", [])
+        ax.plot([r["mean_prob"] for r in rows], [r["mean_label"] for r in rows], "o-",
+                label=f"{split} (ECE {result.get('ece') or 0:.3f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
+               evals: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    """Write every plot that has data into RUN/plots/; returns name -> path."""
+    out = run_dir / PLOTS_DIR
+    out.mkdir(exist_ok=True)
+    plots = {}
+    if _train(records):
+        plots["loss"] = plot_per_gpu(records, "loss", out / "loss.png", "training loss per GPU")
+        plots["accuracy"] = plot_per_gpu(records, "accuracy", out / "accuracy.png", "training accuracy per GPU")
+        plots["throughput"] = plot_per_gpu(_train(records), "positions_per_s", out / "throughput.png",
+                                           "positions/s per GPU")
+        plots["lr"] = plot_series(records, "lr", out / "lr.png", "learning rate")
+    if _validation(records):
+        plots["validation"] = plot_validation(records, out / "validation.png")
+    if evals:
+        plots["calibration"] = plot_calibration(evals, out / "calibration.png")
+    return plots
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Plots plus RUN/report.md (written atomically). Raises RunError for a missing/corrupt run."""
+    run_dir = run_files.check_run_dir(run_dir)
+    records = run_files.read_metrics(run_dir)
+    evals = run_files.read_evals(run_dir)
+    plots = make_plots(run_dir, records, evals)
+    text = render_markdown(run_dir, records, evals, plots, find_unbalanced_towers(records))
+    path = run_dir / REPORT_MD
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def render_markdown(run_dir: Path, records: Sequence[dict[str, Any]], evals: dict[str, dict[str, Any]],
+                    plots: dict[str, Path], flags: Sequence[TowerFlag]) -> str:
+    """The text of report.md: training summary, towers, validation per stage, evaluations, plots."""
+    run = run_files.read_run_json(run_dir)
+    lines = [f"# Run report: {run_dir.name}", "",
+             f"- data: `{run.get('data_dir', '?')}`",
+             f"- towers: {run.get('num_replicas', '?')} ({', '.join(run.get('devices', [])) or '?'})"]
+    lines += _training_lines(records)
+    lines += _tower_lines(records, flags)
+    lines += _validation_lines(records)
+    for split, result in evals.items():
+        lines += _eval_lines(split, result)
+    lines += ["", "## Plots", ""]
+    lines += [f"![{name}]({path.relative_to(run_dir).as_posix()})" for name, path in plots.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _n(value: Any, fmt: str = ".4f") -> str:
+    return "-" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, fmt)
+
+
+def _training_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    train = _train(records)
+    if not train:
+        return ["", "No training records in metrics.jsonl."]
+    last = train[-1]
+    return [(f"- samples seen: {last.get('samples', 0):,} in {last.get('step', '?')} steps "
+            f"(epoch {last.get('epoch', '?')}, stage {last.get('stage', '?')})"),
+            (f"- last training loss {_n(last.get('loss'))}, accuracy {_n(last.get('accuracy'))}, "
+            f"lr {_n(last.get('lr'), '.3g')}, {_n(last.get('positions_per_s'), ',.0f')} positions/s")]
+
+
+def _tower_lines(records: Sequence[dict[str, Any]], flags: Sequence[TowerFlag]) -> list[str]:
+    train = _train(records)
+    _, speed, devices = per_gpu_series(train, "positions_per_s")
+    _, loss, _ = per_gpu_series(train, "loss")
+    _, acc, _ = per_gpu_series(train, "accuracy")
+    if not devices:
+        return []
+    window = max(1, math.ceil(LAST_WINDOW * len(loss)))
+    lines = ["", "## Towers", "", "| GPU | device | median positions/s | recent loss | recent accuracy |",
+             "|---|---|---|---|---|"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN columns: shown as "-"
+        for g, device in enumerate(devices):
+            lines.append(f"| {g} | `{device}` | {_n(float(np.nanmedian(speed[:, g])), ',.0f')} | "
+                         f"{_n(float(np.nanmean(loss[-window:, g])))} | {_n(float(np.nanmean(acc[-window:, g])))} |")
+    lines.append("")
+    lines += [f"- **UNBALANCED TOWER**: {f.message}" for f in flags] or [("- towers balanced: no slow GPU "
+                                                                          "and no diverging loss")]
+    timed = any("busy_s" in g for r in records if r.get("kind") == "train" for g in r["per_gpu"])
+    if len(devices) > 1 and not timed:
+        lines.append("- each tower's own compute time was not logged, so a slow GPU shows only in the total "
+                     "throughput: train with `--set train.time_towers=true` for the per-GPU check")
+    return lines
+
+
+def _validation_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    validation = _validation(records)
+    if not validation:
+        return []
+    lines = ["", "## Validation per stage", "", "| epoch | stage | samples | loss | accuracy |", "|---|---|---|---|---|"]
+    lines += [f"| {r.get('epoch', '-')} | {r.get('stage', '-')} | {r.get('samples', 0):,} | {_n(r.get('loss'))} | "
+              f"{_n(r.get('accuracy'))} |" for r in validation]
+    best = min((r for r in validation if r.get("loss") is not None), key=lambda r: r["loss"], default=None)
+    if best:
+        lines.append(f"\nBest validation loss {_n(best['loss'])} at {best.get('samples', 0):,} samples.")
+    return lines
+
+
+def _eval_lines(split: str, result: dict[str, Any]) -> list[str]:
+    b = result.get("baselines", {})
+    lines = ["", f"## Evaluation: {split}", "",
+             (f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
+             f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive positions."), "",
+             "| predictor | loss | accuracy | Brier | ECE |", "|---|---|---|---|---|"]
+    for name, row in (("model", result), ("material baseline", b.get("material")),
+                      ("side-to-move baseline", b.get("side_to_move"))):
+        if row:
+            lines.append(f"| {name} | {_n(row.get('loss'))} | {_n(row.get('accuracy'))} | {_n(row.get('brier'))} "
+                         f"| {_n(row.get('ece'))} |")
+    gpus = result.get("per_gpu", [])
+    if gpus:
+        spread = result.get("per_gpu_spread", {})
+        lines += ["", "| GPU | positions | loss | accuracy |", "|---|---|---|---|"]
+        lines += [f"| {g.get('device', i)} | {g.get('positions')} | {_n(g.get('loss'))} | {_n(g.get('accuracy'))} |"
+                  for i, g in enumerate(gpus)]
+        lines.append(f"\nSpread between GPUs: loss {_n(spread.get('loss'))}, "
+                     f"accuracy {_n(spread.get('accuracy'))}.")
+    return lines

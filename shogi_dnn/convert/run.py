@@ -1,0 +1,264 @@
+"""The `convert` job: record files -> filtered, split, encoded games -> HDF5 shards, manifest and report.
+
+Flow (memory stays flat: one window of files in flight, at most one open shard per split); the
+halves live in worker.py (parallel) and writer.py (serial), the filters and the split in filters.py:
+
+  sources.iter_sources --(bytes, in order)--> workers: parse + filter + split + encode one file
+      --(results, same order)--> parent: game ids, per-split buffers, shard files, state, report
+
+Determinism: workers only transform one file at a time and results are consumed in input order, so
+game ids, shard contents and shard bytes are the same for any number of workers. A shard holds whole
+games; it is closed once it holds at least `shard_size` positions and its rows are stored in game order
+(default) or shuffled with a seed derived from (seed, split, shard number) (`--row-order shuffled`).
+
+Split: by a stable hash of the game (start SFEN and moves), so reruns give the same split and duplicate
+games land in the same split.
+
+Resume: after each shard, DIR/convert-state.json records its sha256 and a digest of its contents.
+A rerun with the same inputs and settings re-reads the inputs but skips writing every shard whose
+file still matches; a shard cut off mid-write is only ever a `.tmp` file (write_shard renames it).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from shogi_dnn import shards
+from shogi_dnn.convert.filters import DRAWS, RATING_OF, ConvertSettings, GameFilter, assign_split, game_key
+from shogi_dnn.convert.worker import SourcePiece, iter_results, process_file, split_source
+from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
+from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.rules import resolve_backend
+from shogi_dnn.convert.sources import iter_sources, list_files
+
+# The job's public names, re-exported so that callers need only `shogi_dnn.convert.run`.
+__all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings", "GameFilter",
+           "SourcePiece", "assign_split", "game_key", "iter_results", "process_file", "run_convert",
+           "split_source"]
+
+log = logging.getLogger(__name__)
+
+SHARD_PATTERN = re.compile(r"^(train|validation|test)-\d{5}\.h5(\.tmp)?$")
+
+
+def fingerprint(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSettings) -> str:
+    """What a resumed run must share with the interrupted one: the inputs (every file's path, size and
+    modification time, so a file added to a folder is noticed), the settings and the schema."""
+    files = []
+    for path in list_files(inputs):
+        stat = path.stat()
+        files.append((str(path.resolve()), stat.st_size, stat.st_mtime_ns))
+    data = {"inputs": [str(Path(p).resolve()) for p in inputs], "files": files,
+            "settings": settings.to_dict(), "schema_version": shards.SCHEMA_VERSION}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
+    """Create DIR or pick up its unfinished conversion. `print_` is this run's fingerprint.
+
+    Raises:
+        ConfigError: DIR holds something else and --overwrite was not given.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    state = ConvertState.load(out, print_)
+    if state is not None:
+        return state
+    ours = [p for p in out.iterdir() if SHARD_PATTERN.match(p.name) or p.name in (
+        shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp")]
+    others = [p for p in out.iterdir() if p not in ours]
+    if ours and not overwrite:
+        raise ConfigError(f"{out}: holds a dataset converted from other inputs or settings; "
+                          "pass --overwrite to replace it or choose another --out")
+    if others and not overwrite:
+        raise ConfigError(f"{out}: not empty ({others[0].name}, ...); choose an empty or new --out "
+                          "(or --overwrite)")
+    for path in ours:
+        path.unlink()
+    state = ConvertState(out / STATE_NAME, print_)
+    state.save()        # at once: a run killed before its first shard is still recognised on rerun
+    return state
+
+
+def _remove_stale(out: Path, keep: set[str]) -> None:
+    """Shard files of an earlier, longer attempt and leftover temp files."""
+    for path in out.iterdir():
+        if SHARD_PATTERN.match(path.name) and path.name not in keep:
+            path.unlink()
+
+
+def _already_complete(out: Path, state: ConvertState) -> dict[str, Any] | None:
+    """The earlier report when a finished conversion is still intact (every shard checks)."""
+    if not state.complete:
+        return None
+    try:
+        manifest = shards.read_manifest(out)
+        report = json.loads((out / REPORT_NAME).read_text(encoding="utf-8"))
+    except (shards.ShardFormatError, OSError, json.JSONDecodeError):
+        return None
+    intact = all(manifest.shard_path(s).is_file() and shards.file_sha256(manifest.shard_path(s)) == s.sha256
+                 for s in manifest.shards)
+    return report if intact else None
+
+
+class _Progress:
+    """tqdm bar over files with games/positions in the postfix (silent when disabled)."""
+
+    def __init__(self, total: int | None, enabled: bool) -> None:
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, unit="file", disable=not enabled, dynamic_ncols=True, leave=True)
+
+    def update(self, report: ConvertReport, writer: DatasetWriter) -> None:
+        self.bar.update(1)
+        if self.bar.n % 16 == 0 or self.bar.n == self.bar.total:
+            positions = sum(report.positions.values()) + sum(writer.buffered.values())
+            self.bar.set_postfix(games=report.converted, positions=positions, errors=len(report.errors),
+                                 refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class _Interrupts:
+    """Ctrl-C and SIGTERM as KeyboardInterrupt, but deferred out of critical sections (shard, state
+    and manifest writes): an exception raised while h5py holds its lock can hang the process's exit."""
+
+    def __init__(self) -> None:
+        self.depth, self.pending, self.saved = 0, 0, {}
+
+    def __enter__(self) -> _Interrupts:  # noqa: PYI034 - Python 3.10 has no typing.Self
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.saved[signum] = signal.signal(signum, self._handle)
+            except ValueError:      # not the main thread: leave signals alone
+                break
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.depth:
+            self.pending = signum
+        else:
+            raise KeyboardInterrupt(f"signal {signum}")
+
+    @contextlib.contextmanager
+    def critical(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+        if not self.depth and self.pending:
+            raise KeyboardInterrupt(f"signal {self.pending}")
+
+
+def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str],
+                settings: ConvertSettings | None = None, *, workers: int | None = None,
+                backend: str | None = None, overwrite: bool = False, progress: bool = False,
+                on_shard: Callable[[shards.ShardInfo], None] | None = None) -> ConvertReport:
+    """Convert record files into DIR: shards, manifest.json, convert-report.json (see the module docstring).
+
+    Args:
+        settings: filters, split fractions, shard size (default ConvertSettings()).
+        workers: parallel worker processes (None: all cores); the output does not depend on it.
+        backend: rules backend for encoding ('auto', 'python-shogi', 'cshogi'); neither does it.
+        on_shard: called after each shard is written (progress hooks, tests).
+    Raises:
+        ConfigError: bad settings or an output folder holding something else.
+        KeyboardInterrupt: Ctrl-C or SIGTERM; finished shards are kept and a rerun resumes.
+    """
+    out, settings = Path(out), settings or ConvertSettings()
+    _check_inputs(inputs)
+    workers = max(1, workers or len(os.sched_getaffinity(0)))
+    report = ConvertReport(backend=resolve_backend(backend), workers=workers)
+    state = prepare_output(out, fingerprint(inputs, settings), overwrite)
+    previous = _already_complete(out, state)
+    if previous is not None:
+        log.info("%s: already converted (every shard checks); nothing to do", out)
+        return _report_from_dict(previous)
+    started = time.perf_counter()
+    state.complete = False
+    with _Interrupts() as interrupts:
+        writer = DatasetWriter(out, settings, state, report, on_shard, interrupts.critical)
+        written = _convert_all(inputs, settings, writer, workers, progress)
+        report.timings["total_s"] = time.perf_counter() - started
+        with interrupts.critical():
+            _finish(out, settings, inputs, state, report, written)
+    return report
+
+
+def _check_inputs(inputs: Sequence[str | os.PathLike[str]]) -> None:
+    if not inputs:
+        raise ConfigError("no INPUT given (files, folders or archives of game records)")
+    missing = [str(p) for p in inputs if not Path(p).exists()]
+    if missing:        # a typo must not give an empty dataset and exit 0
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ConfigError(f"{missing[0]}: no such file or folder{more}")
+
+
+def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSettings, writer: DatasetWriter,
+                 workers: int, progress: bool) -> list[shards.ShardInfo]:
+    """Stream every piece through the workers into the writer; the shards in manifest order."""
+    report = writer.report
+    bar = _Progress(_progress_total(inputs), progress)
+    try:
+        for result in iter_results(_pieces(inputs), settings, report.backend, workers):
+            report.add_file(result)
+            for game in result.games:
+                writer.add(game)
+            if result.last:
+                bar.update(report, writer)
+        return writer.finish()
+    finally:
+        bar.close()
+
+
+def _pieces(inputs: Sequence[str | os.PathLike[str]]) -> Iterator[SourcePiece | KifuError]:
+    for item in iter_sources(inputs):
+        if isinstance(item, KifuError):
+            yield item
+        else:
+            yield from split_source(item)
+
+
+def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: ConvertState,
+            report: ConvertReport, written: list[shards.ShardInfo]) -> None:
+    _remove_stale(out, {s.path for s in written})
+    totals = {"games": report.converted, "positions": sum(report.positions.values()),
+              "games_per_split": report.games, "positions_per_split": report.positions,
+              "games_found": report.games_found, "skipped": dict(sorted(report.skipped.items()))}
+    manifest_settings = {**settings.to_dict(), "inputs": [str(p) for p in inputs]}
+    shards.write_manifest(out, written, manifest_settings, totals)
+    tmp = out / (REPORT_NAME + ".tmp")
+    tmp.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, out / REPORT_NAME)
+    state.complete = True
+    state.save()
+
+
+def _report_from_dict(data: dict[str, Any]) -> ConvertReport:
+    fields = {f.name for f in dataclasses.fields(ConvertReport)}
+    report = ConvertReport(**{k: v for k, v in data.items() if k in fields})
+    report.skipped = collections.Counter(report.skipped)
+    report.timings = collections.defaultdict(float, report.timings)
+    return report
+
+
+def _progress_total(inputs: Sequence[str | os.PathLike[str]]) -> int | None:
+    from shogi_dnn.convert.sources import is_archive, list_files
+    files = list_files(inputs)
+    return None if any(is_archive(str(f)) for f in files) else len(files)

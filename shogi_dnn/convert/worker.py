@@ -1,0 +1,243 @@
+"""The parallel half of `convert`: one file (or one piece of a big multi-game file) in, its kept
+games parsed, filtered, split and encoded out, in input order whatever the number of workers.
+
+Workers only transform one piece at a time and `iter_results` hands results back in input order,
+with a bounded window of pieces in flight, so memory stays flat and the output is deterministic.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+import re
+import resource
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
+from shogi_dnn.errors import KifuError, ShogiDnnError
+from shogi_dnn.features import EncodedGame, encode_game
+from shogi_dnn.kifu import read_record_bytes
+from shogi_dnn.kifu.record import GameRecord, SourceLine
+from shogi_dnn.rules import BACKEND_ENV, position_factory
+from shogi_dnn.convert.sources import SourceFile
+
+PIECE_BYTES = 1 << 20              # multi-game CSA files are handed to workers in pieces of about this size
+_CSA_SEPARATOR = re.compile(rb"\n/\r?\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertedGame:
+    """One kept game: its split, its games-table row (without game_id) and its positions."""
+
+    split: str
+    row: tuple
+    positions: EncodedGame
+
+
+@dataclasses.dataclass(frozen=True)
+class SourcePiece:
+    """A file, or a run of whole games of a big multi-game CSA file starting at `first_line`."""
+
+    name: str
+    data: bytes
+    first_line: int = 1
+    last: bool = True          # the file's last piece (counted as a file read)
+
+
+def split_source(source: SourceFile, piece_bytes: int | None = None) -> Iterator[SourcePiece]:
+    """Cut a multi-game CSA file bigger than `piece_bytes` after `/` separator lines, so that one
+    worker result (encoded positions) stays small however big the file; other files pass whole."""
+    data, start, line = source.data, 0, 1
+    piece_bytes = piece_bytes or PIECE_BYTES
+    if len(data) <= piece_bytes or not source.name.lower().endswith(".csa"):
+        yield SourcePiece(source.name, data)
+        return
+    while True:
+        cut = _CSA_SEPARATOR.search(data, start + piece_bytes)
+        if cut is None:
+            yield SourcePiece(source.name, data[start:], line, True)
+            return
+        yield SourcePiece(source.name, data[start:cut.end()], line, False)
+        line += data.count(b"\n", start, cut.end())
+        start = cut.end()
+
+
+@dataclasses.dataclass
+class FileResult:
+    """What a worker made of one file or piece (or of one unreadable input)."""
+
+    name: str
+    games: list[ConvertedGame] = dataclasses.field(default_factory=list)
+    found: int = 0
+    readable: bool = True
+    skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    errors: list[str] = dataclasses.field(default_factory=list)
+    parse_s: float = 0.0
+    encode_s: float = 0.0
+    last: bool = True
+    peak_rss_mib: float = 0.0        # the worker process's peak resident memory so far
+    pid: int = 0                     # the process that made this result
+    cpu_s: float = 0.0               # that process's CPU time so far (user + system)
+
+
+def _game_row(record: GameRecord) -> tuple:
+    nan = float("nan")
+    return (record.source.path, record.source.line, record.black, record.white,
+            nan if record.black_rating is None else record.black_rating,
+            nan if record.white_rating is None else record.white_rating,
+            record.winner.value, record.ending.value, len(record.moves), record.start_sfen)
+
+
+def _read_records(source: SourcePiece, result: FileResult) -> Iterator[GameRecord | KifuError]:
+    """The piece's records and errors (lines counted in the whole file), timing the parse. A reader
+    bug is reported, never raised: one file must not stop a corpus conversion (the report names it)."""
+    records = read_record_bytes(source.data, source.name)
+    while True:
+        start = time.perf_counter()
+        try:
+            item = next(records)
+        except StopIteration:
+            return
+        except KifuError as exc:
+            item = exc
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            item = KifuError(source.name, 0, f"reader failed: {type(exc).__name__}: {exc}")
+        finally:
+            result.parse_s += time.perf_counter() - start
+        yield _shift_lines(item, source.first_line - 1)
+        if isinstance(item, KifuError) and item.reason.startswith("reader failed"):
+            return
+
+
+def _shift_lines(item: GameRecord | KifuError, offset: int) -> GameRecord | KifuError:
+    if not offset:
+        return item
+    if isinstance(item, KifuError):
+        return KifuError(item.path, item.line + offset if item.line else 0, item.reason, item.ply)
+    return dataclasses.replace(item, source=SourceLine(item.source.path, item.source.line + offset))
+
+
+def process_file(source: SourcePiece | KifuError, settings: ConvertSettings, backend: str) -> FileResult:
+    """Parse, filter, split and encode every game of one file or piece (runs in a worker process)."""
+    if isinstance(source, KifuError):
+        return FileResult(source.path, readable=False, errors=[str(source)])
+    with _rules_backend(backend):
+        return _process_records(source, settings, position_factory(backend))
+
+
+@contextlib.contextmanager
+def _rules_backend(backend: str) -> Iterator[None]:
+    """The readers (rules.new_position) use `backend` too, for this call only."""
+    previous = os.environ.get(BACKEND_ENV)
+    os.environ[BACKEND_ENV] = backend
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(BACKEND_ENV, None)
+        else:
+            os.environ[BACKEND_ENV] = previous
+
+
+def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Callable) -> FileResult:
+    result = FileResult(source.name, last=source.last)
+    for item in _read_records(source, result):
+        if isinstance(item, KifuError):
+            result.errors.append(str(item))
+            if item.line > 0:           # line 0: the file as a whole (not a record), not a game
+                result.found += 1
+                result.skipped[SKIP_ERROR] += 1
+            continue
+        result.found += 1
+        reason = settings.filters.skip_reason(item)
+        if reason is not None:
+            result.skipped[reason] += 1
+            continue
+        start = time.perf_counter()
+        try:
+            positions = encode_game(item, factory)
+        except ValueError as exc:
+            result.errors.append(f"{item.source}: cannot encode: {exc}")
+            result.skipped[SKIP_ERROR] += 1
+            continue
+        finally:
+            result.encode_s += time.perf_counter() - start
+        split = assign_split(game_key(item), settings.val_fraction, settings.test_fraction)
+        result.games.append(ConvertedGame(split, _game_row(item), positions))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result.peak_rss_mib = usage.ru_maxrss / 1024   # Linux: KiB
+    result.pid, result.cpu_s = os.getpid(), usage.ru_utime + usage.ru_stime
+    return result
+
+
+def _worker_init() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C goes to the parent, which stops the pool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ready:
+    """A result made in the parent, queued in order among the workers' pending results."""
+
+    value: FileResult
+
+    def ready(self) -> bool:
+        return True
+
+    def get(self, timeout: float | None = None) -> FileResult:
+        return self.value
+
+
+def iter_results(items: Iterable[SourcePiece | KifuError], settings: ConvertSettings, backend: str,
+                 workers: int) -> Iterator[FileResult]:
+    """FileResults in input order. Workers > 1: a process pool with a bounded window of files in flight.
+
+    Raises:
+        ShogiDnnError: a worker process died (killed, out of memory); finished shards are kept.
+    """
+    if workers <= 1:
+        for item in items:
+            yield process_file(item, settings, backend)
+        return
+    window: collections.deque = collections.deque()
+    # multiprocessing.Pool, not ProcessPoolExecutor: terminate() ends it at once on an interrupt,
+    # where an executor whose workers were killed can hang the interpreter's exit.
+    pool = multiprocessing.get_context("forkserver").Pool(workers, initializer=_worker_init)
+    try:
+        workers_at_start = _worker_pids(pool)
+        for item in items:
+            if isinstance(item, KifuError):     # nothing to do in a worker (and exceptions pickle badly)
+                window.append((item.path, _Ready(process_file(item, settings, backend))))
+            else:
+                window.append((item.name, pool.apply_async(process_file, (item, settings, backend))))
+            if len(window) >= 4 * workers:
+                yield _next_result(window, pool, workers_at_start)
+        while window:
+            yield _next_result(window, pool, workers_at_start)
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _worker_pids(pool) -> frozenset[int]:
+    return frozenset(p.pid for p in getattr(pool, "_pool", ()))   # no public handle on the workers
+
+
+def _next_result(window: collections.deque, pool, workers_at_start: frozenset[int]) -> FileResult:
+    """The oldest pending result. Pool silently replaces a dead worker and its task never completes,
+    so while waiting, a changed set of worker processes means one died: stop with a message."""
+    name, pending = window.popleft()
+    while not pending.ready():
+        try:
+            return pending.get(timeout=0.5)
+        except multiprocessing.TimeoutError:
+            if workers_at_start and _worker_pids(pool) != workers_at_start:
+                raise ShogiDnnError(f"{name}: a worker process died (killed or out of memory?) while this file "
+                                    "or one after it was being converted; finished shards are kept: "
+                                    "rerun the same command to resume")
+    return pending.get()

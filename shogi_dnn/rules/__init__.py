@@ -1,0 +1,20 @@
+"""Move rules behind one small interface, so readers and the encoder never touch a library directly.
+
+  position.py          the `Position` protocol, IllegalMoveError, the square/piece/colour conventions
+  pyshogi_backend.py   `ShogiPosition` on python-shogi (always installed, the reference)
+  cshogi_backend.py    `CshogiPosition` on cshogi (extra `fast`; identical results, faster)
+  factory.py           `new_position`, `position_factory`, `resolve_backend`: picks a backend
+
+Callers outside this folder import from `shogi_dnn.rules`; the modules inside import each other directly
+(position <- backends <- factory), so there is no import cycle.
+"""
+
+from shogi_dnn.rules.factory import (BACKEND_ENV, BACKENDS, available_backends, new_position, position_factory,
+                                     resolve_backend)
+from shogi_dnn.rules.position import (BLACK, HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, WHITE,
+                                      IllegalMoveError, Position, square_index, square_usi)
+from shogi_dnn.rules.pyshogi_backend import ShogiPosition
+
+__all__ = ["BACKEND_ENV", "BACKENDS", "BLACK", "HAND_PIECE_TYPES", "NUM_PIECE_TYPES", "NUM_SQUARES", "WHITE",
+           "IllegalMoveError", "Position", "ShogiPosition", "available_backends", "new_position",
+           "position_factory", "resolve_backend", "square_index", "square_usi"]

@@ -1,0 +1,188 @@
+"""Atomic training checkpoints in RUN/checkpoints, and the final model for evaluation.
+
+Layout of one checkpoint (a directory, renamed into place only when complete, so a crash during a
+save never leaves a half-written checkpoint that looks valid):
+
+  RUN/checkpoints/ckpt-00001200/
+      weights.index, weights.data-*   tf.train.Checkpoint(model=..., optimizer=...): the model's
+                                      weights and the optimizer state (iterations, slots, loss scale)
+      state.json                      {"state": TrainState, "config": resolved Config, "saved": time}
+
+Only the last `keep` checkpoints are kept. A checkpoint restores onto any number of towers: the
+variables are mirrored, their saved values are per variable, not per device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from shogi_dnn.config import Config, from_dict
+from shogi_dnn.errors import RunError, ShogiDnnError
+from shogi_dnn.training.stages import TrainState
+
+CHECKPOINTS_DIR = "checkpoints"
+STATE_FILE = "state.json"
+WEIGHTS_PREFIX = "weights"
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.keras"
+_NAME = re.compile(r"^ckpt-(\d{8,})$")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"ckpt-{step:08d}"
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _NAME.match(p.name) and (p / STATE_FILE).is_file()]
+    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
+
+
+def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:
+    """A checkpoint directory: the latest (None), or one named "ckpt-00000012", "12" or by path.
+
+    Raises:
+        RunError: no such checkpoint (the message lists what there is).
+    """
+    found = list_checkpoints(run_dir)
+    if checkpoint is None:
+        if not found:
+            raise RunError(f"{run_dir}: no checkpoint in {Path(run_dir) / CHECKPOINTS_DIR}")
+        return found[-1]
+    candidates = [Path(checkpoint), Path(run_dir) / CHECKPOINTS_DIR / checkpoint]
+    if checkpoint.isdigit():
+        candidates.append(Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(int(checkpoint)))
+    for path in candidates:
+        if (path / STATE_FILE).is_file():
+            return path
+    names = ", ".join(p.name for p in found) or "none"
+    raise RunError(f"{run_dir}: no checkpoint {checkpoint!r} (have: {names})")
+
+
+def read_state(path: Path) -> tuple[TrainState, Config]:
+    """The TrainState and resolved Config stored in a checkpoint directory."""
+    origin = str(path / STATE_FILE)
+    try:
+        raw = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+        return TrainState.from_dict(raw["state"], origin), from_dict(raw["config"], origin=origin)
+    except ShogiDnnError:
+        raise                    # already one line naming the file (RunError, ConfigError)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:   # also bad UTF-8, non-dict JSON
+        raise RunError(f"{origin}: unreadable checkpoint state ({_first_line(exc)})") from exc
+
+
+# What reading a damaged weights file can raise: besides OpError, a truncated weights.data-* raises
+# IndexError ("Read less bytes than requested"), a mangled index ValueError/KeyError/...
+_READ_ERRORS = (tf.errors.OpError, AssertionError, ValueError, IndexError, KeyError, TypeError, OSError,
+                RuntimeError)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, or its type name when it has none."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temp file beside `path`, then rename it over `path`."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, new files) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file under `root`, then `root` itself."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(root)
+
+
+class CheckpointManager:
+    """Saves, prunes and restores a run's checkpoints (model + optimizer + TrainState + config)."""
+
+    def __init__(self, run_dir: Path, model: keras.Model, optimizer: keras.optimizers.Optimizer,
+                 keep: int) -> None:
+        self.root = Path(run_dir) / CHECKPOINTS_DIR
+        self.keep = keep
+        self.tracked = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        self.last_saved_step = -1
+        for stale in self.root.glob(".tmp-ckpt-*"):     # saves cut short by a kill: never valid checkpoints
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def save(self, state: TrainState, config: Config) -> Path:
+        """Write a checkpoint atomically (temp directory, then rename) and drop the oldest beyond `keep`."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        final = self.root / checkpoint_name(state.step)
+        tmp = self.root / f".tmp-{final.name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        self.tracked.write(str(tmp / WEIGHTS_PREFIX))
+        write_json_atomic(tmp / STATE_FILE, {"state": state.to_dict(), "config": config.to_dict(),
+                                             "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        _fsync_tree(tmp)             # on disk before it gets its valid name (a power cut, not only a kill)
+        if final.exists():           # same step saved again (e.g. a stop right after a periodic save)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(self.root)
+        self.last_saved_step = state.step
+        for old in list_checkpoints(self.root.parent)[:-self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def restore(self, path: Path) -> TrainState:
+        """Load weights and optimizer state from a checkpoint (optimizer already built). Returns its state."""
+        try:
+            self.tracked.read(str(path / WEIGHTS_PREFIX)).assert_existing_objects_matched()
+        except _READ_ERRORS as exc:
+            raise RunError(f"{path}: cannot restore ({_first_line(exc)})") from exc
+        self.last_saved_step = read_state(path)[0].step
+        return read_state(path)[0]
+
+
+def restore_model(run_dir: str | Path, checkpoint: str | None = None) -> keras.Model:
+    """The model of a run's checkpoint (None = the latest), for evaluate --checkpoint.
+
+    The architecture comes from the checkpoint's stored config. Raises RunError when missing.
+    """
+    from shogi_dnn.training.model import build_model
+
+    path = find_checkpoint(Path(run_dir), checkpoint)
+    _, config = read_state(path)
+    model = build_model(config.model)
+    try:
+        tf.train.Checkpoint(model=model).read(str(path / WEIGHTS_PREFIX)).expect_partial()
+    except _READ_ERRORS as exc:
+        raise RunError(f"{path}: cannot restore the model ({_first_line(exc)})") from exc
+    return model
+
+
+def save_model(model: keras.Model, run_dir: Path) -> Path:
+    """Save RUN/model.keras atomically (Keras format; load with model.load_model)."""
+    final = Path(run_dir) / MODEL_FILE
+    tmp = final.with_name(f".tmp-{os.getpid()}-{MODEL_FILE}")
+    model.save(tmp)
+    os.replace(tmp, final)
+    return final

@@ -1,0 +1,159 @@
+"""The value network: a residual CNN over the 9x9 input planes, giving one win logit.
+
+    board [B, 81] uint8, hands [B, 14] uint8           compact positions (pipeline batches)
+      -> ExpandPlanes                                  [B, 9, 9, features.NUM_PLANES] one-hot + hand planes
+      -> stem: conv3x3(filters) [-> BN] -> ReLU
+      -> blocks x residual block: conv3x3 [BN] ReLU conv3x3 [BN] + skip -> ReLU
+      -> value head: conv1x1(VALUE_HEAD_PLANES) [BN] ReLU -> flatten -> dense(value_hidden) ReLU
+      -> dense(1)                                      [B, 1] float32 logit of "side to move wins"
+
+The plane expansion runs on the device, inside the model (ExpandPlanes is a registered Keras layer, so
+`keras.models.load_model("RUN/model.keras")` works after `import shogi_dnn.training.model`); the host only moves
+the compact uint8 encoding. Batch norm: "none" (use for tower-count-independent results), "local"
+(statistics per tower) or "sync" (statistics all-reduced across towers, BatchNormalization(synchronized=True)).
+Mixed precision sets a per-layer dtype policy (no global state); the logit layer stays float32. Loss
+scaling for mixed_float16 belongs to the optimizer (towers.build_optimizer).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+from shogi_dnn import features
+from shogi_dnn.config import ModelConfig
+from shogi_dnn.errors import RunError
+from shogi_dnn.rules import NUM_SQUARES
+
+BOARD_SIDE = 9                    # the board is BOARD_SIDE x BOARD_SIDE squares
+VALUE_HEAD_PLANES = 1             # 1x1-conv planes before the value head's dense layers (as AlphaZero)
+CONV_KERNEL = 3
+INPUT_BOARD, INPUT_HANDS = "board", "hands"
+# features.HAND_MAX for own then opponent hands: hand plane = count / max.
+_HAND_SCALE = np.asarray(features.HAND_MAX * 2, np.float32)
+
+
+def expand_planes(board, hands, dtype: str = "float32"):
+    """On-device twin of features.expand_planes (a test pins them equal).
+
+    Args:
+        board: [B, 81] integer piece codes; hands: [B, 14] integer hand counts.
+        dtype: float dtype of the planes.
+    Returns:
+        [B, 9, 9, features.NUM_PLANES] tensor of `dtype`: one-hot own/opponent pieces, then hand
+        counts / features.HAND_MAX broadcast over the board.
+    """
+    onehot = ops.one_hot(ops.cast(board, "int32"), features.NUM_PIECE_CODES, dtype=dtype)[..., 1:]
+    hand = ops.cast(hands, dtype) / ops.convert_to_tensor(_HAND_SCALE, dtype=dtype)      # [B, 14]
+    hand = ops.repeat(ops.expand_dims(hand, 1), NUM_SQUARES, axis=1)                   # [B, 81, 14]
+    planes = ops.concatenate([onehot, hand], axis=-1)                                  # [B, 81, 42]
+    return ops.reshape(planes, (-1, BOARD_SIDE, BOARD_SIDE, features.NUM_PLANES))
+
+
+@keras.saving.register_keras_serializable(package="shogi_dnn")
+class ExpandPlanes(layers.Layer):
+    """Keras layer: (board [B, 81] uint8, hands [B, 14] uint8) -> [B, 9, 9, NUM_PLANES] planes
+    in the layer's compute dtype (float16/bfloat16 under mixed precision)."""
+
+    def call(self, board, hands):
+        return expand_planes(board, hands, dtype=self.compute_dtype)
+
+    def compute_output_shape(self, board_shape, hands_shape):
+        return (board_shape[0], BOARD_SIDE, BOARD_SIDE, features.NUM_PLANES)
+
+
+class _LayerFactory:
+    """Makes the network's layers with one dtype policy, one batch-norm mode and seeded initialisers."""
+
+    def __init__(self, cfg: ModelConfig, seed: int | None) -> None:
+        self.cfg = cfg
+        self.dtype = "float32" if cfg.mixed_precision == "none" else cfg.mixed_precision
+        self._seed = seed
+        self._count = 0
+
+    def initializer(self, kind: str) -> keras.initializers.Initializer:
+        self._count += 1
+        seed = None if self._seed is None else self._seed * 1000 + self._count
+        return keras.initializers.get({"class_name": kind, "config": {"seed": seed}})
+
+    def conv(self, x, filters: int, kernel: int, name: str):
+        """Convolution (no bias before batch norm), then batch norm if enabled, no activation."""
+        use_bn = self.cfg.batch_norm != "none"
+        x = layers.Conv2D(filters, kernel, padding="same", use_bias=not use_bn, dtype=self.dtype,
+                          kernel_initializer=self.initializer("HeNormal"), name=name)(x)
+        if use_bn:
+            x = layers.BatchNormalization(synchronized=self.cfg.batch_norm == "sync", dtype=self.dtype,
+                                          name=f"{name}_bn")(x)
+        return x
+
+    def relu(self, x, name: str):
+        return layers.ReLU(dtype=self.dtype, name=name)(x)
+
+
+def _residual_block(make: _LayerFactory, x, index: int):
+    """[B, 9, 9, F] -> [B, 9, 9, F]: two 3x3 convolutions plus the identity."""
+    name = f"block{index}"
+    y = make.relu(make.conv(x, make.cfg.filters, CONV_KERNEL, f"{name}_conv1"), f"{name}_relu1")
+    y = make.conv(y, make.cfg.filters, CONV_KERNEL, f"{name}_conv2")
+    y = layers.Add(dtype=make.dtype, name=f"{name}_add")([x, y])
+    return make.relu(y, f"{name}_relu2")
+
+
+def _value_head(make: _LayerFactory, x):
+    """[B, 9, 9, F] -> [B, 1] float32 logit (cfg.value_head: "flatten" or "pool")."""
+    if make.cfg.value_head == "pool":
+        # Mean over the squares of each feature: counts of learned patterns (material is one of them).
+        x = layers.GlobalAveragePooling2D(dtype=make.dtype, name="value_pool")(x)
+    else:
+        x = make.relu(make.conv(x, VALUE_HEAD_PLANES, 1, "value_conv"), "value_relu1")
+        x = layers.Flatten(dtype=make.dtype, name="value_flatten")(x)
+    x = layers.Dense(make.cfg.value_hidden, dtype=make.dtype, kernel_initializer=make.initializer("HeNormal"),
+                     name="value_dense")(x)
+    x = make.relu(x, "value_relu2")
+    # float32 even under mixed precision: the loss and the sigmoid need the range.
+    return layers.Dense(1, dtype="float32", kernel_initializer=make.initializer("GlorotUniform"),
+                        name="value_logit")(x)
+
+
+def build_model(cfg: ModelConfig, seed: int | None = None) -> keras.Model:
+    """Build the value network (call inside strategy.scope() for training).
+
+    Args:
+        cfg: blocks, filters, value_hidden, batch_norm, mixed_precision.
+        seed: seeds every initialiser (None: Keras' global seed, see keras.utils.set_random_seed).
+    Returns:
+        keras.Model with inputs {"board": [B, 81] uint8, "hands": [B, 14] uint8} and output the
+        [B, 1] float32 logit that the side to move wins.
+    """
+    make = _LayerFactory(cfg, seed)
+    board = keras.Input((NUM_SQUARES,), dtype="uint8", name=INPUT_BOARD)
+    hands = keras.Input((features.HAND_SIZE,), dtype="uint8", name=INPUT_HANDS)
+    x = ExpandPlanes(dtype=make.dtype, name="planes")(board, hands)
+    x = make.relu(make.conv(x, cfg.filters, CONV_KERNEL, "stem_conv"), "stem_relu")
+    for index in range(cfg.blocks):
+        x = _residual_block(make, x, index)
+    logit = _value_head(make, x)
+    return keras.Model({INPUT_BOARD: board, INPUT_HANDS: hands}, logit,
+                       name=f"shogi_value_{cfg.blocks}x{cfg.filters}")
+
+
+def load_model(path: str | Path) -> keras.Model:
+    """Load a model saved with model.save("....keras").
+
+    Raises:
+        RunError: the file is missing or not a readable Keras model (one-line message).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RunError(f"{path}: no such model file")
+    if not zipfile.is_zipfile(path):
+        raise RunError(f"{path}: not a Keras model file (a .keras file is a zip archive)")
+    try:
+        return keras.models.load_model(path)
+    except (ValueError, OSError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise RunError(f"{path}: not a readable Keras model ({first_line})") from exc

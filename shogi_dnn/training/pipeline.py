@@ -1,0 +1,453 @@
+"""tf.data input pipeline over HDF5 shards: whole-chunk reads, seeded shuffles, numpy batching.
+
+The training *sample stream* of one pass over a sample group is a pure function of
+(paths, seed, shuffle_buffer, mirror), never of the global batch, the number of towers or workers:
+
+  1. every shard is cut into its HDF5 chunks (shards.CHUNK_ROWS rows); the chunk list of all shards
+     is permuted with the seed (shuffle across shards);
+  2. consecutive permuted chunks are grouped into *buffers* of at least `shuffle_buffer` rows; each
+     buffer is read (whole compressed chunks, never a whole dataset), its rows are permuted with a
+     generator seeded by (seed, buffer index), and with `mirror` a seeded coin flips each board
+     left-right (features.mirror_board);
+  3. the buffers are dealt round-robin to L *read lanes* (data.read_lanes; buffer i goes to lane
+     i % L, keeping its global index i for its seed); a lane's rows are the concatenation of its
+     buffers. Global batch s (B = global_batch rows, B % L == 0) is the concatenation, in lane order,
+     of rows [s*B/L, (s+1)*B/L) of every lane. With L = 1 the stream is simply the buffers concatenated.
+     `skip_samples` (a multiple of L) drops a prefix of the stream: each lane skips skip/L rows (exact
+     resume: whole buffers before the resume point are not even read). A pass has
+     min over lanes of floor((lane rows - skip/L) / (B/L)) full batches (the rest is dropped), a number
+     count_batches computes from the shard metadata and the seed, without reading data.
+
+The stream depends on L (not on the number of towers or workers): keep L fixed to keep the data order.
+
+Batches are cut in numpy and a Python generator yields *whole batches*, never samples (per-sample
+generators manage a few thousand positions/s): one call yields the stack of every whole batch a shuffle
+buffer completes, [k, batch, ...], which tf.data unbatches into k batch elements in C++; then prefetch.
+Batches stay compact (uint8 codes); the model expands them into planes on the device.
+
+Distribution: without an input context each element is a global batch, to be split across towers by
+`strategy.experimental_distribute_dataset` (contiguous slices, tower 0 first). With an input context
+(`strategy.distribute_datasets_from_function`, one machine or several) worker w of W (L % W == 0)
+reads *only* lanes [w*L/W, (w+1)*L/W) (the chunks of the other lanes are never read) and yields, for
+each global batch, its share of it (rows [w*B/W, (w+1)*B/W)) as consecutive per-replica batches,
+so the towers of the whole cluster together see exactly the stream one machine would see with the
+same L. Every worker still opens every shard of the group for its metadata (chunk layout), to plan
+the buffers and count the batches. Validation (make_eval_dataset with an input context) likewise gives
+worker w only rows [w*N/W, (w+1)*N/W) of the split, in per-replica batches.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import h5py
+import numpy as np
+import tensorflow as tf
+
+from shogi_dnn import features, shards
+from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.rules import NUM_SQUARES
+
+# Datasets read for training/evaluation, and the element signature of a batch.
+KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY)
+_STORED_KEYS = shards.stored_keys(KEYS)    # the datasets read for them (board and hands are stored packed)
+_ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
+               shards.KEY_WIN: (), shards.KEY_PLY: ()}
+# Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order.
+MAX_OPEN_SHARDS = 64                 # HDF5 files a reader keeps open at once
+_SEED_CHUNK_ORDER, _SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
+
+Batch = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """Rows [start, stop) of shard number `shard` (one HDF5 chunk)."""
+
+    shard: int
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+# ----------------------------------------------------------------------------------------------------
+# Sample groups and seeds
+
+
+def split_groups(shard_infos: Sequence[shards.ShardInfo], num_groups: int) -> list[tuple[shards.ShardInfo, ...]]:
+    """Cut shards (in order) into `num_groups` contiguous, non-empty groups balanced by positions.
+
+    Raises:
+        ConfigError: num_groups < 1 or more groups than shards.
+    """
+    if num_groups < 1 or num_groups > len(shard_infos):
+        raise ConfigError(f"data.num_groups = {num_groups}, but the training split has "
+                          f"{len(shard_infos)} shards (need 1 <= groups <= shards)")
+    ends = np.cumsum([s.positions for s in shard_infos])
+    total = int(ends[-1])
+    cuts = [0]
+    for k in range(1, num_groups):
+        # Shard boundary nearest to k/G of the positions, leaving room for the remaining groups.
+        lo, hi = cuts[-1] + 1, len(shard_infos) - (num_groups - k)
+        candidates = np.arange(lo, hi + 1)
+        cuts.append(int(candidates[np.argmin(np.abs(ends[candidates - 1] - k * total / num_groups))]))
+    cuts.append(len(shard_infos))
+    return [tuple(shard_infos[a:b]) for a, b in itertools.pairwise(cuts)]
+
+
+def group_order(seed: int, epoch: int, num_groups: int) -> list[int]:
+    """The order in which an epoch visits the sample groups: a permutation seeded by (seed, epoch)."""
+    rng = np.random.default_rng([_check_seed(seed), _SEED_GROUP_ORDER, epoch])
+    return [int(g) for g in rng.permutation(num_groups)]
+
+
+def stage_seed(seed: int, epoch: int, group: int) -> int:
+    """Seed of one stage's sample stream (make_train_dataset), derived from the run seed."""
+    state = np.random.SeedSequence([_check_seed(seed), _SEED_STAGE, epoch, group]).generate_state(1)
+    return int(state[0])
+
+
+def _check_seed(seed: int) -> int:
+    if seed < 0:
+        raise ConfigError(f"seed = {seed} must be >= 0")
+    return int(seed)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading shards
+
+
+def _shard_layouts(paths: Sequence[Path]) -> list[tuple[int, int]]:
+    """(rows, chunk rows) of each shard, from its metadata (no data read)."""
+    layouts = []
+    for path in paths:
+        with shards.open_shard(path) as f:
+            rows = int(f[shards.KEY_WIN].shape[0])
+            chunk_rows = f[shards.KEY_PIECES].chunks[0] if f[shards.KEY_PIECES].chunks else max(rows, 1)
+            for key in _STORED_KEYS:
+                if f[key].shape[0] != rows or (f[key].chunks and f[key].chunks[0] != chunk_rows):
+                    raise ShardFormatError(f"{path}: dataset {key!r} has {f[key].shape[0]} rows or chunks "
+                                           f"{f[key].chunks}, expected {rows} rows in chunks of {chunk_rows}")
+        layouts.append((rows, int(chunk_rows)))
+    return layouts
+
+
+def _chunks(paths: Sequence[Path]) -> list[Chunk]:
+    """Every chunk of every shard, in file order."""
+    return [Chunk(i, start, min(start + chunk_rows, rows))
+            for i, (rows, chunk_rows) in enumerate(_shard_layouts(paths))
+            for start in range(0, rows, chunk_rows)]
+
+
+class ShardReader:
+    """Reads chunks from shards, keeping up to MAX_OPEN_SHARDS files open (least recently used closed:
+    the chunk order visits shards at random, and a group may hold more shards than file handles)."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self._paths = list(paths)
+        self._files: collections.OrderedDict[int, h5py.File] = collections.OrderedDict()
+
+    def read(self, chunks: Sequence[Chunk]) -> Batch:
+        """The rows of `chunks`, concatenated in order: arrays keyed as KEYS."""
+        parts: dict[str, list[np.ndarray]] = {key: [] for key in _STORED_KEYS}
+        for chunk in chunks:
+            f = self._file(chunk.shard)
+            for key in _STORED_KEYS:
+                parts[key].append(f[key][chunk.start:chunk.stop])
+        return shards.unpack_rows({key: np.concatenate(arrays) for key, arrays in parts.items()}, KEYS)
+
+    def _file(self, index: int) -> h5py.File:
+        if index in self._files:
+            self._files.move_to_end(index)
+        else:
+            if len(self._files) >= MAX_OPEN_SHARDS:
+                self._files.popitem(last=False)[1].close()
+            self._files[index] = shards.open_shard(self._paths[index])
+        return self._files[index]
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The training stream
+
+
+def plan_buffers(paths: Sequence[Path], seed: int, shuffle_buffer: int) -> list[tuple[Chunk, ...]]:
+    """The shuffle buffers of one pass: the seeded chunk permutation cut into groups of chunks
+    holding at least `shuffle_buffer` rows each (the last may hold fewer)."""
+    chunks = _chunks(paths)
+    order = np.random.default_rng([_check_seed(seed), _SEED_CHUNK_ORDER]).permutation(len(chunks))
+    buffers, current, rows = [], [], 0
+    for index in order:
+        current.append(chunks[index])
+        rows += len(chunks[index])
+        if rows >= shuffle_buffer:
+            buffers.append(tuple(current))
+            current, rows = [], 0
+    if current:
+        buffers.append(tuple(current))
+    return buffers
+
+
+def _shuffle_buffer(rows: Batch, seed: int, index: int, mirror: bool) -> Batch:
+    """Permute a buffer's rows (and mirror a seeded half of the boards) with a generator of (seed, index)."""
+    rng = np.random.default_rng([seed, _SEED_BUFFER, index])
+    n = len(rows[shards.KEY_WIN])
+    perm = rng.permutation(n)
+    out = {key: value[perm] for key, value in rows.items()}
+    if mirror:
+        flip = rng.random(n) < 0.5
+        out[shards.KEY_BOARD][flip] = features.mirror_board(out[shards.KEY_BOARD][flip])
+    return out
+
+
+def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror: bool,
+                skip_samples: int = 0, lanes: int = 1, lane: int = 0) -> Iterator[Batch]:
+    """The rows of read lane `lane` of `lanes` (with lanes = 1: the sample stream of one pass; see the
+    module docstring), as consecutive blocks of rows.
+
+    Yields:
+        dicts keyed as KEYS: board [n, 81] uint8, hands [n, 14] uint8, win [n] float32, ply [n] int16;
+        their concatenation is the lane's rows without their first `skip_samples`.
+    """
+    buffers = plan_buffers(paths, seed, shuffle_buffer)
+    _check_skip(skip_samples, _lane_rows(buffers, lanes)[lane])
+    reader = ShardReader(paths)
+    try:
+        yield from _iter_lane(reader, buffers, lanes, lane, seed=seed, mirror=mirror, skip=skip_samples)
+    finally:
+        reader.close()
+
+
+def _lane_rows(buffers: Sequence[tuple[Chunk, ...]], lanes: int) -> list[int]:
+    """Rows of each read lane (buffer i belongs to lane i % lanes)."""
+    return [sum(len(c) for b in buffers[lane::lanes] for c in b) for lane in range(lanes)]
+
+
+def _iter_lane(reader: ShardReader, buffers: Sequence[tuple[Chunk, ...]], lanes: int, lane: int, *,
+               seed: int, mirror: bool, skip: int) -> Iterator[Batch]:
+    """Blocks of rows of one lane without its first `skip` rows; buffers before them are not read."""
+    indices = range(lane, len(buffers), lanes)
+    sizes = np.asarray([sum(len(c) for c in buffers[i]) for i in indices], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    first = int(np.searchsorted(starts, skip, side="right") - 1)   # == len(indices) past the lane's end
+    for position in range(first, len(indices)):
+        index = indices[position]
+        rows = _shuffle_buffer(reader.read(buffers[index]), seed, index, mirror)
+        offset = skip - int(starts[position]) if position == first else 0
+        yield {key: value[offset:] for key, value in rows.items()} if offset else rows
+
+
+def _check_skip(skip_samples: int, total: int) -> None:
+    if not 0 <= skip_samples <= total:
+        raise ConfigError(f"skip_samples = {skip_samples} is outside the {total} positions of the group")
+
+
+def _stack_batches(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> Iterator[Batch]:
+    """Cut a stream of row blocks into whole batches, carrying the remainder over to the next block.
+
+    Yields stacks of k >= 1 consecutive batches, [k, batch, ...] (tf.data unbatches them in C++: one
+    Python call per block, not per batch), and with keep_partial a final [1, r, ...] stack of r < batch.
+    """
+    carry: Batch | None = None
+    for block in blocks:
+        if carry is not None:
+            block = {key: np.concatenate([carry[key], block[key]]) for key in KEYS}
+        n = len(block[shards.KEY_WIN])
+        k = n // batch
+        if k:
+            yield {key: value[:k * batch].reshape((k, batch, *value.shape[1:])) for key, value in block.items()}
+        carry = {key: value[k * batch:] for key, value in block.items()} if k * batch < n else None
+    if keep_partial and carry is not None:
+        yield {key: value[None] for key, value in carry.items()}
+
+
+def _merge_lanes(lanes: list[Iterator[Batch]], lane_batch: int, limit: int) -> Iterator[Batch]:
+    """Read lanes in lockstep into batch stacks [k, len(lanes) * lane_batch, ...]: batch s is the
+    concatenation, in lane order, of rows [s * lane_batch, (s + 1) * lane_batch) of every lane.
+    Stops after `limit` batches (nothing more is read) or when a lane runs out."""
+    pending: list[Batch | None] = [None] * len(lanes)
+    done = 0
+    while done < limit:
+        for i, blocks in enumerate(lanes):
+            while pending[i] is None or len(pending[i][shards.KEY_WIN]) < lane_batch:
+                block = next(blocks, None)
+                if block is None:
+                    return
+                pending[i] = block if pending[i] is None else {
+                    key: np.concatenate([pending[i][key], block[key]]) for key in KEYS}
+        k = min(min(len(p[shards.KEY_WIN]) for p in pending) // lane_batch, limit - done)
+        yield {key: np.concatenate([p[key][:k * lane_batch].reshape((k, lane_batch, *p[key].shape[1:]))
+                                    for p in pending], axis=1) for key in KEYS}
+        pending = [{key: value[k * lane_batch:] for key, value in p.items()} for p in pending]
+        done += k
+
+
+def _from_stacks(generate, batch: int | None) -> tf.data.Dataset:
+    """Dataset of batches from a generator of batch stacks [k, batch, ...]; then prefetch."""
+    dtypes = {key: tf.as_dtype(shards.POSITION_SCHEMA[key][1]) for key in KEYS}
+    signature = {key: tf.TensorSpec((None, batch, *_ROW_SHAPES[key]), dtypes[key], name=key) for key in KEYS}
+    return tf.data.Dataset.from_generator(generate, output_signature=signature).unbatch().prefetch(tf.data.AUTOTUNE)
+
+
+def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,
+                       mirror: bool, skip_samples: int = 0, lanes: int = 0,
+                       input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """One shuffled pass over a sample group's shards, in global batches (drop_remainder).
+
+    Args:
+        paths: the group's shard files, in manifest order.
+        global_batch: positions per batch over all towers (and workers).
+        seed: the stream seed (e.g. stage_seed(run seed, epoch, group)); must be >= 0.
+        shuffle_buffer: rows per shuffle buffer (rounded up to whole chunks).
+        mirror: flip a seeded half of the boards left-right.
+        skip_samples: drop this prefix of the stream (resume; any multiple of the lanes, not only
+            whole batches).
+        lanes: read lanes L (data.read_lanes); 0 = one per worker (input pipeline), 1 without a context.
+        input_context: from distribute_datasets_from_function: read only this worker's lanes and yield
+            its per-replica slices.
+    Returns:
+        Dataset of dicts: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32, ply [B] int16,
+        B = global_batch (or the per-replica batch with an input context).
+    Raises:
+        ConfigError: bad batch, lanes or skip; ShardFormatError: a shard is unreadable.
+    """
+    _check_batch(global_batch, input_context)
+    workers, worker = (1, 0) if input_context is None else (input_context.num_input_pipelines,
+                                                            input_context.input_pipeline_id)
+    lanes = resolve_lanes(lanes, workers)
+    _check_lanes(lanes, global_batch, workers, skip_samples)
+    paths = [Path(p) for p in paths]
+    _check_seed(seed)
+    buffers = plan_buffers(paths, seed, shuffle_buffer)             # shard metadata only
+    lane_rows = _lane_rows(buffers, lanes)
+    _check_skip(skip_samples, sum(lane_rows))
+    batches = _full_batches(lane_rows, global_batch, skip_samples)  # the same on every worker
+    mine = range(worker * lanes // workers, (worker + 1) * lanes // workers)
+    batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
+
+    def generate() -> Iterator[Batch]:
+        reader = ShardReader(paths)
+        try:
+            streams = [_iter_lane(reader, buffers, lanes, lane, seed=seed, mirror=mirror,
+                                  skip=skip_samples // lanes) for lane in mine]
+            for stack in _merge_lanes(streams, global_batch // lanes, batches):
+                # this worker's share [k, global_batch / workers] -> consecutive per-replica batches
+                yield {key: value.reshape((-1, batch, *value.shape[2:])) for key, value in stack.items()}
+        finally:
+            reader.close()
+
+    return _from_stacks(generate, batch)
+
+
+def resolve_lanes(read_lanes: int, num_workers: int) -> int:
+    """The effective read lanes: data.read_lanes if > 0, else one per worker."""
+    if read_lanes < 0:
+        raise ConfigError(f"data.read_lanes = {read_lanes} must be >= 0 (0 = one lane per worker)")
+    return read_lanes or num_workers
+
+
+def _check_lanes(lanes: int, global_batch: int, workers: int, skip_samples: int) -> None:
+    if global_batch % lanes:
+        raise ConfigError(f"global_batch = {global_batch} is not divisible by {lanes} read lanes (data.read_lanes)")
+    if lanes % workers:
+        raise ConfigError(f"{lanes} read lanes (data.read_lanes) are not a multiple of the {workers} workers")
+    if skip_samples % lanes:
+        raise ConfigError(f"skip_samples = {skip_samples} is not a multiple of the {lanes} read lanes "
+                          f"(each lane skips skip_samples / lanes rows)")
+
+
+def _full_batches(lane_rows: Sequence[int], global_batch: int, skip_samples: int) -> int:
+    """Full global batches of a pass: min over lanes of floor((lane rows - skip/L) / (B/L))."""
+    lanes = len(lane_rows)
+    return max(0, min((rows - skip_samples // lanes) // (global_batch // lanes) for rows in lane_rows))
+
+
+def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | None) -> None:
+    if global_batch < 1:
+        raise ConfigError(f"global_batch = {global_batch} must be positive")
+    if input_context is not None and global_batch % input_context.num_replicas_in_sync:
+        raise ConfigError(f"global_batch = {global_batch} is not divisible by "
+                          f"{input_context.num_replicas_in_sync} replicas")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Evaluation and counting
+
+
+def iter_sequential(paths: Sequence[Path], start: int, stop: int) -> Iterator[Batch]:
+    """Rows [start, stop) of the shards in file order, chunk by chunk; chunks outside them are not read."""
+    reader = ShardReader(paths)
+    first = 0                                   # stream index of the chunk's first row
+    try:
+        for chunk in _chunks(paths):
+            lo, hi = max(start - first, 0), min(stop - first, len(chunk))
+            first += len(chunk)
+            if lo < hi:
+                yield {key: value[lo:hi] for key, value in reader.read([chunk]).items()}
+            if first >= stop:
+                return
+    finally:
+        reader.close()
+
+
+def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions: int = 0,
+                      input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+    """All rows of the shards in file order (no shuffle), in batches; the last may be partial.
+
+    Args:
+        max_positions: only the first this many rows (0 = all), e.g. DataConfig.validation_positions.
+        input_context: from distribute_datasets_from_function: worker w of W reads only rows
+            [w*N/W, (w+1)*N/W) of the N rows and yields them in per-replica batches (the last partial;
+            a worker or tower that runs out first gets empty batches from tf.distribute, so every row
+            is evaluated once and the towers' sums add up to the whole split).
+    Returns:
+        Dataset of dicts as make_train_dataset's, batch dimension None (global batches without an input
+        context, per-replica batches with one).
+    """
+    _check_batch(global_batch, input_context)
+    paths = [Path(p) for p in paths]
+    total = count_positions(paths)   # fail now, with the file name, rather than inside the iterator
+    total = min(total, max_positions) if max_positions > 0 else total
+    workers, worker = (1, 0) if input_context is None else (input_context.num_input_pipelines,
+                                                            input_context.input_pipeline_id)
+    start, stop = worker * total // workers, (worker + 1) * total // workers
+    batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
+
+    def generate() -> Iterator[Batch]:
+        yield from _stack_batches(iter_sequential(paths, start, stop), batch, keep_partial=True)
+
+    return _from_stacks(generate, None)
+
+
+def count_positions(paths: Sequence[Path]) -> int:
+    """Positions in the shards (from their metadata)."""
+    return sum(rows for rows, _ in _shard_layouts([Path(p) for p in paths]))
+
+
+def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 0, *, lanes: int = 1,
+                  seed: int = 0, shuffle_buffer: int = 0) -> int:
+    """Training steps (full global batches) in one pass after skipping `skip_samples` positions, with
+    `lanes` read lanes (from the shard metadata and, for lanes > 1, the stream's seed and shuffle buffer;
+    no data is read). Also right for an update of micro-batches: pass global batch x micro-batches."""
+    if global_batch < 1:
+        raise ConfigError(f"global_batch = {global_batch} must be positive")
+    lanes = resolve_lanes(lanes, 1)
+    if lanes == 1:
+        total = count_positions(paths)
+        _check_skip(skip_samples, total)
+        return (total - skip_samples) // global_batch
+    _check_lanes(lanes, global_batch, 1, skip_samples)
+    lane_rows = _lane_rows(plan_buffers([Path(p) for p in paths], _check_seed(seed), shuffle_buffer), lanes)
+    _check_skip(skip_samples, sum(lane_rows))
+    return _full_batches(lane_rows, global_batch, skip_samples)

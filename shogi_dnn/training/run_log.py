@@ -1,0 +1,186 @@
+"""Per-tower training and validation metrics: RUN/metrics.jsonl, TensorBoard (RUN/tb), one console line.
+
+metrics.jsonl has one JSON object a line:
+  kind             "train" | "validation"
+  step, samples    optimizer steps and training positions seen when the line was written
+  epoch, stage, group   where in the staged schedule (the stage just trained for "validation")
+  loss             mean binary cross-entropy over every position of every tower (draws included)
+  accuracy         over decisive positions only (label 0 or 1); null when there were none
+  positions_per_s  all towers together (train: the interval's wall time; validation: the pass's)
+  lr               learning rate of the next update (train only)
+  per_gpu          one {"device", "loss", "accuracy", "positions"[, "positions_per_s"][, "busy_s",
+                   "compute_positions_per_s"]} per tower. positions_per_s: the tower's positions over the
+                   interval's wall time (the same for every tower: they wait for each other at the all-reduce);
+                   busy_s (train only): the tower's own compute seconds, batch in hand to local gradients
+                   done, before the all-reduce; compute_positions_per_s = positions / busy_s, which is
+                   lower on a slower GPU (report flags it)
+TensorBoard: loss, accuracy, positions_per_s, lr and gpuN/loss, gpuN/accuracy, gpuN/positions_per_s for
+training; validation/loss, validation/accuracy, validation/gpuN/... for validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from shogi_dnn.training.stages import TrainState
+from shogi_dnn.training.towers import BUSY_KEY, METRIC_KEYS, local_values
+
+log = logging.getLogger(__name__)
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+METRICS_FILE = "metrics.jsonl"
+TB_DIR = "tb"
+
+
+@dataclasses.dataclass(frozen=True)
+class TowerSums:
+    """Metric sums per tower: arrays [towers] float64 keyed as towers.METRIC_KEYS."""
+
+    sums: dict[str, np.ndarray]
+
+    @classmethod
+    def collect(cls, strategy: tf.distribute.Strategy, outputs: Sequence[dict[str, Any]]) -> TowerSums:
+        """Add up step outputs (per-replica dicts of sums) per tower; waits for those steps."""
+        towers = strategy.num_replicas_in_sync
+        keys = METRIC_KEYS + ((BUSY_KEY,) if outputs and BUSY_KEY in outputs[0] else ())   # train steps: busy_s
+        sums = {key: np.zeros(towers) for key in keys}
+        for out in outputs:
+            for key in keys:
+                sums[key] += local_values(strategy, out[key])
+        return cls(sums)
+
+    @property
+    def count(self) -> float:
+        return float(self.sums["count"].sum())
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return float(num / den) if den > 0 else None
+
+
+def summarise(kind: str, state: TrainState, sums: TowerSums, devices: Sequence[str],
+              seconds: float | None = None, lr: float | None = None) -> dict[str, Any]:
+    """The metrics.jsonl record of one interval (train) or one validation pass."""
+    s = sums.sums
+    per_gpu = []
+    for i, device in enumerate(devices):
+        entry = {"device": device, "loss": _ratio(s["loss_sum"][i], s["count"][i]),
+                 "accuracy": _ratio(s["correct"][i], s["decisive"][i]), "positions": int(s["count"][i])}
+        if seconds:
+            entry["positions_per_s"] = float(s["count"][i] / seconds)
+        if BUSY_KEY in s:             # the tower's own compute time: a slow GPU shows here, not above
+            entry["busy_s"] = float(s[BUSY_KEY][i])
+            entry["compute_positions_per_s"] = _ratio(s["count"][i], s[BUSY_KEY][i])
+        per_gpu.append(entry)
+    record: dict[str, Any] = {"kind": kind, "step": state.step, "samples": state.samples, "epoch": state.epoch,
+                              "stage": state.stage, "group": state.group,
+                              "loss": _ratio(s["loss_sum"].sum(), s["count"].sum()),
+                              "accuracy": _ratio(s["correct"].sum(), s["decisive"].sum())}
+    if seconds:
+        record["positions_per_s"] = float(s["count"].sum() / seconds)
+    if lr is not None:
+        record["lr"] = lr
+    record["per_gpu"] = per_gpu
+    return record
+
+
+def _short(value: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}"
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def console_line(record: dict[str, Any]) -> str:
+    """`train step=120 samples=7.7k ep=0 stage=1 group=2 loss=0.6931 acc=0.512 pos/s=12.3k lr=0.01 |
+    gpu loss 0.69 0.70 acc 0.51 0.52`: one compact line."""
+    head = (f"{record['kind']} step={record['step']} samples={_short(record['samples'])} ep={record['epoch']} "
+            f"stage={record['stage']} group={record['group']} loss={_fmt(record['loss'])} "
+            f"acc={_fmt(record['accuracy'], 3)}")
+    if "positions_per_s" in record:
+        head += f" pos/s={_short(record['positions_per_s'])}"
+    if "lr" in record:
+        head += f" lr={record['lr']:.4g}"
+    gpus = record["per_gpu"]
+    if len(gpus) > 1:
+        head += (" | gpu loss " + " ".join(_fmt(g["loss"], 3) for g in gpus)
+                 + " acc " + " ".join(_fmt(g["accuracy"], 3) for g in gpus))
+    return head
+
+
+class MetricsLog:
+    """Appends metrics.jsonl, writes TensorBoard scalars, logs the console line.
+
+    With write_files=False (a non-chief worker of a cluster: the chief alone writes the run's metrics) it
+    only logs the console line; the per-tower sums are still gathered by every worker (a collective)."""
+
+    def __init__(self, run_dir: Path, write_files: bool = True) -> None:
+        self.path = Path(run_dir) / METRICS_FILE
+        self.tb_dir = Path(run_dir) / TB_DIR
+        self.write_files = write_files
+        self.writer = tf.summary.create_file_writer(str(self.tb_dir)) if write_files else None
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.write_files:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+            self._tensorboard(record)
+        log.info(console_line(record))
+
+    def _tensorboard(self, record: dict[str, Any]) -> None:
+        prefix = "" if record["kind"] == "train" else record["kind"] + "/"
+        scalars = {f"{prefix}{key}": record.get(key) for key in ("loss", "accuracy", "positions_per_s", "lr")}
+        for i, gpu in enumerate(record["per_gpu"]):
+            for key in ("loss", "accuracy", "positions_per_s"):
+                scalars[f"{prefix}gpu{i}/{key}"] = gpu.get(key)
+        with self.writer.as_default(step=record["step"]):
+            for name, value in scalars.items():
+                if value is not None:
+                    # tf.summary.write with the scalars plugin's metadata is what tf.summary.scalar
+                    # writes, without needing the tensorboard package at training time.
+                    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+        self.writer.flush()
+
+    def truncate_after(self, step: int) -> None:
+        """On resume: drop lines written after the checkpoint's step (they will be written again), and
+        rebuild TensorBoard from the lines kept (event files cannot be truncated: the steps run again
+        would otherwise show twice)."""
+        if not self.write_files or not self.path.is_file():
+            return
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
+        if len(kept) == len(lines):
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        tmp.replace(self.path)
+        self.writer.close()
+        shutil.rmtree(self.tb_dir, ignore_errors=True)
+        self.writer = tf.summary.create_file_writer(str(self.tb_dir))
+        for line in kept:
+            self._tensorboard(json.loads(line))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _step_of(line: str) -> int | None:
+    """The step of a metrics.jsonl line; None for a blank or torn line (a write cut by a kill)."""
+    try:
+        return int(json.loads(line)["step"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None

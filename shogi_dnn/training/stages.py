@@ -1,0 +1,162 @@
+"""Staged training bookkeeping: sample groups, the stage order of each epoch, and the run's progress.
+
+The training split is cut by shard into G sample groups (pipeline.split_groups). A *stage* is one pass
+over one group; an *epoch* visits every group once, in an order shuffled per epoch by the run seed
+(pipeline.group_order). Progress (TrainState) is counted in optimizer steps and in samples, and the
+data position is (epoch, stage index in the epoch's order, samples consumed in the group): with the
+stage's stream seed that is everything needed to resume the data stream exactly, because the
+stream of a stage is a function of (group shards, stream seed) and the read lanes only
+(pipeline.make_train_dataset; lanes: data.read_lanes, or one per worker; saved in run.json).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from shogi_dnn import shards
+from shogi_dnn.training import pipeline
+from shogi_dnn.config import Config
+from shogi_dnn.errors import ConfigError, RunError
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainState:
+    """Where a run is. Saved in every checkpoint (state.json).
+
+    Attributes:
+        step: optimizer updates done.
+        samples: training positions consumed (samples seen) over the whole run.
+        epoch: current epoch (0-based); == train.epochs when the run is complete.
+        stage: index of the current stage in the epoch's group order (0-based).
+        group: sample group of the current stage.
+        position: positions of the current group's stream already consumed (resume skips them).
+        seed: the run seed (train.seed) the group orders and stream seeds derive from.
+        stage_seed: stream seed of the current stage (pipeline.stage_seed(seed, epoch, group)).
+    """
+
+    step: int = 0
+    samples: int = 0
+    epoch: int = 0
+    stage: int = 0
+    group: int = 0
+    position: int = 0
+    seed: int = 0
+    stage_seed: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], origin: str) -> TrainState:
+        """Read a state.json entry back; RunError naming the file on a missing or bad field."""
+        try:
+            return cls(**{f.name: int(raw[f.name]) for f in dataclasses.fields(cls)})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RunError(f"{origin}: corrupt train state ({exc!r})") from exc
+
+    def advance(self, updates: int, samples: int) -> TrainState:
+        """After `updates` optimizer steps that consumed `samples` positions of the current group."""
+        return dataclasses.replace(self, step=self.step + updates, samples=self.samples + samples,
+                                   position=self.position + samples)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One pass over one sample group.
+
+    Attributes:
+        epoch, index: the epoch and the stage's index in that epoch's group order.
+        group: the sample group; paths: its shard files.
+        seed: the stream seed; updates: optimizer steps of the whole stage (capped by
+            train.max_steps_per_stage); update_batch: positions per update.
+        shuffle_buffer, lanes: data.shuffle_buffer and the effective read lanes (the stream's shape).
+    """
+
+    epoch: int
+    index: int
+    group: int
+    paths: tuple[Path, ...]
+    seed: int
+    updates: int
+    update_batch: int
+    shuffle_buffer: int = 0
+    lanes: int = 1
+
+    def remaining(self, position: int) -> int:
+        """Updates left after `position` positions of the stream were consumed."""
+        available = pipeline.count_batches(self.paths, self.update_batch, position, lanes=self.lanes,
+                                           seed=self.seed, shuffle_buffer=self.shuffle_buffer)
+        return max(0, min(self.updates - position // self.update_batch, available))
+
+
+class StagePlan:
+    """The stages of a run: groups of the training split, per-epoch order, stream seeds."""
+
+    def __init__(self, manifest: shards.Manifest, config: Config, update_batch: int, num_workers: int = 1) -> None:
+        # Effective read lanes: data.read_lanes, or one per worker (pipeline.make_train_dataset).
+        self.lanes = pipeline.resolve_lanes(config.data.read_lanes, num_workers)
+        if self.lanes % num_workers:
+            raise ConfigError(f"data.read_lanes = {self.lanes} is not a multiple of the {num_workers} workers")
+        self.shuffle_buffer = config.data.shuffle_buffer
+        train_shards = manifest.split("train")
+        if not train_shards:
+            raise ConfigError(f"{manifest.root}: the dataset has no training shards")
+        self.groups = pipeline.split_groups(train_shards, config.data.num_groups)
+        self.paths = [tuple(manifest.shard_path(s) for s in group) for group in self.groups]
+        self.epochs = config.train.epochs
+        self.seed = config.train.seed
+        self.max_steps = config.train.max_steps_per_stage
+        self.update_batch = update_batch
+        for group, paths in enumerate(self.paths):
+            if pipeline.count_positions(paths) < update_batch:
+                raise ConfigError(f"sample group {group} has {pipeline.count_positions(paths)} positions, fewer "
+                                  f"than one update ({update_batch} = global batch x micro-batches)")
+
+    @property
+    def num_groups(self) -> int:
+        return len(self.groups)
+
+    def group_of(self, epoch: int, index: int) -> int:
+        return pipeline.group_order(self.seed, epoch, self.num_groups)[index]
+
+    def stage(self, epoch: int, index: int) -> Stage:
+        """The stage at position `index` of epoch `epoch`'s group order."""
+        group = self.group_of(epoch, index)
+        paths = self.paths[group]
+        seed = pipeline.stage_seed(self.seed, epoch, group)
+        updates = pipeline.count_batches(paths, self.update_batch, lanes=self.lanes, seed=seed,
+                                         shuffle_buffer=self.shuffle_buffer)
+        if self.max_steps > 0:
+            updates = min(updates, self.max_steps)
+        return Stage(epoch, index, group, paths, seed, updates, self.update_batch, self.shuffle_buffer, self.lanes)
+
+    def initial_state(self) -> TrainState:
+        """The state of a new run: epoch 0, first stage, nothing consumed."""
+        return self._at(TrainState(seed=self.seed), 0, 0)
+
+    def next_stage(self, state: TrainState) -> TrainState:
+        """The state at the start of the stage after the current one (the next epoch after the last)."""
+        index, epoch = state.stage + 1, state.epoch
+        if index == self.num_groups:
+            index, epoch = 0, epoch + 1
+        return self._at(state, epoch, index)
+
+    def finished(self, state: TrainState) -> bool:
+        return state.epoch >= self.epochs
+
+    def _at(self, state: TrainState, epoch: int, index: int) -> TrainState:
+        group = self.group_of(epoch, index) if epoch < self.epochs else 0
+        seed = pipeline.stage_seed(self.seed, epoch, group) if epoch < self.epochs else 0
+        return dataclasses.replace(state, epoch=epoch, stage=index, group=group, position=0, stage_seed=seed)
+
+    def check_resume(self, state: TrainState) -> None:
+        """The saved data position must fit this dataset and seed (else the stream would differ)."""
+        if state.seed != self.seed:
+            raise ConfigError(f"train.seed = {self.seed}, but the run was started with seed {state.seed} "
+                              f"(the data order depends on it)")
+        if state.epoch < self.epochs and state.group != self.group_of(state.epoch, state.stage):
+            raise RunError(f"checkpoint is at group {state.group}, but this dataset's epoch {state.epoch} "
+                           f"stage {state.stage} is group {self.group_of(state.epoch, state.stage)} "
+                           f"(different --data or data.num_groups?)")

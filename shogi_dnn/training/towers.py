@@ -1,0 +1,370 @@
+"""Data-parallel towers: the strategy, the optimizer and its lr schedule, the train and eval steps.
+
+One code path for 1..N devices: training always runs under a tf.distribute strategy and the same
+step (strategy.run, a replica-context all-reduce, experimental_local_results) is compiled everywhere:
+a `MirroredStrategy` over two or more devices, a `OneDeviceStrategy` on one (tf.distribute's strategy
+for a single device: it pins the listed device, its all-reduce is the identity, and it skips the
+mirrored-variable machinery a one-replica MirroredStrategy would carry), a
+`MultiWorkerMirroredStrategy` across machines.
+
+The update is the mean gradient over every sample of every tower and every micro-batch:
+
+  * each tower computes the gradient of  sum(per-example loss) / update_batch  on its micro-batches,
+    where update_batch = global_batch * micro_batches (all towers, all micro-batches);
+  * the towers' gradients are summed with ONE all-reduce per update (not per micro-batch), which
+    yields exactly the mean gradient of a single device seeing all update_batch samples;
+  * global-norm clipping is applied to that all-reduced gradient (Keras' own clipnorm/global_clipnorm
+    would clip each tower's partial gradient before the sum, which is a different update);
+  * the optimizer then applies it with its own all-reduce disabled (build_optimizer): Keras 3 always
+    sums over replicas inside apply() and has no switch to skip it.
+
+Batch-norm under towers: with model.batch_norm = "local" each tower normalises with its own
+per-replica batch statistics, so results depend on the number of towers; "sync" uses
+keras BatchNormalization(synchronized=True), which all-reduces the statistics (tower-count
+independent, one extra all-reduce per layer); "none" has no batch-norm at all.
+
+Metric sums returned by the steps (per tower, per update):
+  loss_sum  float32  sum of per-example binary cross-entropy (draws included)
+  correct   float32  decisive positions (label 0 or 1) whose sign of the logit matches the label
+  decisive  float32  positions with label 0 or 1 (draws, label 0.5, are excluded from accuracy)
+  count     float32  positions seen
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+
+import keras
+import tensorflow as tf
+
+from shogi_dnn.training.cluster import Cluster, replica_values
+from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
+from shogi_dnn.config import OptimConfig
+from shogi_dnn.errors import ConfigError, RunError
+
+log = logging.getLogger(__name__)
+
+Batch = dict[str, tf.Tensor]
+METRIC_KEYS = ("loss_sum", "correct", "decisive", "count")   # per-tower sums of every train and eval step
+BUSY_KEY = "busy_s"   # train steps only, besides METRIC_KEYS: the tower's own compute seconds (not a metric
+                      # of the model; code iterating METRIC_KEYS, e.g. the eval step, never sees it)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Strategy
+
+
+def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | None = None,
+                  cluster: Cluster | None = None) -> tf.distribute.Strategy:
+    """A MirroredStrategy over the chosen devices; a OneDeviceStrategy when there is one (same step).
+
+    Args:
+        simulate_devices: split the CPU into this many logical devices and use them as towers (to
+            rehearse a multi-GPU run). If TF is already initialised with >= N logical CPUs, the first
+            N are used.
+        devices: explicit device names ("/gpu:0", "GPU:1", ...); default: every visible GPU, else the CPU.
+        cluster: several machines (shogi_dnn.training.cluster): a MultiWorkerMirroredStrategy over every GPU of every
+            worker (with simulate_devices: that many logical CPUs per worker). Create it before anything
+            else touches TensorFlow.
+    Raises:
+        RunError: both options given, fewer logical CPUs than requested, or an unknown device.
+    """
+    if simulate_devices is not None and devices:
+        raise RunError("--simulate-devices and --devices are exclusive")
+    if cluster is not None:
+        if devices:
+            raise RunError("--devices with --workers: each worker uses all its GPUs (limit them with "
+                           "CUDA_VISIBLE_DEVICES)")
+        return multi_worker_strategy(cluster, simulate_devices)
+    if simulate_devices is not None:
+        names = _simulated_cpus(simulate_devices)
+    elif devices:
+        names = _check_devices(devices)
+    else:
+        gpus = tf.config.list_logical_devices("GPU")
+        names = [d.name for d in gpus] or [tf.config.list_logical_devices("CPU")[0].name]
+    if len(names) == 1:
+        return tf.distribute.OneDeviceStrategy(names[0])
+    # Logical CPUs: reduce on one device. The default (collective ops) keys its groups per process, so a
+    # second strategy over a different CPU set in the same process (tests, bench) would collide.
+    cpu_only = all("CPU" in name.upper() for name in names)
+    cross_ops = tf.distribute.ReductionToOneDevice() if cpu_only else None
+    return tf.distribute.MirroredStrategy(devices=names, cross_device_ops=cross_ops)
+
+
+def _simulated_cpus(count: int) -> list[str]:
+    if count < 1:
+        raise RunError(f"--simulate-devices {count}: must be >= 1")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu) or []
+    if len(configured) < count:   # keep a larger split made earlier (e.g. by the test harness)
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+        except RuntimeError:   # TF already initialised: use what is there if it is enough
+            pass
+    logical = tf.config.list_logical_devices("CPU")
+    if len(logical) < count:
+        raise RunError(f"--simulate-devices {count}: TensorFlow is already initialised with "
+                       f"{len(logical)} logical CPU device(s)")
+    return [d.name for d in logical[:count]]
+
+
+def _check_devices(devices: Sequence[str]) -> list[str]:
+    known = {d.name.lower(): d.name for d in tf.config.list_logical_devices()}
+    names = []
+    for device in devices:
+        key = device.strip().lower()
+        key = key if key.startswith("/") else "/device:" + key
+        key = key.replace("/gpu:", "/device:gpu:").replace("/cpu:", "/device:cpu:")
+        match = [name for k, name in known.items() if k.endswith(key.removeprefix("/"))]
+        if not match:
+            raise RunError(f"--devices: unknown device {device!r} (have: {', '.join(known.values())})")
+        names.append(match[0])
+    return names
+
+
+def local_values(strategy: tf.distribute.Strategy, per_replica: tf.Tensor) -> list[float]:
+    """One Python float per tower (experimental_local_results), in device order; with several workers,
+    every tower of the cluster (a collective all-gather that every worker makes at the same point)."""
+    return replica_values(strategy, per_replica)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Learning rate and optimizer
+
+
+def scaled_lr(cfg: OptimConfig, update_batch: int) -> float:
+    """Peak learning rate for `update_batch` samples per update (global batch x micro-batches).
+
+    cfg.lr was tuned at cfg.base_global_batch; "linear" scales by update_batch / base, "sqrt" by its
+    square root, "none" keeps cfg.lr.
+    """
+    ratio = update_batch / cfg.base_global_batch
+    factor = {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[cfg.lr_scaling]
+    return cfg.lr * factor
+
+
+@keras.saving.register_keras_serializable(package="shogi_dnn")
+class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from 0 to `peak_lr` over `warmup_steps` updates, then constant or cosine decay.
+
+    lr(step) = peak_lr * min(1, (step + 1) / warmup_steps) * decay(step); step is the optimizer's update
+    count. decay = 1 ("none"), or ("cosine") 0.5 * (1 + cos(pi * t)) with t = (step - warmup_steps) /
+    (total_steps - warmup_steps) clipped to [0, 1]: 1 at the end of warm-up, 0 at `total_steps`.
+    """
+
+    def __init__(self, peak_lr: float, warmup_steps: int, decay: str = "none", total_steps: int = 0) -> None:
+        if decay not in ("none", "cosine"):
+            raise ValueError(f"unknown lr decay {decay!r} (none, cosine)")
+        if decay == "cosine" and total_steps <= 0:
+            raise ValueError("cosine lr decay needs the run's total_steps")
+        self.peak_lr = float(peak_lr)
+        self.warmup_steps = int(warmup_steps)
+        self.decay = decay
+        self.total_steps = int(total_steps)
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        step = tf.cast(step, tf.float32)
+        if self.warmup_steps <= 0:
+            lr = tf.constant(self.peak_lr, tf.float32) + 0.0 * step
+        else:
+            lr = self.peak_lr * tf.minimum(1.0, (step + 1.0) / float(self.warmup_steps))
+        if self.decay == "cosine":
+            span = float(max(1, self.total_steps - self.warmup_steps))
+            t = tf.clip_by_value((step - float(self.warmup_steps)) / span, 0.0, 1.0)
+            lr = lr * 0.5 * (1.0 + tf.cos(math.pi * t))
+        return lr
+
+    def get_config(self) -> dict[str, float | int | str]:
+        return {"peak_lr": self.peak_lr, "warmup_steps": self.warmup_steps, "decay": self.decay,
+                "total_steps": self.total_steps}
+
+
+def make_lr_schedule(cfg: OptimConfig, update_batch: int, total_steps: int | None = None) -> WarmupSchedule:
+    """The lr schedule for `update_batch` samples per update; warm-up given in samples is rounded up
+    to whole updates. total_steps: the run's planned updates (needed by cfg.lr_decay = "cosine").
+
+    Raises:
+        ConfigError: cosine decay without total_steps.
+    """
+    warmup_steps = math.ceil(cfg.warmup_samples / update_batch) if cfg.warmup_samples else 0
+    if cfg.lr_decay != "none" and not total_steps:
+        raise ConfigError(f"optim.lr_decay = {cfg.lr_decay!r} needs the run's planned number of updates")
+    return WarmupSchedule(scaled_lr(cfg, update_batch), warmup_steps, cfg.lr_decay, total_steps or 0)
+
+
+def build_optimizer(cfg: OptimConfig, global_batch: int, total_steps: int | None = None,
+                    model: keras.Model | None = None, *, strategy: tf.distribute.Strategy | None = None,
+                    micro_batches: int = 1, loss_scale: bool = False) -> keras.optimizers.Optimizer:
+    """Create the optimizer inside strategy.scope() and build() it on the model's variables.
+
+    Building before the first step (and before restoring a checkpoint) creates its slot variables as
+    mirrored variables, so a restore fills them instead of silently deferring.
+
+    Args:
+        global_batch: positions per micro-batch over all towers.
+        total_steps: planned updates of the whole run (required by cfg.lr_decay = "cosine").
+        model: the model whose trainable variables the optimizer updates (required).
+        strategy: the towers' strategy (default: the one whose scope is active).
+        micro_batches: micro-batches accumulated per update (the lr is scaled for their total).
+        loss_scale: wrap in a dynamic LossScaleOptimizer (for model.mixed_precision = "mixed_float16").
+    """
+    if model is None:
+        raise TypeError("build_optimizer needs the model")
+    strategy = strategy or tf.distribute.get_strategy()
+    schedule = make_lr_schedule(cfg, global_batch * micro_batches, total_steps)
+    decay = cfg.weight_decay if cfg.weight_decay > 0 else None
+    with strategy.scope():
+        if cfg.optimizer == "sgd":
+            optimizer = keras.optimizers.SGD(schedule, momentum=cfg.momentum, nesterov=cfg.momentum > 0,
+                                             weight_decay=decay)
+        else:
+            optimizer = keras.optimizers.Adam(schedule, weight_decay=decay)
+        _disable_gradient_aggregation(optimizer)
+        if loss_scale:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+    return optimizer
+
+
+def _disable_gradient_aggregation(optimizer: keras.optimizers.Optimizer) -> None:
+    """Make the optimizer apply gradients that make_train_step has already all-reduced.
+
+    Keras 3's TensorFlow optimizer always sums gradients over replicas inside apply() (tf.keras had
+    `experimental_aggregate_gradients=False`; Keras 3 has no such switch, keras-team/keras#19308), and
+    it cannot apply in cross-replica context under MirroredStrategy (it needs merge_call). The step
+    does the one all-reduce itself so that it can clip the summed gradient, so the optimizer's own
+    reduction becomes the identity. Pinned by tests/training/test_towers.py (N towers == one device).
+    """
+    if not hasattr(optimizer, "_all_reduce_sum_gradients"):
+        raise RuntimeError(f"this Keras version's {type(optimizer).__name__} has no "
+                           "_all_reduce_sum_gradients: the tower update needs to be revisited")
+    optimizer._all_reduce_sum_gradients = list
+
+
+def current_lr(optimizer: keras.optimizers.Optimizer) -> float:
+    """The learning rate the next update will use."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    schedule = optimizer._learning_rate   # the schedule object (optimizer.learning_rate is its value)
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return float(schedule(optimizer.iterations))
+    return float(optimizer.learning_rate)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Steps
+
+
+def example_losses(model: keras.Model, batch: Batch, training: bool) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """Per-example loss [B] float32 and the metric sums of one (per-replica) batch.
+
+    batch: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32 (1 win, 0 loss, 0.5 draw).
+    """
+    logits = tf.cast(model({"board": batch["board"], "hands": batch["hands"]}, training=training), tf.float32)
+    logits = tf.reshape(logits, [-1])
+    win = tf.cast(batch["win"], tf.float32)
+    losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=win, logits=logits)
+    decisive = tf.cast(tf.not_equal(win, 0.5), tf.float32)
+    correct = decisive * tf.cast(tf.equal(logits > 0.0, win > 0.5), tf.float32)
+    sums = {"loss_sum": tf.reduce_sum(losses), "correct": tf.reduce_sum(correct),
+            "decisive": tf.reduce_sum(decisive), "count": tf.cast(tf.size(win), tf.float32)}
+    return losses, sums
+
+
+def _add_sums(total: dict[str, tf.Tensor] | None, sums: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    return sums if total is None else {k: total[k] + sums[k] for k in METRIC_KEYS}
+
+
+def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
+                    optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
+                    clip_global_norm: float = 0.0, time_towers: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
+    """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
+
+    Each b is an element of strategy.experimental_distribute_dataset over global batches of
+    `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
+    and with time_towers BUSY_KEY: the tower's own compute seconds of the update (batch available ->
+    local gradients; left out when op determinism is enabled, which forbids tf.timestamp).
+    """
+    update_batch = global_batch * micro_batches
+    variables = model.trainable_variables
+    scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def replica_update(*batches: Batch) -> dict[str, tf.Tensor]:
+        from tensorflow.python.framework import config as tf_config
+
+        # Timing (BUSY_KEY) only when TF allows it: tf.timestamp fails under op determinism (tests).
+        timed = time_towers and not tf_config.is_op_determinism_enabled()
+        with tf.control_dependencies(tf.nest.flatten(batches)):     # the tower's work starts: batches here
+            start = tf.timestamp() if timed else None
+        grads, total = [tf.zeros_like(v) for v in variables], None
+        for batch in batches:                      # unrolled: micro_batches is static
+            # Micro-batch i+1 starts after micro-batch i's gradient: without this edge the graph may run
+            # their forward passes together and hold every micro-batch's activations at once, which
+            # defeats accumulation's purpose (fitting a large update batch in device memory).
+            first = [start] if timed else []
+            with tf.control_dependencies(grads if total is not None else first), tf.GradientTape() as tape:
+                losses, sums = example_losses(model, batch, training=True)
+                # Divide by the whole update batch: summing towers and micro-batches gives the mean.
+                loss = tf.nn.compute_average_loss(losses, global_batch_size=update_batch)
+                loss = optimizer.scale_loss(loss) if scaled else loss
+            grads = [g + d for g, d in zip(grads, tape.gradient(loss, variables))]
+            total = _add_sums(total, sums)
+        # The tower's own compute time ends when its local gradients are done, before the all-reduce. On a
+        # GPU an op counts as done once its kernel is enqueued, so the end is taken after a tiny
+        # device-to-host sync: one scalar (a sum of the last gradient, after all of them) copied to this
+        # worker's host CPU. The only host copy the timing adds; the all-reduce does not wait for it.
+        if timed:
+            with tf.control_dependencies(grads):
+                probe = tf.reduce_sum(grads[-1])
+            with tf.device("/device:CPU:0"):   # merges with the tower's job/task: this worker's host CPU
+                probe = tf.identity(probe)
+                with tf.control_dependencies([probe]):
+                    end = tf.timestamp()
+            total = {**total, BUSY_KEY: tf.cast(end - start, tf.float32)}
+        grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        if clip_global_norm > 0:   # a scaled gradient is clipped at the scaled norm: same update
+            scale = tf.cast(optimizer.dynamic_scale, tf.float32) if scaled else 1.0
+            grads, _ = tf.clip_by_global_norm(grads, clip_global_norm * scale)
+        optimizer.apply(grads, variables)   # aggregation disabled by build_optimizer: no second sum
+        return total
+
+    @tf.function
+    def step(*batches: Batch) -> dict[str, tf.Tensor]:
+        if len(batches) != micro_batches:
+            raise ValueError(f"train step takes {micro_batches} micro-batches, got {len(batches)}")
+        return strategy.run(replica_update, args=batches)
+
+    return step
+
+
+def make_iterator_step(train_step: Callable[..., dict[str, tf.Tensor]],
+                       micro_batches: int = 1) -> Callable[[Iterator[Batch]], dict[str, tf.Tensor]]:
+    """update(iterator): one train_step on the next `micro_batches` elements of a distributed iterator,
+    fetched inside the same tf.function (as model.fit does: no Python round trip per batch; measured
+    ~15% faster on 4 simulated towers). The caller runs exactly as many updates as there are batches."""
+
+    @tf.function
+    def update(iterator: Iterator[Batch]) -> dict[str, tf.Tensor]:
+        return train_step(*[next(iterator) for _ in range(micro_batches)])
+
+    return update
+
+
+def make_eval_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Callable[[Batch], dict[str, tf.Tensor]]:
+    """step(dist_batch) -> per-replica metric sums (no update). Handles partial and empty tower batches."""
+
+    def replica_eval(batch: Batch) -> dict[str, tf.Tensor]:
+        # An empty batch (a tower that ran out before the others: tf.distribute hands it a 0-row dummy)
+        # skips the model: some CPU conv kernels mis-shape 0-row inputs. Its sums are zero.
+        zeros = {key: tf.constant(0.0) for key in METRIC_KEYS}
+        return tf.cond(tf.size(batch["win"]) > 0, lambda: example_losses(model, batch, training=False)[1],
+                       lambda: zeros)
+
+    @tf.function
+    def step(batch: Batch) -> dict[str, tf.Tensor]:
+        return strategy.run(replica_eval, args=(batch,))
+
+    return step

@@ -1,0 +1,290 @@
+"""The staged training loop: stages over sample groups, validation and a checkpoint after each stage,
+periodic checkpoints inside a stage, SIGINT/SIGTERM -> checkpoint and clean exit, exact resume.
+
+Run directory (file names: run_files.py; see also checkpoints.py and run_log.py):
+  RUN/config.json   the resolved Config (config.from_dict(json.load(...)) reads it back)
+  RUN/run.json      data_dir, devices, num_replicas, num_workers, batches, peak lr, resume command
+  RUN/metrics.jsonl, RUN/tb/, RUN/checkpoints/, RUN/model.keras (at the end)
+
+Exact resume: a checkpoint stores the weights, the optimizer state (so the lr schedule and momentum
+continue) and the data position (epoch, stage, group, positions consumed in the group, seeds). The
+stream of a stage depends only on its shards and seed, so skipping the consumed prefix continues it
+with no position skipped or repeated, with any number of towers at the same global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+from tqdm import tqdm
+
+from shogi_dnn import __version__, shards
+from shogi_dnn.training import cluster, pipeline, towers
+from shogi_dnn import config as config_mod
+from shogi_dnn.training.checkpoints import (
+    CONFIG_FILE,
+    CheckpointManager,
+    list_checkpoints,
+    read_state,
+    save_model,
+    write_json_atomic,
+)
+from shogi_dnn.config import Config
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training.run_log import MetricsLog, TowerSums, summarise
+from shogi_dnn.training.model import build_model
+from shogi_dnn.training.stages import Stage, StagePlan, TrainState
+
+log = logging.getLogger(__name__)
+RUN_FILE = "run.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """How Trainer.run ended: the final state, and whether a stop request (signal) ended it early."""
+
+    state: TrainState
+    interrupted: bool
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM (e.g. a reclaimed spot instance); the loop checks it after every update.
+
+    A second SIGINT while stopping raises KeyboardInterrupt (the user insists)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal_name = ""
+
+    def request(self, name: str = "request") -> None:
+        self.requested, self.signal_name = True, name
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.request(signal.Signals(signum).name)
+        log.info("%s: saving a checkpoint at the current step, then exiting", self.signal_name)
+
+    @contextlib.contextmanager
+    def catch_signals(self) -> Iterator[StopFlag]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class _Interval:
+    """Step outputs since the last log line, and when the interval started."""
+
+    def __init__(self) -> None:
+        self.outputs: list[dict[str, Any]] = []
+        self.start = time.perf_counter()
+
+
+class Trainer:
+    """Trains one run. Build it (model, optimizer and steps under the strategy), then call run()."""
+
+    def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
+                 resume: bool = False, resume_command: str = "", stop: StopFlag | None = None) -> None:
+        self.config, self.strategy, self.run_dir = config, strategy, Path(run_dir)
+        self.data_dir, self.resume, self.resume_command = Path(data_dir).resolve(), resume, resume_command
+        self.manifest = shards.read_manifest(self.data_dir)
+        self.global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
+        self.micro_batches = config.train.micro_batches
+        self.update_batch = self.global_batch * self.micro_batches
+        self.plan = StagePlan(self.manifest, config, self.update_batch, cluster.num_workers(strategy))
+        self.devices = cluster.device_names(strategy)      # every tower of every worker
+        with strategy.scope():
+            self.model = build_model(config.model, seed=config.train.seed)
+        self.optimizer = towers.build_optimizer(config.optim, self.global_batch, self._total_steps(),
+                                                strategy=strategy, model=self.model,
+                                                micro_batches=self.micro_batches,
+                                                loss_scale=config.model.mixed_precision == "mixed_float16")
+        self.train_step = towers.make_train_step(strategy, self.model, self.optimizer,
+                                                 global_batch=self.global_batch, micro_batches=self.micro_batches,
+                                                 clip_global_norm=config.optim.clip_global_norm,
+                                                 time_towers=config.train.time_towers)
+        self.update = towers.make_iterator_step(self.train_step, self.micro_batches)
+        self.eval_step = towers.make_eval_step(strategy, self.model)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoints = CheckpointManager(self.run_dir, self.model, self.optimizer, config.train.keep_checkpoints)
+        self.is_chief = cluster.is_chief(strategy)
+        self.metrics = MetricsLog(self.run_dir, write_files=self.is_chief)   # the chief alone writes metrics
+        self.stop = stop or StopFlag()   # given by the command: it catches signals from start-up on
+        self.validation_paths = [self.manifest.shard_path(s) for s in self.manifest.split("validation")]
+
+    def _total_steps(self) -> int:
+        """Planned updates of the whole run (every stage of every epoch): the lr decay's horizon."""
+        return sum(self.plan.stage(epoch, index).updates
+                   for epoch in range(self.plan.epochs) for index in range(self.plan.num_groups))
+
+    def run(self) -> TrainResult:
+        """Train every remaining stage; validate and checkpoint after each. Returns early on a signal."""
+        state = self._start()
+        with self.stop.catch_signals():
+            while not self.plan.finished(state):
+                stage = self.plan.stage(state.epoch, state.stage)
+                state, complete = self._train_stage(stage, state)
+                if not complete:
+                    return self._interrupted(state)
+                self._validate(state)
+                state = self.plan.next_stage(state)
+                self.checkpoints.save(state, self.config)
+                if self._stop_agreed():
+                    return self._interrupted(state)
+        if self.is_chief:   # the other workers keep the final checkpoint (same weights)
+            save_model(self.model, self.run_dir)
+        log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
+                 self.run_dir / "model.keras")
+        self.metrics.close()
+        return TrainResult(state, interrupted=False)
+
+    # -- start and stop ---------------------------------------------------------------------------
+
+    def _start(self) -> TrainState:
+        """Restore the latest checkpoint (--resume) or start fresh; write config.json and run.json."""
+        existing = cluster.agreed_checkpoints(self.strategy, list_checkpoints(self.run_dir))  # same on every worker
+        if existing and not self.resume:
+            raise RunError(f"{self.run_dir} already has checkpoints (latest {existing[-1].name}): add --resume "
+                           f"to continue it, or choose a new --run-dir")
+        if existing:
+            state = self._restore(existing[-1])
+        else:
+            if self.resume:
+                log.warning("--resume: no checkpoint in %s yet, starting from the beginning", self.run_dir)
+            state = self.plan.initial_state()
+        self.metrics.truncate_after(state.step)
+        write_json_atomic(self.run_dir / CONFIG_FILE, self.config.to_dict())
+        write_json_atomic(self.run_dir / RUN_FILE, self._run_info())
+        log.info("%d tower(s) %s, global batch %d x %d micro-batch(es) = %d per update, lr %.4g, %d group(s), "
+                 "%d epoch(s)", len(self.devices), ",".join(self.devices), self.global_batch, self.micro_batches,
+                 self.update_batch, towers.scaled_lr(self.config.optim, self.update_batch), self.plan.num_groups,
+                 self.plan.epochs)
+        return state
+
+    def _restore(self, path: Path) -> TrainState:
+        saved_state, saved_config = read_state(path)
+        mismatch = config_mod.architecture_mismatch(saved_config, self.config)
+        if mismatch:
+            raise ConfigError(f"{path}: the model differs from the checkpoint's: {'; '.join(mismatch)}")
+        self.plan.check_resume(saved_state)
+        previous = self.run_dir / RUN_FILE
+        if previous.is_file():
+            info = json.loads(previous.read_text(encoding="utf-8"))
+            before = info.get("update_batch")
+            if before not in (None, self.update_batch):
+                log.warning("the update batch changes from %s to %d: the data stream continues at the same "
+                            "position, but the run is no longer identical to an uninterrupted one",
+                            before, self.update_batch)
+            lanes = info.get("read_lanes", 1)        # runs before read lanes read one stream: one lane
+            if lanes != self.plan.lanes:
+                log.warning("the read lanes change from %s to %d (data.read_lanes; 0 = one per worker): the "
+                            "stage continues at the same position of another sample order, so the run is no "
+                            "longer identical to an uninterrupted one; set data.read_lanes=%s to keep it",
+                            lanes, self.plan.lanes, lanes)
+        state = self.checkpoints.restore(path)
+        log.info("resumed from %s: step=%d samples=%d epoch=%d stage=%d group=%d position=%d", path.name,
+                 state.step, state.samples, state.epoch, state.stage, state.group, state.position)
+        return state
+
+    def _run_info(self) -> dict[str, Any]:
+        return {"data_dir": str(self.data_dir), "devices": self.devices, "num_replicas": len(self.devices),
+                "num_workers": cluster.num_workers(self.strategy),
+                "global_batch": self.global_batch, "micro_batches": self.micro_batches,
+                "update_batch": self.update_batch, "num_groups": self.plan.num_groups,
+                "read_lanes": self.plan.lanes,
+                "peak_lr": towers.scaled_lr(self.config.optim, self.update_batch),
+                "resume_command": self.resume_command, "shogi_dnn": __version__, "tensorflow": tf.__version__,
+                "keras": keras.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+    def _interrupted(self, state: TrainState) -> TrainResult:
+        if self.checkpoints.last_saved_step != state.step:
+            self.checkpoints.save(state, self.config)
+        log.info("stopped (%s) at step=%d samples=%d; checkpoint saved. Resume with:\n  %s",
+                 self.stop.signal_name, state.step, state.samples, self.resume_command or "--resume")
+        self.metrics.close()
+        return TrainResult(state, interrupted=True)
+
+    # -- one stage --------------------------------------------------------------------------------
+
+    def _train_stage(self, stage: Stage, state: TrainState) -> tuple[TrainState, bool]:
+        """Run the stage's remaining updates. Returns (state, False) when stopped inside the stage."""
+        remaining = stage.remaining(state.position)
+        # One path on one machine or several: each worker's pipeline reads only its read lanes and
+        # yields its share of every global batch as per-replica batches (contiguous, tower 0 first).
+        skip = state.position
+        batches = iter(self.strategy.distribute_datasets_from_function(lambda ctx: pipeline.make_train_dataset(
+            stage.paths, global_batch=self.global_batch, seed=stage.seed, skip_samples=skip,
+            shuffle_buffer=stage.shuffle_buffer, mirror=self.config.data.mirror, lanes=stage.lanes,
+            input_context=ctx)))
+        interval = _Interval()
+        desc = f"epoch {stage.epoch} stage {stage.index + 1}/{self.plan.num_groups} (group {stage.group})"
+        with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
+                  disable=None, leave=False, dynamic_ncols=True) as bar:
+            for done in range(1, remaining + 1):
+                interval.outputs.append(self.update(batches))
+                state = state.advance(1, self.update_batch)
+                bar.update()
+                if state.step % self.config.train.log_every_steps == 0 or done == remaining:
+                    interval = self._log_train(state, interval)
+                if done < remaining and self._checkpoint_due(state):
+                    self.checkpoints.save(state, self.config)
+                if done < remaining and self._stop_agreed():
+                    if interval.outputs:   # log the steps since the last line: each step is logged once
+                        self._log_train(state, interval)
+                    return state, False
+        return state, True
+
+    def _stop_agreed(self) -> bool:
+        """A stop request of this or any other worker, so that every worker stops at the same step
+        (and saves that checkpoint); on one machine simply this process's request."""
+        agreed = cluster.any_worker(self.strategy, self.stop.requested)   # not re-read: a signal may land now
+        if agreed and not self.stop.requested:
+            self.stop.request("stop requested by another worker")
+        return agreed
+
+    def _checkpoint_due(self, state: TrainState) -> bool:
+        every = self.config.train.checkpoint_every_steps
+        return every > 0 and state.step % every == 0
+
+    def _log_train(self, state: TrainState, interval: _Interval) -> _Interval:
+        sums = TowerSums.collect(self.strategy, interval.outputs)       # waits for the interval's steps
+        seconds = time.perf_counter() - interval.start
+        self.metrics.write(summarise("train", state, sums, self.devices, seconds=seconds,
+                                     lr=towers.current_lr(self.optimizer)))
+        return _Interval()
+
+    def _validate(self, state: TrainState) -> None:
+        """Loss and accuracy on the validation split (capped by data.validation_positions), per tower."""
+        if not self.validation_paths:
+            log.info("no validation split in %s: skipping validation", self.data_dir)
+            return
+        # Not cut short by a stop request: the pass is bounded (data.validation_positions), every worker
+        # must make the same collectives, and the stage's record would otherwise be lost for good (the
+        # checkpoint that follows is past it).
+        start = time.perf_counter()
+        # Each worker reads only its share of the rows (pipeline.make_eval_dataset with an input context).
+        dataset = self.strategy.distribute_datasets_from_function(
+            lambda ctx: pipeline.make_eval_dataset(self.validation_paths, global_batch=self.global_batch,
+                                                   max_positions=self.config.data.validation_positions,
+                                                   input_context=ctx))
+        outputs = [self.eval_step(batch) for batch in dataset]
+        sums = TowerSums.collect(self.strategy, outputs)               # waits for the pass
+        self.metrics.write(summarise("validation", state, sums, self.devices,
+                                     seconds=time.perf_counter() - start))

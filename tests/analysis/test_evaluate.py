@@ -1,0 +1,203 @@
+"""evaluate: per-tower scores consistent with the totals and with the training code's eval step,
+baselines fitted on the training split, one-line errors for bad arguments."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from shogi_dnn import cli
+from shogi_dnn.analysis import evaluate, scoring
+from shogi_dnn.training import pipeline, towers
+from shogi_dnn.errors import ConfigError, RunError
+from tests.support.evaldata import material_dataset, split_paths
+from tests.support.evalrun import make_random_run
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    manifest = material_dataset(root / "data", {"train": (300, 0.9, False), "validation": (205, 0.5, True),
+                                                "test": (50, 0.5, False)})
+    run_dir = make_random_run(root / "run", root / "data", devices=2, per_replica_batch=16)
+    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)   # 7 steps, the last partial
+    return manifest, run_dir, result
+
+
+def test_eval_json_keys_and_per_gpu_consistency(planted) -> None:
+    _manifest, run_dir, result = planted
+    on_disk = json.loads((run_dir / "eval-validation.json").read_text())
+    assert on_disk == json.loads(json.dumps(result))
+    for key in ("split", "positions", "loss", "accuracy", "brier", "ece", "per_gpu", "by_ply", "baselines"):
+        assert key in on_disk
+    assert result["split"] == "validation" and result["positions"] == 205
+    gpus = result["per_gpu"]
+    assert len(gpus) == 2 and sum(g["positions"] for g in gpus) == 205
+    weighted = sum(g["loss"] * g["positions"] for g in gpus) / 205
+    assert weighted == pytest.approx(result["loss"], rel=1e-9)
+    assert result["per_gpu_spread"]["loss"] == pytest.approx(abs(gpus[0]["loss"] - gpus[1]["loss"]))
+    assert sum(r["positions"] for r in result["by_ply"]) == 205
+    assert sum(r["positions"] for r in result["by_rating"]) == 205
+    assert result["decisive"] + result["draws"]["positions"] == 205
+
+
+def test_totals_match_a_plain_prediction_of_every_row(planted) -> None:
+    manifest, run_dir, result = planted
+    model = evaluate.load_run_model(run_dir)
+    rows = [b for b in pipeline.make_eval_dataset(split_paths(manifest, "validation"), global_batch=64)]
+    logits = np.concatenate([model({"board": b["board"], "hands": b["hands"]}).numpy().reshape(-1) for b in rows])
+    win = np.concatenate([b["win"].numpy() for b in rows])
+    assert result["loss"] == pytest.approx(scoring.log_loss(logits, win), rel=1e-5)
+    assert result["accuracy"] == pytest.approx(scoring.accuracy(logits, win))
+
+
+def test_per_gpu_matches_the_training_eval_step(planted) -> None:
+    manifest, run_dir, result = planted
+    strategy = towers.make_strategy(simulate_devices=2)
+    with strategy.scope():
+        model = evaluate.load_run_model(run_dir)
+    step = towers.make_eval_step(strategy, model)
+    assert result["global_batch"] == 32
+    dataset = pipeline.make_eval_dataset(split_paths(manifest, "validation"), global_batch=32)
+    sums = np.zeros((2, 4))
+    for batch in strategy.experimental_distribute_dataset(dataset):
+        out = step(batch)
+        sums += np.array([towers.local_values(strategy, out[k]) for k in towers.METRIC_KEYS]).T
+    for tower, gpu in zip(sums, result["per_gpu"]):
+        loss_sum, correct, decisive, count = tower
+        assert gpu["positions"] == count
+        assert gpu["loss"] == pytest.approx(loss_sum / count, rel=1e-5)
+        assert gpu["accuracy"] == pytest.approx(correct / decisive)
+
+
+def test_baselines_are_fitted_on_the_train_split(planted) -> None:
+    _, run_dir, result = planted
+    b = result["baselines"]
+    assert b["train_positions"] == 300 and b["side_to_move"]["rate"] == pytest.approx(0.9)
+    assert b["material"]["accuracy"] == 0.0         # the train rule is reversed in validation
+    assert b["side_to_move"]["positions"] == 205
+    assert (run_dir / "baselines.json").is_file()
+    table = evaluate.format_table(result)
+    assert "material" in table and "side to move" in table and "spread" in table
+
+
+def test_test_split_and_one_tower(planted) -> None:
+    _, run_dir, _ = planted
+    result = evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)
+    assert result["positions"] == 50 and len(result["per_gpu"]) == 1
+    assert (run_dir / "eval-test.json").is_file()
+    everything = evaluate.evaluate_run(run_dir, split="all", simulate_devices=4)
+    assert everything["positions"] == 300 + 205 + 50 and len(everything["per_gpu"]) == 4
+    assert sum(g["positions"] for g in everything["per_gpu"]) == 555
+
+
+def test_bad_arguments(planted, tmp_path, capsys) -> None:
+    _, run_dir, _ = planted
+    with pytest.raises(RunError, match="no such run directory"):
+        evaluate.evaluate_run(tmp_path / "nope")
+    with pytest.raises(ConfigError, match="--split"):
+        evaluate.split_paths(run_dir, "valid")
+    assert cli.main(["evaluate", "--run-dir", str(run_dir), "--split", "valid"]) == 2
+    assert cli.main(["evaluate", "--run-dir", str(tmp_path / "nope")]) == 2
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.keras").write_bytes(b"not a zip")
+    (broken / "run.json").write_text((run_dir / "run.json").read_text())
+    assert cli.main(["evaluate", "--run-dir", str(broken), "--simulate-devices", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("shogi-dnn evaluate: error:") for line in err)
+    assert "--split 'valid'" in err[0] and "no such run directory" in err[1] and "model.keras" in err[2]
+
+
+@pytest.mark.slow
+def test_trained_run_learns_the_planted_rule(tmp_path_factory) -> None:
+    from tests.support.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    result = evaluate.evaluate_run(run_dir, split="validation")      # run.json: 2 simulated CPU towers
+    assert result["positions"] == 300 and len(result["per_gpu"]) == 2
+    assert result["accuracy"] >= 0.95
+    assert result["loss"] < result["baselines"]["side_to_move"]["loss"] - 0.3
+    assert result["baselines"]["train_positions"] == 2000
+    early = evaluate.evaluate_run(run_dir, split="test", checkpoint="ckpt-00000008", simulate_devices=1)
+    assert early["positions"] == 100 and early["model"] == "ckpt-00000008"
+    final = evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)
+    assert early["loss"] > final["loss"]            # the stage-0 checkpoint, not the final model
+    with pytest.raises(RunError, match="no checkpoint 'nope'"):
+        evaluate.evaluate_run(run_dir, split="test", checkpoint="nope", simulate_devices=1)
+
+
+def test_eval_batch_fits_any_tower_count() -> None:
+    from shogi_dnn.config import Config, TrainConfig
+
+    fixed = Config(train=TrainConfig(global_batch=64))
+    assert [evaluate.eval_global_batch(fixed, n, minimum=0) for n in (1, 2, 3, 4)] == [64, 64, 66, 64]
+    assert evaluate.eval_global_batch(Config(train=TrainConfig(per_replica_batch=16)), 3, minimum=0) == 48
+    assert evaluate.eval_global_batch(fixed, 3) == 1026
+
+
+@pytest.mark.slow
+def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_path) -> None:
+    import shutil
+
+    from tests.support.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "model.keras").unlink()
+    result = evaluate.evaluate_run(copy, split="test", simulate_devices=1)
+    assert result["model"] == "ckpt-00000016" and result["positions"] == 100
+    assert result["loss"] == pytest.approx(evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)["loss"])
+
+
+@pytest.mark.slow
+def test_truncated_checkpoint_is_a_one_line_error(tmp_path_factory, tmp_path, capsys) -> None:
+    import shutil
+
+    from tests.support.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    ckpt = copy / "checkpoints" / "ckpt-00000016"
+    (data,) = ckpt.glob("weights.data-*")
+    with open(data, "r+b") as f:                      # a copy cut short: half the bytes
+        f.truncate(data.stat().st_size // 2)
+    assert cli.main(["evaluate", "--run-dir", str(copy), "--checkpoint", "16", "--simulate-devices", "1"]) == 2
+    (copy / "model.keras").unlink()                   # no final model: the latest checkpoint
+    assert cli.main(["predict", "--run-dir", str(copy), "startpos"]) == 2
+    (ckpt / "state.json").write_text("{\"state\": ")  # corrupt state/config JSON
+    assert cli.main(["evaluate", "--run-dir", str(copy), "--simulate-devices", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3, err
+    assert all(line.startswith(f"shogi-dnn {cmd}: error: {ckpt}") for line, cmd in
+               zip(err, ("evaluate", "predict", "evaluate")))
+    assert "cannot restore the model" in err[0] and "cannot restore the model" in err[1]
+    assert "state.json: unreadable checkpoint state" in err[2]
+
+
+def test_a_multi_worker_run_is_evaluated_on_this_machines_devices(planted, tmp_path, caplog) -> None:
+    import logging
+    import shutil
+
+    _, run_dir, result = planted
+    assert evaluate.this_machine_devices(["worker0@10.0.0.1:2222/GPU:0", "worker0@10.0.0.1:2222/GPU:1",
+                                          "worker1@10.0.0.2:2222/GPU:0", "worker1@10.0.0.2:2222/GPU:1"]
+                                         ) == ["GPU:0", "GPU:1"]
+    assert evaluate.this_machine_devices(["CPU:0", "CPU:1"]) == ["CPU:0", "CPU:1"]
+    for per_worker in (2, 1):
+        copy = tmp_path / f"run{per_worker}"
+        shutil.copytree(run_dir, copy)
+        info = json.loads((copy / "run.json").read_text())
+        info["devices"] = [f"worker{w}@127.0.0.1:{w + 1}/CPU:{d}" for w in range(2) for d in range(per_worker)]
+        info["num_workers"], info["num_replicas"] = 2, 2 * per_worker
+        (copy / "run.json").write_text(json.dumps(info))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="shogi_dnn.analysis.evaluate"):
+            got = evaluate.evaluate_run(copy, split="validation", global_batch=32)
+        assert len(got["per_gpu"]) == per_worker
+        assert got["loss"] == pytest.approx(result["loss"], abs=1e-5)
+        assert any("evaluating on this machine's CPU:0" in r.getMessage() for r in caplog.records)

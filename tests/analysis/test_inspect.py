@@ -1,0 +1,206 @@
+"""inspect: summary counts, --sfen dump (real un-rotated positions, labels), single shard, errors."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+from shogi_dnn import cli, shards
+from shogi_dnn.convert.run import ConvertSettings, run_convert
+from shogi_dnn.features import encode_game
+from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord, Winner
+from shogi_dnn.rules import ShogiPosition
+from tests.support.kifugen import HANDICAP_SFEN, write_corpus
+from tests.support.paths import DATA
+
+SETTINGS = ConvertSettings(val_fraction=0.3, test_fraction=0.2, shard_size=200)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[GameRecord]]:
+    root = tmp_path_factory.mktemp("records")
+    games = write_corpus(root, seed=5, files=3, per_file=6)
+    out = tmp_path_factory.mktemp("ds") / "data"
+    run_convert([root], out, SETTINGS, workers=1)
+    return out, games
+
+
+def _expected_lines(games: list[GameRecord]) -> collections.Counter:
+    """(sfen, label, ply) of every position of every game, by replaying the moves with python-shogi."""
+    lines: collections.Counter = collections.Counter()
+    for game in games:
+        position = ShogiPosition(game.start_sfen)
+        labels = encode_game(game).win
+        for ply in range(len(game.moves) + 1):
+            lines[(position.sfen(), f"{float(labels[ply]):g}", str(ply))] += 1
+            if ply < len(game.moves):
+                position.push_usi(game.moves[ply])
+    return lines
+
+
+def test_sfen_dump_round_trip(dataset, capsys: pytest.CaptureFixture) -> None:
+    out, games = dataset
+    assert cli.main(["inspect", str(out), "--sfen"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == sum(len(g.moves) + 1 for g in games)
+    rows = [line.split("\t") for line in lines]
+    assert all(len(r) == 4 for r in rows)
+    assert collections.Counter((r[0], r[1], r[3]) for r in rows) == _expected_lines(games)
+    starts = [r for r in rows if r[0] == STANDARD_START_SFEN]
+    n_standard = sum(g.start_sfen == STANDARD_START_SFEN for g in games)
+    assert len(starts) == n_standard > 0 and all(r[3] == "0" for r in starts)
+    assert any(line.startswith(STANDARD_START_SFEN + "\t") for line in lines)
+    assert STANDARD_START_SFEN == "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
+    assert any(r[0] == HANDICAP_SFEN for r in rows)                 # White to move: un-rotated in the dump
+    # each game's positions carry one game id, and a game id belongs to one game
+    by_game = collections.defaultdict(set)
+    for r in rows:
+        by_game[r[2]].add(r[3])
+    assert len(by_game) == len(games)
+    assert sorted(len(v) for v in by_game.values()) == sorted(len(g.moves) + 1 for g in games)
+
+
+def test_summary_counts(dataset, capsys: pytest.CaptureFixture) -> None:
+    out, games = dataset
+    assert cli.main(["inspect", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["games"] == len(games)
+    assert data["positions"] == sum(len(g.moves) + 1 for g in games)
+    manifest = shards.read_manifest(out)
+    assert set(data["splits"]) == {s.split for s in manifest.shards}
+    for name, split in data["splits"].items():
+        assert split["positions"] == sum(s.positions for s in manifest.split(name))
+        assert split["games"] == sum(s.games for s in manifest.split(name))
+        assert sum(split["labels"].values()) == split["positions"]
+    labels = collections.Counter()
+    for g in games:
+        win = encode_game(g).win
+        labels.update({"win": int((win == 1).sum()), "loss": int((win == 0).sum()), "draw": int((win == 0.5).sum())})
+    total = collections.Counter()
+    for split in data["splits"].values():
+        total.update(split["labels"])
+    assert total == labels
+    endings = collections.Counter(g.ending.value for g in games)
+    assert sum((collections.Counter(s["endings"]) for s in data["splits"].values()), collections.Counter()) == endings
+    draws = sum(g.winner is Winner.DRAW for g in games)
+    assert sum(s["winners"].get("draw", 0) for s in data["splits"].values()) == draws
+
+    assert cli.main(["inspect", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"{len(games)} games" in text and "train" in text and "validation" in text and "endings:" in text
+
+
+def test_one_shard(dataset, capsys: pytest.CaptureFixture) -> None:
+    out, _ = dataset
+    info = shards.read_manifest(out).split("validation")[0]
+    assert cli.main(["inspect", str(out / info.path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["splits"]) == ["validation"] and data["positions"] == info.positions
+    assert cli.main(["inspect", str(out / info.path), "--sfen"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == info.positions
+
+
+def test_errors_are_one_line(dataset, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out, _ = dataset
+    for target in (tmp_path / "missing", tmp_path):
+        assert cli.main(["inspect", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    bad = tmp_path / "bad.h5"
+    bad.write_bytes(b"not hdf5 at all")
+    assert cli.main(["inspect", str(bad)]) == 2
+    assert "not a readable HDF5 shard" in capsys.readouterr().err
+    # --verify notices a shard changed after conversion
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for p in out.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    assert cli.main(["inspect", str(copy), "--verify"]) == 0
+    capsys.readouterr()
+    victim = copy / shards.read_manifest(copy).shards[0].path
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    assert cli.main(["inspect", str(copy), "--verify"]) == 2
+    assert "sha256 differs" in capsys.readouterr().err
+
+
+# --- game records and positions --------------------------------------------------------------------
+
+SFEN_FILE = DATA / "sfen" / "games.sfen"
+KIF_FILE = DATA / "kif" / "mogproject-001.kif"     # 111 moves, Black won by 投了
+
+
+def test_sfen_file_summary_dump_and_bad_lines(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["inspect", str(SFEN_FILE)]) == 0
+    captured = capsys.readouterr()
+    # two bad lines are reported as file:line: reason; the seven good games are still shown
+    assert captured.err.splitlines() == [f"{SFEN_FILE}:7: illegal move 2h2b (ply 3)",
+                                         f"{SFEN_FILE}:10: expected 'moves' after the position, got '7g7f'"]
+    lines = captured.out.splitlines()
+    assert lines[0] == f"{SFEN_FILE}: 7 games (0 with a result, 2 unreadable), 18 positions"
+    assert lines[2].split() == ["1", "5", "unknown", "none", f"{SFEN_FILE}:3", "startpos"]
+    assert lines[6].split()[:5] == ["6", "1", "unknown", "none", f"{SFEN_FILE}:8"]
+    assert lines[6].endswith("sfen 4k4/9/9/9/9/9/9/9/4K4 b P2p 12")
+    assert len(lines) == 2 + 7
+
+    assert cli.main(["inspect", str(SFEN_FILE), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["games"], data["positions"], data["with_result"], len(data["errors"])) == (7, 18, 0, 2)
+    assert [g["game"] for g in data["records"]] == [1, 2, 3, 4, 6, 7, 9]      # numbered as predict --game
+
+    assert cli.main(["inspect", str(SFEN_FILE), "--sfen"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 18 and all(r[1] == "-" for r in rows)                  # no result: label '-'
+    assert rows[:2] == [[STANDARD_START_SFEN, "-", "1", "0"],
+                        ["lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2", "-", "1", "1"]]
+    # a start with move number 12: ply 11, then 12
+    assert [r for r in rows if r[2] == "6"] == [["4k4/9/9/9/9/9/9/9/4K4 b P2p 12", "-", "6", "11"],
+                                                ["4k4/9/9/9/9/9/9/4K4/9 w P2p 13", "-", "6", "12"]]
+
+
+def test_position_string_with_moves(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["inspect", "startpos moves 7g7f 3c3d", "--sfen"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [r[3] for r in rows] == ["0", "1", "2"] and {r[1] for r in rows} == {"-"}
+    assert rows[-1][0] == "lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3"
+    # unquoted words are joined, as predict takes them; a bare SFEN works too
+    words = ["sfen", "4k4/9/4P4/9/9/9/9/9/4K4", "b", "2rG2b3g4s4n4l17p", "moves", "G*5b"]
+    assert cli.main(["inspect", *words]) == 0
+    out = capsys.readouterr().out
+    assert "1 games (0 with a result), 2 positions" in out and "<position>:1" in out
+    assert cli.main(["inspect", "4k4/9/4P4/9/9/9/9/9/4K4 w - 7", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["records"][0]["start_sfen"] == "4k4/9/4P4/9/9/9/9/9/4K4 w - 7"
+
+
+def test_kif_file_labels_from_the_side_to_move(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["inspect", str(KIF_FILE), "--json"]) == 0
+    game = json.loads(capsys.readouterr().out)["records"][0]
+    got = (game["moves"], game["winner"], game["ending"], game["source"])
+    assert got == (111, "black", "resign", f"{KIF_FILE}:1")
+    assert cli.main(["inspect", str(KIF_FILE), "--sfen"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 112 and [r[3] for r in rows] == [str(i) for i in range(112)]
+    # Black won: 1 when Black is to move (even plies), 0 when White is
+    assert all(r[1] == ("1" if int(r[3]) % 2 == 0 else "0") for r in rows)
+    assert all(r[0].split()[1] == ("b" if int(r[3]) % 2 == 0 else "w") for r in rows)
+    assert rows[0][0] == STANDARD_START_SFEN and {r[2] for r in rows} == {"1"}
+
+
+def test_bad_records_and_positions_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.sfen"
+    bad.write_text("startpos moves 7g7f 7g7f\nstartpos moves 9a9b\n")
+    cases = [("startpos moves 7g7f 7g7f", "<position>:1: illegal move 7g7f (ply 2)"),
+             ("sfen 9/9 b", "<position>:1: SFEN needs board, side to move and hands"),
+             (str(bad), f"{bad}:1: illegal move 7g7f (ply 2); no readable game (2 bad)"),
+             (str(tmp_path / "missing.kif"), "no such dataset folder, shard or record file")]
+    for target, message in cases:
+        assert cli.main(["inspect", target, "--sfen"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and message in err, err
+    assert cli.main(["inspect", str(SFEN_FILE), "--verify"]) == 2
+    assert "--verify needs a dataset folder" in capsys.readouterr().err

@@ -1,0 +1,108 @@
+"""report: plots and report.md from metrics.jsonl and eval files; unbalanced towers are flagged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shogi_dnn import cli
+from shogi_dnn.analysis import report
+from shogi_dnn.errors import RunError
+from tests.support.metricsgen import write_metrics
+
+EVAL = {"split": "validation", "positions": 100, "decisive": 96, "draws": {"positions": 4},
+        "loss": 0.61, "accuracy": 0.66, "brier": 0.21, "ece": 0.03,
+        "reliability": [{"lo": 0.2, "hi": 0.3, "positions": 50, "mean_prob": 0.25, "mean_label": 0.3},
+                        {"lo": 0.7, "hi": 0.8, "positions": 50, "mean_prob": 0.75, "mean_label": 0.7}],
+        "per_gpu": [{"device": "GPU:0", "positions": 50, "loss": 0.6, "accuracy": 0.65},
+                    {"device": "GPU:1", "positions": 50, "loss": 0.62, "accuracy": 0.67}],
+        "per_gpu_spread": {"loss": 0.02, "accuracy": 0.02}, "by_ply": [],
+        "baselines": {"side_to_move": {"loss": 0.69, "accuracy": 0.51, "brier": 0.25, "ece": 0.01},
+                      "material": {"loss": 0.66, "accuracy": 0.6, "brier": 0.23, "ece": 0.02}}}
+
+
+def test_report_files_are_created(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=2, truncated_tail=True)
+    (tmp_path / "run.json").write_text(json.dumps({"data_dir": "/data", "devices": ["GPU:0", "GPU:1"],
+                                                   "num_replicas": 2}))
+    (tmp_path / "eval-validation.json").write_text(json.dumps(EVAL))
+    path = report.write_report(tmp_path)
+    for name in ("loss", "accuracy", "validation", "throughput", "lr", "calibration"):
+        png = tmp_path / "plots" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    text = path.read_text()
+    assert "![loss](plots/loss.png)" in text and "![calibration](plots/calibration.png)" in text
+    assert "| model | 0.6100 | 0.6600 | 0.2100 | 0.0300 |" in text
+    assert "| material baseline | 0.6600 | 0.6000 |" in text
+    assert "towers balanced" in text and "UNBALANCED" not in text
+    assert "Best validation loss 0.5800 at 1,280 samples." in text
+    assert "--set train.time_towers=true" in text             # no busy_s logged: the report says how
+    write_metrics(tmp_path, gpus=2, busy=True)
+    assert "time_towers" not in report.write_report(tmp_path).read_text()
+
+
+def test_slow_and_diverging_towers_are_flagged(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=4, slow_gpu=2, diverging_gpu=1)
+    records = report.run_files.read_metrics(tmp_path)
+    flags = report.find_unbalanced_towers(records)
+    assert {(f.kind, f.gpu) for f in flags} == {("slow", 2), ("loss", 1)}
+    assert "40% of the fastest" in next(f for f in flags if f.kind == "slow").message
+    text = report.write_report(tmp_path).read_text()
+    assert text.count("**UNBALANCED TOWER**") == 2
+    balanced = report.run_files.read_metrics(write_metrics(tmp_path, gpus=4).parent)
+    assert report.find_unbalanced_towers(balanced) == []
+
+
+def test_a_tower_computing_3x_slower_is_flagged(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=4, compute_slow_gpu=1)    # interval positions/s equal, as under all-reduce
+    flags = report.find_unbalanced_towers(report.run_files.read_metrics(tmp_path))
+    assert [(f.kind, f.gpu) for f in flags] == [("slow", 1)]
+    assert "1,067 positions per busy second, 33% of the other towers' median (3,200)" in flags[0].message
+    assert "**UNBALANCED TOWER**: GPU 1" in report.write_report(tmp_path).read_text()
+    assert report.find_unbalanced_towers(report.run_files.read_metrics(write_metrics(tmp_path, gpus=4, busy=True)
+                                                                     .parent)) == []
+    # the compute rates win over the interval rates when present; one tower has nothing to compare with
+    records = report.run_files.read_metrics(write_metrics(tmp_path, gpus=2, slow_gpu=0, busy=True).parent)
+    assert report.find_unbalanced_towers(records) == []
+    assert report.find_unbalanced_towers(report.run_files.read_metrics(
+        write_metrics(tmp_path, gpus=1, busy=True).parent)) == []
+
+
+def test_uneven_share_is_flagged(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=3, short_gpu=0)
+    flags = report.find_unbalanced_towers(report.run_files.read_metrics(tmp_path))
+    assert [(f.kind, f.gpu) for f in flags] == [("share", 0)]
+    assert "320 positions, 50% of the busiest tower's 640" in flags[0].message
+
+
+def test_nan_loss_is_flagged(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=2)
+    records = report.run_files.read_metrics(tmp_path)
+    records[-2]["per_gpu"][0]["loss"] = None
+    records[-2]["per_gpu"][1]["loss"] = float("nan")
+    assert [f.kind for f in report.find_unbalanced_towers(records)] == ["loss"]
+
+
+def test_bad_runs(tmp_path, capsys) -> None:
+    with pytest.raises(RunError, match="no such run directory"):
+        report.write_report(tmp_path / "missing")
+    (tmp_path / "run.json").write_text("{}")
+    with pytest.raises(RunError, match="metrics.jsonl: missing"):
+        report.write_report(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text('{"kind": "train"}\n{oops\n{"kind": "train"}\n')
+    assert cli.main(["report", "--run-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "metrics.jsonl:2: corrupt JSON line" in err[0]
+
+
+@pytest.mark.slow
+def test_report_of_a_trained_run(tmp_path_factory) -> None:
+    from tests.support.trainedrun import trained_run
+
+    run_dir, _ = trained_run(tmp_path_factory)
+    text = report.write_report(run_dir).read_text()
+    assert "## Towers" in text and "## Validation per stage" in text
+    assert text.count("| 0 | ") >= 1 and "`CPU:1`" in text
+    for name in ("loss", "accuracy", "throughput", "lr", "validation"):
+        assert (run_dir / "plots" / f"{name}.png").stat().st_size > 5000

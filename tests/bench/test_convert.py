@@ -1,0 +1,45 @@
+"""bench convert: one measurement per backend x worker count, in its own process, with JSON output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shogi_dnn import cli
+from shogi_dnn.bench import convert as bench_convert
+from shogi_dnn.rules import available_backends
+from tests.support.kifugen import write_corpus
+
+
+@pytest.mark.slow
+def test_bench_convert_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    games = write_corpus(tmp_path / "corpus", seed=9, files=2, per_file=4)
+    out = tmp_path / "bench.json"
+    backends = ",".join(available_backends())
+    code = cli.main(["bench", "convert", str(tmp_path / "corpus"), "--workers", "1,2", "--backends", backends,
+                     "--json", str(out)])
+    assert code == 0
+    results = json.loads(out.read_text())["results"]
+    assert [(r["backend"], r["workers"]) for r in results] == [(b, w) for b in available_backends() for w in (1, 2)]
+    positions = sum(len(g.moves) + 1 for g in games)
+    for r in results:
+        assert r["positions"] == positions and r["games"] == len(games) and r["files"] == 2
+        assert r["positions_per_s"] > 0 and r["peak_rss_parent_mib"] > 10
+        assert r["positions_per_s_per_worker"] == pytest.approx(r["positions_per_s"] / r["workers"], rel=0.01)
+        assert r["parse_s"] > 0 and r["encode_s"] > 0 and r["write_s"] > 0
+        assert r["cpu_s"] > 0 and r["positions_per_cpu_s"] == pytest.approx(positions / r["cpu_s"], rel=0.01)
+    assert all(r["peak_rss_worker_mib"] > 10 for r in results if r["workers"] == 2)
+    assert all(r["peak_rss_worker_mib"] == 0 for r in results if r["workers"] == 1)   # no workers
+    assert "pos/s/worker" in capsys.readouterr().out
+
+
+def test_bench_convert_bad_arguments(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["bench", "convert", "--backends", "gnugo"]) == 2
+    err = capsys.readouterr().err
+    assert "installed backends" in err and "Traceback" not in err
+
+
+def test_default_corpus_is_the_bundled_sample() -> None:
+    assert bench_convert.DEFAULT_CORPUS.name == "sample" and bench_convert.DEFAULT_CORPUS.parent.name == "datasets"

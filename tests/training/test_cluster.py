@@ -1,0 +1,112 @@
+"""Cluster description for multi-machine training: flags, TF_CONFIG, chief, names, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from shogi_dnn.training import cluster
+from shogi_dnn.errors import ConfigError
+
+TWO = "10.0.0.1:2222,10.0.0.2:2222"
+
+
+def test_flags_give_a_worker_cluster() -> None:
+    spec = cluster.parse_workers(TWO, 1)
+    assert spec.addresses == ("10.0.0.1:2222", "10.0.0.2:2222") and spec.num_workers == 2
+    assert spec.worker_id == 1 and not spec.is_chief and cluster.parse_workers(TWO, 0).is_chief
+    assert spec.tf_config() == {"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]},
+                                "task": {"type": "worker", "index": 1}}
+    assert spec.worker_name(0) == "worker0@10.0.0.1:2222"
+    assert cluster.parse_tf_config(json.dumps(spec.tf_config())) == spec     # round trip
+
+
+def test_tf_config_with_a_chief_job_puts_the_chief_first() -> None:
+    text = json.dumps({"cluster": {"worker": ["b:1", "c:1"], "chief": ["a:1"]}, "task": {"type": "worker",
+                                                                                    "index": 0}})
+    spec = cluster.parse_tf_config(text)
+    assert spec.addresses == ("a:1", "b:1", "c:1") and spec.worker_id == 1 and not spec.is_chief
+    chief = cluster.parse_tf_config(text.replace('"type": "worker"', '"type": "chief"'))
+    assert chief.is_chief and chief.worker_id == 0
+
+
+def test_resolve_prefers_flags_then_tf_config_then_single_machine() -> None:
+    env = {cluster.TF_CONFIG: json.dumps(cluster.parse_workers("x:1,y:2", 1).tf_config())}
+    assert cluster.resolve_cluster(TWO, 0, env).addresses[0] == "10.0.0.1:2222"
+    assert cluster.resolve_cluster(None, None, env).addresses == ("x:1", "y:2")
+    assert cluster.resolve_cluster(None, None, {}) is None
+    assert cluster.resolve_cluster(None, None, {cluster.TF_CONFIG: "  "}) is None
+
+
+@pytest.mark.parametrize("workers, index, message", [
+    (TWO, None, "--workers needs --worker-index"),
+    (None, 1, "--worker-index needs --workers"),
+    (TWO, 2, "--worker-index 2: must be 0..1 for 2 workers"),
+    ("10.0.0.1,10.0.0.2:2222", 0, "'10.0.0.1' is not host:port"),
+    ("a:70000", 0, "'a:70000' is not host:port"),
+    ("a:1,a:1", 0, "listed twice"),
+    (" , ", 0, "expected host:port,host:port"),
+])
+def test_bad_flags(workers, index, message) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        cluster.resolve_cluster(workers, index, {})
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{oops", "TF_CONFIG: invalid JSON"),
+    ('{"cluster": {"worker": ["a:1"]}}', "TF_CONFIG: expected"),
+    ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 0}}', "job 'ps' is not supported"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}', "is not a task of the cluster"),
+    ('{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}', "non-empty list"),
+    ('{"cluster": {"worker": ["nohost"]}, "task": {"type": "worker", "index": 0}}', "is not host:port"),
+])
+def test_bad_tf_config(text, message) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        cluster.resolve_cluster(None, None, {cluster.TF_CONFIG: text})
+    assert "\n" not in str(info.value)
+
+
+def test_only_the_chief_writes_into_the_run_dir() -> None:
+    run = Path("/runs/a")
+    assert cluster.worker_dir(run, None) == run
+    assert cluster.worker_dir(run, cluster.parse_workers(TWO, 0)) == run
+    assert cluster.worker_dir(run, cluster.parse_workers(TWO, 1)) == run / "worker1"
+
+
+def fake_strategy(workers: int, task: int = 0) -> SimpleNamespace:
+    """Just what device_names reads from a MultiWorkerMirroredStrategy."""
+    spec = cluster.parse_workers(TWO, 0).tf_config()["cluster"]
+    resolver = SimpleNamespace(cluster_spec=lambda: SimpleNamespace(as_dict=lambda: spec), task_type="worker",
+                               task_id=task)
+    devices = tuple(f"/job:worker/replica:0/task:{task}/device:GPU:{i}" for i in range(2))
+    return SimpleNamespace(extended=SimpleNamespace(worker_devices=devices, _num_workers=workers),
+                           cluster_resolver=resolver)
+
+
+def test_device_names_cover_every_worker() -> None:
+    names = cluster.device_names(fake_strategy(2, task=1))
+    assert names == ["worker0@10.0.0.1:2222/GPU:0", "worker0@10.0.0.1:2222/GPU:1",
+                     "worker1@10.0.0.2:2222/GPU:0", "worker1@10.0.0.2:2222/GPU:1"]
+    assert cluster.cluster_of(fake_strategy(2, task=1)) == cluster.parse_workers(TWO, 1)
+    single = fake_strategy(1)
+    assert cluster.device_names(single) == ["GPU:0", "GPU:1"]
+    assert cluster.cluster_of(single) is None and cluster.num_workers(single) == 1
+
+
+def test_peer_lost_message_is_one_line() -> None:
+    class UnavailableError(Exception):
+        pass
+
+    exc = UnavailableError("Graph execution error:\n\nDetected at node CollectiveReduceV2_1 defined at (most "
+                           "recent call last):\n  File \"x.py\", line 3\nCollective ops is aborted by: "
+                           "recvmsg:Connection reset by peer\nThe error could be from a previous operation. "
+                           "Restart your program to reset.")
+    assert cluster.is_peer_lost(exc) and not cluster.is_peer_lost(ValueError("x"))
+    text = cluster.peer_lost_message(exc, cluster.parse_workers(TWO, 1))
+    assert "\n" not in text and text.startswith("worker1@10.0.0.2:2222: lost contact with another worker")
+    assert "(UnavailableError: recvmsg:Connection reset by peer)" in text and "--resume" in text
+    assert "lost contact" in cluster.peer_lost_message(UnavailableError(""), cluster.parse_workers(TWO, 0))

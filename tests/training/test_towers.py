@@ -1,0 +1,252 @@
+"""Towers: N towers == one device on all the samples, accumulation, clipping after the all-reduce,
+lr scaling and warm-up, per-tower metric sums. Uses conftest's 4 logical CPU devices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from shogi_dnn.training import towers
+from shogi_dnn.config import OptimConfig
+from shogi_dnn.errors import ConfigError, RunError
+
+SGD = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, lr_scaling="none")
+
+
+def tiny_model() -> keras.Model:
+    """A batch-norm-free model on the compact inputs: [B,81]+[B,14] uint8 -> [B,1] logit."""
+    board = keras.Input((81,), dtype="uint8", name="board")
+    hands = keras.Input((14,), dtype="uint8", name="hands")
+    x = keras.layers.Concatenate()([keras.ops.cast(board, "float32") / 28.0, keras.ops.cast(hands, "float32") / 18.0])
+    x = keras.layers.Dense(16, activation="tanh")(x)
+    return keras.Model({"board": board, "hands": hands}, keras.layers.Dense(1)(x))
+
+
+def random_batch(size: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"board": rng.integers(0, 29, (size, 81)).astype(np.uint8),
+            "hands": rng.integers(0, 3, (size, 14)).astype(np.uint8),
+            "win": rng.choice(np.array([0.0, 0.5, 1.0], np.float32), size),
+            "ply": np.zeros(size, np.int16)}
+
+
+def train(devices: int, batches: list[dict[str, np.ndarray]], *, micro_batches: int = 1, steps: int = 1,
+          cfg: OptimConfig = SGD, clip: float = 0.0) -> tuple[list[np.ndarray], list[dict[str, list[float]]]]:
+    """`steps` updates from the same initial weights; returns the weights and per-tower metric sums."""
+    strategy = towers.make_strategy(simulate_devices=devices)
+    keras.utils.set_random_seed(7)
+    with strategy.scope():
+        model = tiny_model()
+    global_batch = len(batches[0]["win"])
+    optimizer = towers.build_optimizer(cfg, global_batch, strategy=strategy, model=model,
+                                       micro_batches=micro_batches)
+    step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch,
+                                  micro_batches=micro_batches, clip_global_norm=clip)
+    data = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]})
+    iterator = iter(strategy.experimental_distribute_dataset(data))
+    sums = []
+    for _ in range(steps):
+        out = step(*[next(iterator) for _ in range(micro_batches)])
+        sums.append({k: towers.local_values(strategy, v) for k, v in out.items()})
+    return [v.numpy() for v in model.trainable_variables], sums
+
+
+def max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    return max(float(np.abs(x - y).max()) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_towers_equal_one_device_on_all_samples(devices: int) -> None:
+    batch = random_batch(32)
+    single, _ = train(1, [batch])
+    multi, sums = train(devices, [batch])
+    assert max_diff(single, multi) < 1e-6
+    # Each tower saw its own contiguous slice of the global batch.
+    assert sums[0]["count"] == [32 / devices] * devices
+    assert len(set(sums[0]["loss_sum"])) == devices          # different samples -> different losses
+
+
+def test_update_actually_moves_weights() -> None:
+    strategy = towers.make_strategy(simulate_devices=1)
+    keras.utils.set_random_seed(7)
+    with strategy.scope():
+        before = [v.numpy() for v in tiny_model().trainable_variables]
+    after, _ = train(1, [random_batch(32)])
+    assert max_diff(before, after) > 1e-3
+
+
+def test_accumulation_equals_larger_batch() -> None:
+    big = random_batch(32, seed=3)
+    halves = [{k: v[i * 8:(i + 1) * 8] for k, v in big.items()} for i in range(4)]
+    one, _ = train(2, [big])
+    accumulated, sums = train(2, halves, micro_batches=4)
+    assert max_diff(one, accumulated) < 1e-6
+    assert sum(sums[0]["count"]) == 32
+
+
+def test_accumulation_all_reduces_once_per_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """k micro-batches, one all-reduce per tower and update (not one per micro-batch)."""
+    calls = []
+    original = tf.distribute.ReplicaContext.all_reduce
+
+    def counting(self, reduce_op, value, options=None):
+        calls.append(len(tf.nest.flatten(value)))
+        return original(self, reduce_op, value, options)
+
+    monkeypatch.setattr(tf.distribute.ReplicaContext, "all_reduce", counting)
+    big = random_batch(24, seed=4)
+    thirds = [{k: v[i * 8:(i + 1) * 8] for k, v in big.items()} for i in range(3)]
+    train(2, thirds, micro_batches=3)
+    variables = len(tiny_model().trainable_variables)
+    assert calls == [variables, variables]        # traced once per tower, one call with every gradient
+
+
+def test_momentum_two_steps_tower_independent() -> None:
+    cfg = OptimConfig(optimizer="adam", lr=0.01, weight_decay=1e-3, lr_scaling="none")
+    batches = [random_batch(16, seed=s) for s in (1, 2)]
+    one, _ = train(1, batches, steps=2, cfg=cfg)
+    four, _ = train(4, batches, steps=2, cfg=cfg)
+    assert max_diff(one, four) < 1e-5
+
+
+def test_clipping_after_all_reduce() -> None:
+    batch = random_batch(32, seed=5)
+    clipped_one, _ = train(1, [batch], clip=0.01)
+    clipped_four, _ = train(4, [batch], clip=0.01)
+    unclipped, _ = train(1, [batch])
+    assert max_diff(clipped_one, clipped_four) < 1e-7
+    assert max_diff(clipped_one, unclipped) > 1e-3
+
+
+def test_lr_scaling_and_warmup() -> None:
+    base = OptimConfig(lr=0.1, base_global_batch=256)
+    assert towers.scaled_lr(base, 1024) == pytest.approx(0.4)
+    assert towers.scaled_lr(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="sqrt"), 1024) == pytest.approx(0.2)
+    assert towers.scaled_lr(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none"), 1024) == pytest.approx(0.1)
+    schedule = towers.make_lr_schedule(OptimConfig(lr=0.1, base_global_batch=256, warmup_samples=4096), 1024)
+    assert schedule.warmup_steps == 4
+    values = [float(schedule(tf.constant(s))) for s in range(6)]
+    assert values == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.4, 0.4])
+
+
+def test_cosine_lr_decay() -> None:
+    cfg = OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none", warmup_samples=2048, lr_decay="cosine")
+    schedule = towers.make_lr_schedule(cfg, 1024, total_steps=6)        # 2 warm-up updates, 4 of decay
+    values = [float(schedule(tf.constant(s))) for s in range(8)]
+    assert values == pytest.approx([0.05, 0.1, 0.1, 0.1 * 0.5 * (1 + np.cos(np.pi / 4)), 0.05,
+                                    0.1 * 0.5 * (1 + np.cos(3 * np.pi / 4)), 0.0, 0.0], abs=1e-7)
+    restored = towers.WarmupSchedule.from_config(schedule.get_config())
+    assert [float(restored(tf.constant(s))) for s in range(8)] == pytest.approx(values)
+    constant = towers.make_lr_schedule(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none"), 1024, 6)
+    assert [float(constant(tf.constant(s))) for s in (0, 5, 100)] == pytest.approx([0.1] * 3)
+    with pytest.raises(ConfigError, match="lr_decay"):
+        towers.make_lr_schedule(cfg, 1024)                               # no run length to decay over
+
+
+def test_optimizer_lr_follows_schedule() -> None:
+    strategy = towers.make_strategy(simulate_devices=2)
+    with strategy.scope():
+        model = tiny_model()
+    cfg = OptimConfig(lr=0.1, base_global_batch=32, lr_scaling="sqrt", warmup_samples=256)
+    optimizer = towers.build_optimizer(cfg, 64, strategy=strategy, model=model, micro_batches=2)
+    # update batch 128 = 4x the base: sqrt -> 0.2 peak, warm-up over 2 updates
+    assert towers.current_lr(optimizer) == pytest.approx(0.1)
+    step = towers.make_train_step(strategy, model, optimizer, global_batch=64, micro_batches=2)
+    data = iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensors(random_batch(64)).repeat()))
+    step(next(data), next(data))
+    assert towers.current_lr(optimizer) == pytest.approx(0.2)
+
+
+def test_eval_step_handles_partial_batches() -> None:
+    strategy = towers.make_strategy(simulate_devices=4)
+    with strategy.scope():
+        model = tiny_model()
+    evaluate = towers.make_eval_step(strategy, model)
+    data = tf.data.Dataset.from_tensor_slices(random_batch(22, seed=9)).batch(8)
+    counts = np.zeros(4)
+    for batch in strategy.experimental_distribute_dataset(data):
+        counts += towers.local_values(strategy, evaluate(batch)["count"])
+    assert counts.sum() == 22
+
+
+def test_eval_step_handles_empty_tower_batches() -> None:
+    """Per-replica batches (distribute_datasets_from_function): 22 rows in batches of 2 over 4 towers,
+    so the last step feeds 3 towers and tf.distribute gives the 4th a 0-row batch: it counts nothing,
+    and the 22 rows are each counted once."""
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.training.model import build_model
+
+    strategy = towers.make_strategy(simulate_devices=4)
+    with strategy.scope():     # the real CNN: its CPU conv kernels mis-shape a 0-row batch
+        model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8), seed=1)
+    evaluate = towers.make_eval_step(strategy, model)
+    data = strategy.distribute_datasets_from_function(
+        lambda ctx: tf.data.Dataset.from_tensor_slices(random_batch(22, seed=9)).batch(2))
+    counts = [towers.local_values(strategy, evaluate(batch)["count"]) for batch in data]
+    assert len(counts) == 3 and counts[-1] == [2, 2, 2, 0] and np.sum(counts) == 22
+    # Global batches split by experimental_distribute_dataset (evaluate): a last batch of 2 rows leaves
+    # two towers empty.
+    data = strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices(random_batch(18, seed=9)).batch(8))
+    counts = [towers.local_values(strategy, evaluate(batch)["count"]) for batch in data]
+    assert counts[-1] == [1, 1, 0, 0] and np.sum(counts) == 18
+
+
+def test_make_strategy_errors() -> None:
+    assert towers.make_strategy(simulate_devices=4).num_replicas_in_sync == 4
+    with pytest.raises(RunError, match="simulate-devices 64"):
+        towers.make_strategy(simulate_devices=64)
+    with pytest.raises(RunError, match="unknown device"):
+        towers.make_strategy(devices=["/gpu:7"])
+    one = towers.make_strategy(devices=["/cpu:1"])
+    # one device: tf.distribute's one-device strategy, pinned to the listed device (same step code)
+    assert isinstance(one, tf.distribute.OneDeviceStrategy) and one.num_replicas_in_sync == 1
+    assert [d.upper() for d in one.extended.worker_devices] == ["/JOB:LOCALHOST/REPLICA:0/TASK:0/DEVICE:CPU:1"]
+    assert isinstance(towers.make_strategy(simulate_devices=1), tf.distribute.OneDeviceStrategy)
+    assert isinstance(towers.make_strategy(simulate_devices=2), tf.distribute.MirroredStrategy)
+
+
+def test_mixed_float16_loss_scaling_tower_independent() -> None:
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.training.model import build_model
+
+    config = ModelConfig(blocks=1, filters=8, value_hidden=8, mixed_precision="mixed_float16")
+    results = []
+    for devices in (1, 2):
+        strategy = towers.make_strategy(simulate_devices=devices)
+        with strategy.scope():
+            model = build_model(config, seed=1)
+        optimizer = towers.build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=True)
+        assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        step = towers.make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0)
+        data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
+        for _ in range(2):
+            step(next(data))
+        assert int(optimizer.iterations.numpy()) == 2
+        results.append([v.numpy() for v in model.trainable_variables])
+    assert all(np.isfinite(w).all() for w in results[1])
+    assert max_diff(*results) < 1e-3        # float16 activations: close, not bit-equal
+
+
+@pytest.mark.parametrize("batch_norm, tower_independent", [("sync", True), ("local", False)])
+def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> None:
+    """Documented in towers.py: synchronised batch-norm gives the one-device result, local does not."""
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.training.model import build_model
+
+    results = []
+    for devices in (1, 2):
+        strategy = towers.make_strategy(simulate_devices=devices)
+        with strategy.scope():
+            model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm=batch_norm), seed=1)
+        optimizer = towers.build_optimizer(SGD, 32, strategy=strategy, model=model)
+        step = towers.make_train_step(strategy, model, optimizer, global_batch=32)
+        data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
+        for _ in range(2):
+            step(next(data))
+        results.append([v.numpy() for v in model.weights])       # includes the moving statistics
+    assert (max_diff(*results) < 1e-5) == tower_independent

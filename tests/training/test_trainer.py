@@ -1,0 +1,316 @@
+"""Staged trainer: stage/group bookkeeping, metrics and checkpoints on disk, tower-count independence,
+accumulation, exact resume (after a kill and after a stop request, also on another tower count)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from shogi_dnn.training import checkpoints, towers
+from shogi_dnn.config import Config, from_dict
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training.model import load_model
+from shogi_dnn.training.stages import StagePlan, TrainState
+from shogi_dnn.training.trainer import Trainer
+from tests.support.shardgen import make_dataset
+
+
+def tiny_config(**train: int | bool) -> Config:
+    """A 1-block, 8-filter network without batch-norm; 2 groups; a few steps of global batch 32."""
+    settings = {"global_batch": 32, "epochs": 1, "seed": 3, "log_every_steps": 2, "checkpoint_every_steps": 2,
+                "keep_checkpoints": 20, "max_steps_per_stage": 4}
+    settings.update(train)
+    return from_dict({"model": {"blocks": 1, "filters": 8, "value_hidden": 8, "batch_norm": "none"},
+                      "optim": {"lr": 0.05, "lr_scaling": "none", "base_global_batch": 32, "warmup_samples": 64,
+                                "clip_global_norm": 5.0},
+                      "data": {"num_groups": 2, "shuffle_buffer": 128, "validation_positions": 96},
+                      "train": settings})
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    make_dataset(root, train=[200, 160, 180], validation=[100], chunk_rows=32)
+    return root
+
+
+def train(config: Config, data: Path, run_dir: Path, devices: int, resume: bool = False,
+          stop_after: int = 0) -> tuple[Trainer, list[np.ndarray]]:
+    trainer = Trainer(config, data, run_dir, towers.make_strategy(simulate_devices=devices), resume=resume,
+                      resume_command="shogi-dnn train ... --resume")
+    if stop_after:                                  # a stop request (as SIGTERM sets) after N updates
+        update, calls = trainer.update, []
+
+        def counting_update(iterator):
+            calls.append(1)
+            if len(calls) == stop_after:
+                trainer.stop.request("test")
+            return update(iterator)
+        trainer.update = counting_update
+    trainer.run()
+    return trainer, [v.numpy() for v in trainer.model.weights]
+
+
+@pytest.fixture
+def deterministic():
+    """Deterministic ops for exact-equality comparisons, switched off again after the test."""
+    from tensorflow.python.framework import config as tf_config
+
+    tf.config.experimental.enable_op_determinism()
+    yield
+    tf_config.disable_op_determinism()
+
+
+def tb_steps(run_dir: Path, tag: str) -> list[int]:
+    """The steps of every TensorBoard event of `tag` in RUN/tb, in file order."""
+    return [event.step for event_file in sorted((run_dir / "tb").glob("events.*"))
+            for event in tf.compat.v1.train.summary_iterator(str(event_file))
+            for value in event.summary.value if value.tag == tag]
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_stage_plan_bookkeeping(dataset: Path) -> None:
+    from shogi_dnn.shards import read_manifest
+
+    config = from_dict({"data": {"num_groups": 3}, "train": {"epochs": 2, "seed": 5, "max_steps_per_stage": 3}})
+    plan = StagePlan(read_manifest(dataset), config, update_batch=32)
+    state, visited = plan.initial_state(), []
+    while not plan.finished(state):
+        stage = plan.stage(state.epoch, state.stage)
+        assert stage.group == state.group and stage.seed == state.stage_seed and state.position == 0
+        assert stage.updates == 3 and stage.remaining(0) == 3 and stage.remaining(64) == 1
+        visited.append((state.epoch, state.group))
+        state = plan.next_stage(state.advance(3, 96))
+    assert state.epoch == 2 and state.step == 18 and state.samples == 18 * 32
+    for epoch in (0, 1):                            # every group once per epoch
+        assert sorted(g for e, g in visited if e == epoch) == [0, 1, 2]
+    with pytest.raises(ConfigError, match="num_groups"):
+        StagePlan(read_manifest(dataset), from_dict({"data": {"num_groups": 4}}), 32)
+    with pytest.raises(ConfigError, match="seed"):
+        plan.check_resume(TrainState(seed=6))
+
+
+@pytest.mark.slow
+def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    trainer, weights = train(tiny_config(keep_checkpoints=3, time_towers=True), dataset, run, devices=2)
+    assert trainer.update.experimental_get_tracing_count() == 1          # one trace for both stages
+    records = read_metrics(run)
+    kinds = [r["kind"] for r in records]
+    assert kinds == ["train", "train", "validation"] * 2                 # 4 steps/stage, log every 2
+    for r in records:
+        assert {"kind", "step", "samples", "epoch", "stage", "group", "loss", "accuracy", "per_gpu"} <= set(r)
+        assert len(r["per_gpu"]) == 2 and r["per_gpu"][0]["device"] == "CPU:0"
+        assert r["per_gpu"][0]["loss"] != r["per_gpu"][1]["loss"]      # towers see different samples
+        assert r["samples"] == r["step"] * 32
+    train_lines = [r for r in records if r["kind"] == "train"]
+    assert all(r["positions_per_s"] > 0 and "positions_per_s" in r["per_gpu"][1] for r in train_lines)
+    for g in (g for r in train_lines for g in r["per_gpu"]):     # each tower's own compute time
+        assert 0 < g["busy_s"] < 60 and g["compute_positions_per_s"] == pytest.approx(g["positions"] / g["busy_s"])
+    assert all("busy_s" not in g for r in records if r["kind"] == "validation" for g in r["per_gpu"])
+    validation_lines = [r for r in records if r["kind"] == "validation"]
+    assert all(r["positions_per_s"] > 0 and r["per_gpu"][1]["positions_per_s"] > 0 for r in validation_lines)
+    assert [r["stage"] for r in records] == [0, 0, 0, 1, 1, 1]
+    assert records[0]["group"] != records[3]["group"]
+    # keep the last 3 of the checkpoints at steps 2, 4 (stage end), 6, 8 (stage end)
+    assert [p.name for p in checkpoints.list_checkpoints(run)] == ["ckpt-00000004", "ckpt-00000006",
+                                                                  "ckpt-00000008"]
+    state, saved_config = checkpoints.read_state(checkpoints.find_checkpoint(run))
+    assert state.epoch == 1 and state.step == 8 and saved_config == tiny_config(keep_checkpoints=3, time_towers=True)
+    assert from_dict(json.loads((run / "config.json").read_text())) == saved_config
+    info = json.loads((run / "run.json").read_text())
+    assert info["num_replicas"] == 2 and info["devices"] == ["CPU:0", "CPU:1"]
+    assert Path(info["data_dir"]) == dataset.resolve()
+    final = load_model(run / "model.keras")
+    for a, b in zip(weights, [v.numpy() for v in final.weights]):
+        np.testing.assert_array_equal(a, b)
+    restored = checkpoints.restore_model(run, "6")
+    assert not all(np.array_equal(a, b.numpy()) for a, b in zip(weights, restored.weights))
+    tags = set()
+    for event_file in (run / "tb").glob("events.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            tags.update(v.tag for v in event.summary.value)
+    assert {"gpu0/loss", "gpu1/loss", "loss", "validation/gpu1/loss"} <= tags
+
+
+@pytest.mark.slow
+def test_cosine_lr_decay_spans_the_whole_run(dataset: Path, tmp_path: Path) -> None:
+    config = tiny_config()
+    config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr_decay="cosine"))
+    trainer, _ = train(config, dataset, tmp_path / "run", devices=1)
+    assert trainer.optimizer._learning_rate.total_steps == 8            # 2 stages x 4 steps
+    lrs = [r["lr"] for r in read_metrics(tmp_path / "run") if r["kind"] == "train"]
+    assert len(lrs) == 4 and lrs[0] == pytest.approx(0.05)              # warm-up ends at step 2
+    assert lrs[0] > lrs[1] > lrs[2] > lrs[3]
+    assert lrs[-1] == pytest.approx(0.0, abs=1e-9)                        # decayed to 0 at the last update
+    # train.time_towers is off by default: no per-tower timing (and none of its cost) in the step.
+    assert not any("busy_s" in g for r in read_metrics(tmp_path / "run") for g in r["per_gpu"])
+
+
+@pytest.mark.slow
+def test_one_and_four_towers_reach_the_same_weights(dataset: Path, tmp_path: Path) -> None:
+    _, one = train(tiny_config(), dataset, tmp_path / "one", devices=1)
+    _, four = train(tiny_config(), dataset, tmp_path / "four", devices=4)
+    for a, b in zip(one, four):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert read_metrics(tmp_path / "one")[-1]["loss"] == pytest.approx(read_metrics(tmp_path / "four")[-1]["loss"],
+                                                                      rel=1e-4)
+
+
+@pytest.mark.slow
+def test_micro_batches_equal_a_larger_batch(dataset: Path, tmp_path: Path) -> None:
+    _, big = train(tiny_config(global_batch=64), dataset, tmp_path / "big", devices=2)
+    _, accumulated = train(tiny_config(global_batch=32, micro_batches=2), dataset, tmp_path / "acc", devices=2)
+    for a, b in zip(big, accumulated):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def straight_run(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """An uninterrupted deterministic 1-tower run (computed once, on first use, for the resume tests)."""
+    return {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("killed_after, resume_devices, position", [
+    (6, 1, (6, 1, 32)),          # in-stage checkpoint: stage 1, 1 update into its group
+    (6, 2, (6, 1, 32)),          # ... resumed on another tower count
+    (5, 1, (5, 1, 0)),           # stage-end checkpoint: the next stage, nothing consumed yet
+])
+def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, killed_after: int,
+                                                 resume_devices: int, position: tuple[int, int, int],
+                                                 deterministic: None, straight_run: dict) -> None:
+    config = tiny_config(max_steps_per_stage=5)                 # checkpoints at 2, 4, 5 (end), 6, 8, 10 (end)
+    if not straight_run:
+        straight_run["dir"] = tmp_path / "straight"
+        straight_run["weights"] = train(config, dataset, straight_run["dir"], devices=1)[1]
+    straight_dir, straight = straight_run["dir"], straight_run["weights"]
+    # A run killed just after the checkpoint at step `killed_after`:
+    killed = tmp_path / "killed"
+    shutil.copytree(straight_dir, killed)
+    (killed / "model.keras").unlink()
+    for path in checkpoints.list_checkpoints(killed):
+        if int(path.name.split("-")[1]) > killed_after:
+            shutil.rmtree(path)
+    state, _ = checkpoints.read_state(checkpoints.find_checkpoint(killed))
+    assert (state.step, state.stage, state.position) == position
+    _, resumed = train(config, dataset, killed, devices=resume_devices, resume=True)
+    for a, b in zip(straight, resumed):
+        if resume_devices == 1:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    steps = [(r["kind"], r["step"]) for r in read_metrics(killed)]
+    assert steps == [(r["kind"], r["step"]) for r in read_metrics(straight_dir)]   # no duplicates
+    assert tb_steps(killed, "loss") == tb_steps(straight_dir, "loss")               # TensorBoard too
+
+
+@pytest.mark.slow
+def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path, deterministic: None) -> None:
+    config = tiny_config(checkpoint_every_steps=0)
+    _, straight = train(config, dataset, tmp_path / "straight", devices=2)
+    train(config, dataset, tmp_path / "stopped", devices=2, stop_after=3)
+    state, _ = checkpoints.read_state(checkpoints.find_checkpoint(tmp_path / "stopped"))
+    assert (state.step, state.stage, state.position) == (3, 0, 96)
+    assert not (tmp_path / "stopped" / "model.keras").exists()
+    _, resumed = train(config, dataset, tmp_path / "stopped", devices=2, resume=True)
+    for a, b in zip(straight, resumed):
+        np.testing.assert_array_equal(a, b)
+    # Every update is logged once: the partial interval before the stop (step 3) is not lost.
+    train_lines = [r for r in read_metrics(tmp_path / "stopped") if r["kind"] == "train"]
+    assert [r["step"] for r in train_lines][:3] == [2, 3, 4]
+    assert sum(g["positions"] for r in train_lines for g in r["per_gpu"]) == train_lines[-1]["samples"]
+
+
+@pytest.mark.slow
+def test_resume_with_other_read_lanes_warns(dataset: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A run resumed with other read lanes (e.g. on another number of machines with data.read_lanes = 0)
+    continues at the same position of another sample order: it says so, and run.json records the new
+    lanes. Resuming with the same lanes says nothing."""
+    config = tiny_config(checkpoint_every_steps=0)
+    run = tmp_path / "run"
+    train(config, dataset, run, devices=2, stop_after=2)
+    assert json.loads((run / "run.json").read_text())["read_lanes"] == 1
+    train(config, dataset, run, devices=2, resume=True, stop_after=1)
+    assert "read lanes change" not in caplog.text
+    two_lanes = from_dict({**config.to_dict(), "data": {**config.to_dict()["data"], "read_lanes": 2}})
+    with caplog.at_level("WARNING", logger="shogi_dnn.training.trainer"):
+        trainer, _ = train(two_lanes, dataset, run, devices=2, resume=True)
+    assert "the read lanes change from 1 to 2" in caplog.text
+    assert json.loads((run / "run.json").read_text())["read_lanes"] == 2
+    assert trainer.plan.lanes == 2 and (run / "model.keras").is_file()
+
+
+@pytest.mark.slow
+def test_run_dir_and_config_checks(dataset: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    train(tiny_config(max_steps_per_stage=1), dataset, run, devices=1)
+    with pytest.raises(RunError, match="--resume"):
+        Trainer(tiny_config(), dataset, run, towers.make_strategy(simulate_devices=1)).run()
+    other = from_dict({**tiny_config().to_dict(), "model": {"blocks": 2, "filters": 8, "value_hidden": 8}})
+    with pytest.raises(ConfigError, match="model.blocks"):
+        Trainer(other, dataset, run, towers.make_strategy(simulate_devices=1), resume=True).run()
+    with pytest.raises(ConfigError, match="not divisible by 4 towers"):
+        Trainer(tiny_config(global_batch=30), dataset, tmp_path / "x", towers.make_strategy(simulate_devices=4))
+
+
+def test_checkpoints_atomic_keep_and_stale(tmp_path: Path) -> None:
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.training.model import build_model
+
+    strategy = towers.make_strategy(simulate_devices=2)
+    with strategy.scope():
+        model = build_model(ModelConfig(blocks=0, filters=4, value_hidden=4), seed=1)
+    optimizer = towers.build_optimizer(tiny_config().optim, 32, strategy=strategy, model=model)
+    (tmp_path / "checkpoints" / ".tmp-ckpt-00000009-123").mkdir(parents=True)     # a save cut by a kill
+    (tmp_path / "checkpoints" / "ckpt-00000010").mkdir()                         # no state.json: incomplete
+    manager = checkpoints.CheckpointManager(tmp_path, model, optimizer, keep=2)
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+    for step in (1, 2, 3):
+        manager.save(TrainState(step=step, samples=32 * step, seed=3), tiny_config())
+    assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["ckpt-00000002", "ckpt-00000003"]
+    assert checkpoints.find_checkpoint(tmp_path, "2").name == "ckpt-00000002"
+    with pytest.raises(RunError, match="have: ckpt-00000002, ckpt-00000003"):
+        checkpoints.find_checkpoint(tmp_path, "1")
+    kernel = model.trainable_variables[0]
+    saved = kernel.numpy().copy()
+    kernel.assign(np.zeros_like(saved))
+    assert manager.restore(tmp_path / "checkpoints" / "ckpt-00000003").samples == 96
+    np.testing.assert_array_equal(kernel.numpy(), saved)
+
+
+def test_damaged_checkpoint_is_a_one_line_run_error(tmp_path: Path) -> None:
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.training.model import build_model
+
+    model = build_model(ModelConfig(blocks=0, filters=4, value_hidden=4), seed=1)
+    optimizer = towers.build_optimizer(tiny_config().optim, 32, model=model)
+    manager = checkpoints.CheckpointManager(tmp_path, model, optimizer, keep=2)
+    path = manager.save(TrainState(step=1, samples=32, seed=3), tiny_config())
+    (data,) = path.glob("weights.data-*")
+    with open(data, "r+b") as f:                      # a copy cut short: half the bytes
+        f.truncate(data.stat().st_size // 2)
+    for restore in (lambda: manager.restore(path), lambda: checkpoints.restore_model(tmp_path)):
+        with pytest.raises(RunError, match="ckpt-00000001: cannot restore") as info:
+            restore()
+        assert "\n" not in str(info.value)
+    good = json.loads((path / "state.json").read_text())
+    for text in ("{not json", "[1, 2]", json.dumps({**good, "config": "x"}), '{"state": 5}'):
+        (path / "state.json").write_text(text)
+        with pytest.raises(RunError, match="ckpt-00000001/state.json: ") as info:
+            checkpoints.read_state(path)
+        assert "\n" not in str(info.value)
+    (path / "state.json").write_bytes(b"\xff\xfe{")
+    with pytest.raises(RunError, match="unreadable checkpoint state"):
+        checkpoints.restore_model(tmp_path)
