@@ -1,10 +1,15 @@
-"""Reading a run directory (written by the trainer) for evaluate, report and predict. TF-free.
+"""The run directory: the one owner of every RUN/ file name, and the helpers that read and write them.
+TensorFlow-free (report and predict's argument checks use it before TensorFlow starts).
 
-  RUN/run.json        {"data_dir", "devices", "num_replicas", ...}
-  RUN/config.json     the resolved Config
-  RUN/metrics.jsonl   one JSON object per line (kind "train" | "validation")
-  RUN/model.keras     the final model; RUN/checkpoints/ the checkpoints
-  RUN/eval-<split>.json   written by evaluate; RUN/report.md and RUN/plots/ by report
+  file                          written by                  holds
+  RUN/run.json                  training.trainer            data_dir, devices, num_replicas, read_lanes, ...
+  RUN/config.json               training.trainer            the resolved Config (config.from_dict reads it)
+  RUN/metrics.jsonl             training.run_log            one JSON object per line (kind train | validation)
+  RUN/tb/                       training.run_log            TensorBoard events (rebuilt from metrics.jsonl)
+  RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState + config) and weights.*
+  RUN/model.keras               training.checkpoints        the final model (training.model.load_model)
+  RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables
+  RUN/report.md, RUN/plots/     analysis.report             the report and its plots
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ METRICS_JSONL = "metrics.jsonl"
 MODEL_FILE = "model.keras"
 CHECKPOINTS_DIR = "checkpoints"
 EVAL_PREFIX = "eval-"
+TB_DIR = "tb"
+REPORT_MD = "report.md"
+PLOTS_DIR = "plots"
+CHECKPOINT_STATE = "state.json"       # inside RUN/checkpoints/ckpt-NNNNNNNN/
+CHECKPOINT_WEIGHTS = "weights"        # tf.train.Checkpoint prefix inside a checkpoint folder
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -121,9 +131,16 @@ def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     return {p.stem[len(EVAL_PREFIX):]: read_json(p) for p in sorted(path.glob(f"{EVAL_PREFIX}*.json"))}
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:
-    """Write JSON to a temp file beside `path`, then rename it into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+def write_json_atomic(path: Path, data: dict[str, Any], *, sort_keys: bool = False,
+                      allow_nan: bool = True) -> Path:
+    """Write JSON to a hidden temp file beside `path` (named by pid), then rename it into place.
+
+    Args:
+        sort_keys: sort object keys (the trainer's files and checkpoint state are written sorted).
+        allow_nan: False for files other programs read as strict JSON (eval-<split>.json).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False, allow_nan=allow_nan) + "\n",
+                   encoding="utf-8")
     os.replace(tmp, path)
     return path

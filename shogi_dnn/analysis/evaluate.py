@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from shogi_dnn import config, run_files, shards
 from shogi_dnn.analysis import baselines, scoring
-from shogi_dnn.training import cluster, pipeline, towers
+from shogi_dnn.training import cluster, pipeline, schedule, towers
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Se
     step = make_predict_step(strategy, model)
     scorers = [scoring.Scorer() for _ in range(strategy.num_replicas_in_sync)]
     dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch))
-    total = -(-pipeline.count_positions(paths) // global_batch)     # the last batch may be partial
+    total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
     for batch in tqdm(dist, total=total, desc="evaluate", unit="batch", leave=False):
         out = step(batch)
         local = {k: [t.numpy() for t in strategy.experimental_local_results(v)] for k, v in out.items()}
@@ -200,7 +200,7 @@ def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines
             if cached.get("key") == key:
                 return baselines.Baselines.from_dict(cached["baselines"]), str(source)
         fitted = baselines.fit_baselines([manifest.shard_path(s) for s in train])
-        run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()})
+        run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
         return fitted, str(source)
     raise RunError(f"{run_dir}: no training split to fit the baselines on (run data or {data_dir})")
 
@@ -235,7 +235,7 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     result.update(split=split, data_dir=str(data_dir), model=model_source(run_dir, checkpoint),
                   global_batch=global_batch, seconds=round(seconds, 3),
                   positions_per_s=round(result["positions"] / seconds, 1) if seconds > 0 else None)
-    run_files.write_json_atomic(run_files.eval_path(run_dir, split), result)
+    run_files.write_json_atomic(run_files.eval_path(run_dir, split), result, allow_nan=False)
     return result
 
 

@@ -37,8 +37,6 @@ from matplotlib.figure import Figure
 
 from shogi_dnn import run_files
 
-PLOTS_DIR = "plots"
-REPORT_MD = "report.md"
 SLOW_RATIO = 0.75
 SHARE_RATIO = 0.9
 LOSS_GAP = 0.1
@@ -227,7 +225,7 @@ def plot_calibration(evals: dict[str, dict[str, Any]], path: Path) -> Path:
 def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
                evals: dict[str, dict[str, Any]]) -> dict[str, Path]:
     """Write every plot that has data into RUN/plots/; returns name -> path."""
-    out = run_dir / PLOTS_DIR
+    out = run_dir / run_files.PLOTS_DIR
     out.mkdir(exist_ok=True)
     plots = {}
     if _train(records):
@@ -250,7 +248,7 @@ def write_report(run_dir: str | Path) -> Path:
     evals = run_files.read_evals(run_dir)
     plots = make_plots(run_dir, records, evals)
     text = render_markdown(run_dir, records, evals, plots, find_unbalanced_towers(records))
-    path = run_dir / REPORT_MD
+    path = run_dir / run_files.REPORT_MD
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)

@@ -42,6 +42,7 @@ import numpy as np
 from shogi_dnn import config, shards
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.training import schedule
 
 log = logging.getLogger(__name__)
 
@@ -365,9 +366,7 @@ def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_
           paths: Sequence[Path]) -> dict[str, Any]:
     import tensorflow as tf
 
-    from shogi_dnn.training import pipeline
-
-    return {"data": source, "train_positions": pipeline.count_positions(paths), "global_batch": global_batch,
+    return {"data": source, "train_positions": schedule.count_positions(paths), "global_batch": global_batch,
             "pipeline_batch": args.pipeline_batch or global_batch, "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "devices": list(devices),
             "config": cfg.to_dict(), "tensorflow": tf.__version__, "platform": platform.platform(),
             "cpu_count": os.cpu_count(), "load_average_1min_at_end": os.getloadavg()[0]}

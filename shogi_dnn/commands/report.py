@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from shogi_dnn import run_files
 from shogi_dnn.analysis import report
 
 
@@ -15,5 +16,5 @@ def main(argv: list[str]) -> int:
     path = report.write_report(args.run_dir)
     for flag in report.find_unbalanced_towers(report.run_files.read_metrics(args.run_dir)):
         print(f"UNBALANCED TOWER: {flag.message}")
-    print(f"wrote {path} and plots in {path.parent / report.PLOTS_DIR}")
+    print(f"wrote {path} and plots in {path.parent / run_files.PLOTS_DIR}")
     return 0

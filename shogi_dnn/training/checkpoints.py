@@ -20,20 +20,15 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import keras
 import tensorflow as tf
 
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import RunError, ShogiDnnError
+from shogi_dnn.run_files import CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, CHECKPOINTS_DIR, MODEL_FILE, write_json_atomic
 from shogi_dnn.training.stages import TrainState
 
-CHECKPOINTS_DIR = "checkpoints"
-STATE_FILE = "state.json"
-WEIGHTS_PREFIX = "weights"
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.keras"
 _NAME = re.compile(r"^ckpt-(\d{8,})$")
 
 
@@ -46,7 +41,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     root = Path(run_dir) / CHECKPOINTS_DIR
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if _NAME.match(p.name) and (p / STATE_FILE).is_file()]
+    found = [p for p in root.iterdir() if _NAME.match(p.name) and (p / CHECKPOINT_STATE).is_file()]
     return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
@@ -65,7 +60,7 @@ def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:
     if checkpoint.isdigit():
         candidates.append(Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(int(checkpoint)))
     for path in candidates:
-        if (path / STATE_FILE).is_file():
+        if (path / CHECKPOINT_STATE).is_file():
             return path
     names = ", ".join(p.name for p in found) or "none"
     raise RunError(f"{run_dir}: no checkpoint {checkpoint!r} (have: {names})")
@@ -73,9 +68,9 @@ def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:
 
 def read_state(path: Path) -> tuple[TrainState, Config]:
     """The TrainState and resolved Config stored in a checkpoint directory."""
-    origin = str(path / STATE_FILE)
+    origin = str(path / CHECKPOINT_STATE)
     try:
-        raw = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+        raw = json.loads((path / CHECKPOINT_STATE).read_text(encoding="utf-8"))
         return TrainState.from_dict(raw["state"], origin), from_dict(raw["config"], origin=origin)
     except ShogiDnnError:
         raise                    # already one line naming the file (RunError, ConfigError)
@@ -93,13 +88,6 @@ def _first_line(exc: BaseException) -> str:
     """The first non-empty line of an exception's message, or its type name when it has none."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temp file beside `path`, then rename it over `path`."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -139,9 +127,10 @@ class CheckpointManager:
         tmp = self.root / f".tmp-{final.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        self.tracked.write(str(tmp / WEIGHTS_PREFIX))
-        write_json_atomic(tmp / STATE_FILE, {"state": state.to_dict(), "config": config.to_dict(),
-                                             "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        self.tracked.write(str(tmp / CHECKPOINT_WEIGHTS))
+        state_json = {"state": state.to_dict(), "config": config.to_dict(),
+                      "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        write_json_atomic(tmp / CHECKPOINT_STATE, state_json, sort_keys=True)
         _fsync_tree(tmp)             # on disk before it gets its valid name (a power cut, not only a kill)
         if final.exists():           # same step saved again (e.g. a stop right after a periodic save)
             shutil.rmtree(final)
@@ -155,7 +144,7 @@ class CheckpointManager:
     def restore(self, path: Path) -> TrainState:
         """Load weights and optimizer state from a checkpoint (optimizer already built). Returns its state."""
         try:
-            self.tracked.read(str(path / WEIGHTS_PREFIX)).assert_existing_objects_matched()
+            self.tracked.read(str(path / CHECKPOINT_WEIGHTS)).assert_existing_objects_matched()
         except _READ_ERRORS as exc:
             raise RunError(f"{path}: cannot restore ({_first_line(exc)})") from exc
         self.last_saved_step = read_state(path)[0].step
@@ -173,7 +162,7 @@ def restore_model(run_dir: str | Path, checkpoint: str | None = None) -> keras.M
     _, config = read_state(path)
     model = build_model(config.model)
     try:
-        tf.train.Checkpoint(model=model).read(str(path / WEIGHTS_PREFIX)).expect_partial()
+        tf.train.Checkpoint(model=model).read(str(path / CHECKPOINT_WEIGHTS)).expect_partial()
     except _READ_ERRORS as exc:
         raise RunError(f"{path}: cannot restore the model ({_first_line(exc)})") from exc
     return model

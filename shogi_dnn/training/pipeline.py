@@ -1,6 +1,7 @@
 """tf.data input pipeline over HDF5 shards: whole-chunk reads, seeded shuffles, numpy batching.
 
-The training *sample stream* of one pass over a sample group is a pure function of
+The plan (sample groups, chunks, shuffle buffers, read lanes, batch counts) is schedule.py's; this
+module streams it. The training *sample stream* of one pass over a sample group is a pure function of
 (paths, seed, shuffle_buffer, mirror), never of the global batch, the number of towers or workers:
 
   1. every shard is cut into its HDF5 chunks (shards.CHUNK_ROWS rows); the chunk list of all shards
@@ -39,9 +40,6 @@ worker w only rows [w*N/W, (w+1)*N/W) of the split, in per-replica batches.
 from __future__ import annotations
 
 import collections
-import dataclasses
-import itertools
-import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -50,100 +48,25 @@ import numpy as np
 import tensorflow as tf
 
 from shogi_dnn import features, shards
-from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.training import schedule
+from shogi_dnn.training.schedule import Chunk
+from shogi_dnn.errors import ConfigError
 from shogi_dnn.rules import NUM_SQUARES
 
 # Datasets read for training/evaluation, and the element signature of a batch.
-KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY)
-_STORED_KEYS = shards.stored_keys(KEYS)    # the datasets read for them (board and hands are stored packed)
+KEYS = schedule.STREAM_KEYS
+_STORED_KEYS = schedule.STORED_KEYS    # the datasets read for them (board and hands are stored packed)
 _ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
                shards.KEY_WIN: (), shards.KEY_PLY: ()}
 # Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order.
 MAX_OPEN_SHARDS = 64                 # HDF5 files a reader keeps open at once
-_SEED_CHUNK_ORDER, _SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
+_SEED_CHUNK_ORDER, schedule.SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
 
 Batch = dict[str, np.ndarray]
 
 
-@dataclasses.dataclass(frozen=True)
-class Chunk:
-    """Rows [start, stop) of shard number `shard` (one HDF5 chunk)."""
-
-    shard: int
-    start: int
-    stop: int
-
-    def __len__(self) -> int:
-        return self.stop - self.start
-
-
-# ----------------------------------------------------------------------------------------------------
-# Sample groups and seeds
-
-
-def split_groups(shard_infos: Sequence[shards.ShardInfo], num_groups: int) -> list[tuple[shards.ShardInfo, ...]]:
-    """Cut shards (in order) into `num_groups` contiguous, non-empty groups balanced by positions.
-
-    Raises:
-        ConfigError: num_groups < 1 or more groups than shards.
-    """
-    if num_groups < 1 or num_groups > len(shard_infos):
-        raise ConfigError(f"data.num_groups = {num_groups}, but the training split has "
-                          f"{len(shard_infos)} shards (need 1 <= groups <= shards)")
-    ends = np.cumsum([s.positions for s in shard_infos])
-    total = int(ends[-1])
-    cuts = [0]
-    for k in range(1, num_groups):
-        # Shard boundary nearest to k/G of the positions, leaving room for the remaining groups.
-        lo, hi = cuts[-1] + 1, len(shard_infos) - (num_groups - k)
-        candidates = np.arange(lo, hi + 1)
-        cuts.append(int(candidates[np.argmin(np.abs(ends[candidates - 1] - k * total / num_groups))]))
-    cuts.append(len(shard_infos))
-    return [tuple(shard_infos[a:b]) for a, b in itertools.pairwise(cuts)]
-
-
-def group_order(seed: int, epoch: int, num_groups: int) -> list[int]:
-    """The order in which an epoch visits the sample groups: a permutation seeded by (seed, epoch)."""
-    rng = np.random.default_rng([_check_seed(seed), _SEED_GROUP_ORDER, epoch])
-    return [int(g) for g in rng.permutation(num_groups)]
-
-
-def stage_seed(seed: int, epoch: int, group: int) -> int:
-    """Seed of one stage's sample stream (make_train_dataset), derived from the run seed."""
-    state = np.random.SeedSequence([_check_seed(seed), _SEED_STAGE, epoch, group]).generate_state(1)
-    return int(state[0])
-
-
-def _check_seed(seed: int) -> int:
-    if seed < 0:
-        raise ConfigError(f"seed = {seed} must be >= 0")
-    return int(seed)
-
-
 # ----------------------------------------------------------------------------------------------------
 # Reading shards
-
-
-def _shard_layouts(paths: Sequence[Path]) -> list[tuple[int, int]]:
-    """(rows, chunk rows) of each shard, from its metadata (no data read)."""
-    layouts = []
-    for path in paths:
-        with shards.open_shard(path) as f:
-            rows = int(f[shards.KEY_WIN].shape[0])
-            chunk_rows = f[shards.KEY_PIECES].chunks[0] if f[shards.KEY_PIECES].chunks else max(rows, 1)
-            for key in _STORED_KEYS:
-                if f[key].shape[0] != rows or (f[key].chunks and f[key].chunks[0] != chunk_rows):
-                    raise ShardFormatError(f"{path}: dataset {key!r} has {f[key].shape[0]} rows or chunks "
-                                           f"{f[key].chunks}, expected {rows} rows in chunks of {chunk_rows}")
-        layouts.append((rows, int(chunk_rows)))
-    return layouts
-
-
-def _chunks(paths: Sequence[Path]) -> list[Chunk]:
-    """Every chunk of every shard, in file order."""
-    return [Chunk(i, start, min(start + chunk_rows, rows))
-            for i, (rows, chunk_rows) in enumerate(_shard_layouts(paths))
-            for start in range(0, rows, chunk_rows)]
 
 
 class ShardReader:
@@ -182,26 +105,9 @@ class ShardReader:
 # The training stream
 
 
-def plan_buffers(paths: Sequence[Path], seed: int, shuffle_buffer: int) -> list[tuple[Chunk, ...]]:
-    """The shuffle buffers of one pass: the seeded chunk permutation cut into groups of chunks
-    holding at least `shuffle_buffer` rows each (the last may hold fewer)."""
-    chunks = _chunks(paths)
-    order = np.random.default_rng([_check_seed(seed), _SEED_CHUNK_ORDER]).permutation(len(chunks))
-    buffers, current, rows = [], [], 0
-    for index in order:
-        current.append(chunks[index])
-        rows += len(chunks[index])
-        if rows >= shuffle_buffer:
-            buffers.append(tuple(current))
-            current, rows = [], 0
-    if current:
-        buffers.append(tuple(current))
-    return buffers
-
-
 def _shuffle_buffer(rows: Batch, seed: int, index: int, mirror: bool) -> Batch:
     """Permute a buffer's rows (and mirror a seeded half of the boards) with a generator of (seed, index)."""
-    rng = np.random.default_rng([seed, _SEED_BUFFER, index])
+    rng = np.random.default_rng([seed, schedule.SEED_BUFFER, index])
     n = len(rows[shards.KEY_WIN])
     perm = rng.permutation(n)
     out = {key: value[perm] for key, value in rows.items()}
@@ -220,18 +126,13 @@ def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror
         dicts keyed as KEYS: board [n, 81] uint8, hands [n, 14] uint8, win [n] float32, ply [n] int16;
         their concatenation is the lane's rows without their first `skip_samples`.
     """
-    buffers = plan_buffers(paths, seed, shuffle_buffer)
-    _check_skip(skip_samples, _lane_rows(buffers, lanes)[lane])
+    buffers = schedule.plan_buffers(paths, seed, shuffle_buffer)
+    schedule.check_skip(skip_samples, schedule.lane_rows(buffers, lanes)[lane])
     reader = ShardReader(paths)
     try:
         yield from _iter_lane(reader, buffers, lanes, lane, seed=seed, mirror=mirror, skip=skip_samples)
     finally:
         reader.close()
-
-
-def _lane_rows(buffers: Sequence[tuple[Chunk, ...]], lanes: int) -> list[int]:
-    """Rows of each read lane (buffer i belongs to lane i % lanes)."""
-    return [sum(len(c) for b in buffers[lane::lanes] for c in b) for lane in range(lanes)]
 
 
 def _iter_lane(reader: ShardReader, buffers: Sequence[tuple[Chunk, ...]], lanes: int, lane: int, *,
@@ -246,11 +147,6 @@ def _iter_lane(reader: ShardReader, buffers: Sequence[tuple[Chunk, ...]], lanes:
         rows = _shuffle_buffer(reader.read(buffers[index]), seed, index, mirror)
         offset = skip - int(starts[position]) if position == first else 0
         yield {key: value[offset:] for key, value in rows.items()} if offset else rows
-
-
-def _check_skip(skip_samples: int, total: int) -> None:
-    if not 0 <= skip_samples <= total:
-        raise ConfigError(f"skip_samples = {skip_samples} is outside the {total} positions of the group")
 
 
 def _stack_batches(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> Iterator[Batch]:
@@ -325,14 +221,13 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
     _check_batch(global_batch, input_context)
     workers, worker = (1, 0) if input_context is None else (input_context.num_input_pipelines,
                                                             input_context.input_pipeline_id)
-    lanes = resolve_lanes(lanes, workers)
-    _check_lanes(lanes, global_batch, workers, skip_samples)
+    lanes = schedule.resolve_lanes(lanes, workers, global_batch, skip_samples)
     paths = [Path(p) for p in paths]
-    _check_seed(seed)
-    buffers = plan_buffers(paths, seed, shuffle_buffer)             # shard metadata only
-    lane_rows = _lane_rows(buffers, lanes)
-    _check_skip(skip_samples, sum(lane_rows))
-    batches = _full_batches(lane_rows, global_batch, skip_samples)  # the same on every worker
+    schedule.check_seed(seed)
+    buffers = schedule.plan_buffers(paths, seed, shuffle_buffer)             # shard metadata only
+    lane_rows = schedule.lane_rows(buffers, lanes)
+    schedule.check_skip(skip_samples, sum(lane_rows))
+    batches = schedule.full_batches(lane_rows, global_batch, skip_samples)  # the same on every worker
     mine = range(worker * lanes // workers, (worker + 1) * lanes // workers)
     batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
 
@@ -348,29 +243,6 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
             reader.close()
 
     return _from_stacks(generate, batch)
-
-
-def resolve_lanes(read_lanes: int, num_workers: int) -> int:
-    """The effective read lanes: data.read_lanes if > 0, else one per worker."""
-    if read_lanes < 0:
-        raise ConfigError(f"data.read_lanes = {read_lanes} must be >= 0 (0 = one lane per worker)")
-    return read_lanes or num_workers
-
-
-def _check_lanes(lanes: int, global_batch: int, workers: int, skip_samples: int) -> None:
-    if global_batch % lanes:
-        raise ConfigError(f"global_batch = {global_batch} is not divisible by {lanes} read lanes (data.read_lanes)")
-    if lanes % workers:
-        raise ConfigError(f"{lanes} read lanes (data.read_lanes) are not a multiple of the {workers} workers")
-    if skip_samples % lanes:
-        raise ConfigError(f"skip_samples = {skip_samples} is not a multiple of the {lanes} read lanes "
-                          f"(each lane skips skip_samples / lanes rows)")
-
-
-def _full_batches(lane_rows: Sequence[int], global_batch: int, skip_samples: int) -> int:
-    """Full global batches of a pass: min over lanes of floor((lane rows - skip/L) / (B/L))."""
-    lanes = len(lane_rows)
-    return max(0, min((rows - skip_samples // lanes) // (global_batch // lanes) for rows in lane_rows))
 
 
 def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | None) -> None:
@@ -390,7 +262,7 @@ def iter_sequential(paths: Sequence[Path], start: int, stop: int) -> Iterator[Ba
     reader = ShardReader(paths)
     first = 0                                   # stream index of the chunk's first row
     try:
-        for chunk in _chunks(paths):
+        for chunk in schedule.list_chunks(paths):
             lo, hi = max(start - first, 0), min(stop - first, len(chunk))
             first += len(chunk)
             if lo < hi:
@@ -417,7 +289,7 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
     """
     _check_batch(global_batch, input_context)
     paths = [Path(p) for p in paths]
-    total = count_positions(paths)   # fail now, with the file name, rather than inside the iterator
+    total = schedule.count_positions(paths)   # fail now, with the file name, rather than inside the iterator
     total = min(total, max_positions) if max_positions > 0 else total
     workers, worker = (1, 0) if input_context is None else (input_context.num_input_pipelines,
                                                             input_context.input_pipeline_id)
@@ -430,24 +302,3 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
     return _from_stacks(generate, None)
 
 
-def count_positions(paths: Sequence[Path]) -> int:
-    """Positions in the shards (from their metadata)."""
-    return sum(rows for rows, _ in _shard_layouts([Path(p) for p in paths]))
-
-
-def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 0, *, lanes: int = 1,
-                  seed: int = 0, shuffle_buffer: int = 0) -> int:
-    """Training steps (full global batches) in one pass after skipping `skip_samples` positions, with
-    `lanes` read lanes (from the shard metadata and, for lanes > 1, the stream's seed and shuffle buffer;
-    no data is read). Also right for an update of micro-batches: pass global batch x micro-batches."""
-    if global_batch < 1:
-        raise ConfigError(f"global_batch = {global_batch} must be positive")
-    lanes = resolve_lanes(lanes, 1)
-    if lanes == 1:
-        total = count_positions(paths)
-        _check_skip(skip_samples, total)
-        return (total - skip_samples) // global_batch
-    _check_lanes(lanes, global_batch, 1, skip_samples)
-    lane_rows = _lane_rows(plan_buffers([Path(p) for p in paths], _check_seed(seed), shuffle_buffer), lanes)
-    _check_skip(skip_samples, sum(lane_rows))
-    return _full_batches(lane_rows, global_batch, skip_samples)

@@ -32,13 +32,12 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from shogi_dnn import run_files
 from shogi_dnn.training.stages import TrainState
 from shogi_dnn.training.towers import BUSY_KEY, METRIC_KEYS, local_values
 
 log = logging.getLogger(__name__)
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
-METRICS_FILE = "metrics.jsonl"
-TB_DIR = "tb"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,8 +127,8 @@ class MetricsLog:
     only logs the console line; the per-tower sums are still gathered by every worker (a collective)."""
 
     def __init__(self, run_dir: Path, write_files: bool = True) -> None:
-        self.path = Path(run_dir) / METRICS_FILE
-        self.tb_dir = Path(run_dir) / TB_DIR
+        self.path = Path(run_dir) / run_files.METRICS_JSONL
+        self.tb_dir = Path(run_dir) / run_files.TB_DIR
         self.write_files = write_files
         self.writer = tf.summary.create_file_writer(str(self.tb_dir)) if write_files else None
 

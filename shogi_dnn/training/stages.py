@@ -1,12 +1,12 @@
 """Staged training bookkeeping: sample groups, the stage order of each epoch, and the run's progress.
 
-The training split is cut by shard into G sample groups (pipeline.split_groups). A *stage* is one pass
+The training split is cut by shard into G sample groups (schedule.split_groups). A *stage* is one pass
 over one group; an *epoch* visits every group once, in an order shuffled per epoch by the run seed
-(pipeline.group_order). Progress (TrainState) is counted in optimizer steps and in samples, and the
+(schedule.group_order). Progress (TrainState) is counted in optimizer steps and in samples, and the
 data position is (epoch, stage index in the epoch's order, samples consumed in the group): with the
 stage's stream seed that is everything needed to resume the data stream exactly, because the
 stream of a stage is a function of (group shards, stream seed) and the read lanes only
-(pipeline.make_train_dataset; lanes: data.read_lanes, or one per worker; saved in run.json).
+(schedule.make_train_dataset; lanes: data.read_lanes, or one per worker; saved in run.json).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import shards
-from shogi_dnn.training import pipeline
+from shogi_dnn.training import schedule
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError
 
@@ -33,7 +33,7 @@ class TrainState:
         group: sample group of the current stage.
         position: positions of the current group's stream already consumed (resume skips them).
         seed: the run seed (train.seed) the group orders and stream seeds derive from.
-        stage_seed: stream seed of the current stage (pipeline.stage_seed(seed, epoch, group)).
+        stage_seed: stream seed of the current stage (schedule.stage_seed(seed, epoch, group)).
     """
 
     step: int = 0
@@ -86,7 +86,7 @@ class Stage:
 
     def remaining(self, position: int) -> int:
         """Updates left after `position` positions of the stream were consumed."""
-        available = pipeline.count_batches(self.paths, self.update_batch, position, lanes=self.lanes,
+        available = schedule.count_batches(self.paths, self.update_batch, position, lanes=self.lanes,
                                            seed=self.seed, shuffle_buffer=self.shuffle_buffer)
         return max(0, min(self.updates - position // self.update_batch, available))
 
@@ -95,23 +95,21 @@ class StagePlan:
     """The stages of a run: groups of the training split, per-epoch order, stream seeds."""
 
     def __init__(self, manifest: shards.Manifest, config: Config, update_batch: int, num_workers: int = 1) -> None:
-        # Effective read lanes: data.read_lanes, or one per worker (pipeline.make_train_dataset).
-        self.lanes = pipeline.resolve_lanes(config.data.read_lanes, num_workers)
-        if self.lanes % num_workers:
-            raise ConfigError(f"data.read_lanes = {self.lanes} is not a multiple of the {num_workers} workers")
+        # Effective read lanes: data.read_lanes, or one per worker (pipeline.make_train_dataset reads them).
+        self.lanes = schedule.resolve_lanes(config.data.read_lanes, num_workers, update_batch)
         self.shuffle_buffer = config.data.shuffle_buffer
         train_shards = manifest.split("train")
         if not train_shards:
             raise ConfigError(f"{manifest.root}: the dataset has no training shards")
-        self.groups = pipeline.split_groups(train_shards, config.data.num_groups)
+        self.groups = schedule.split_groups(train_shards, config.data.num_groups)
         self.paths = [tuple(manifest.shard_path(s) for s in group) for group in self.groups]
         self.epochs = config.train.epochs
         self.seed = config.train.seed
         self.max_steps = config.train.max_steps_per_stage
         self.update_batch = update_batch
         for group, paths in enumerate(self.paths):
-            if pipeline.count_positions(paths) < update_batch:
-                raise ConfigError(f"sample group {group} has {pipeline.count_positions(paths)} positions, fewer "
+            if schedule.count_positions(paths) < update_batch:
+                raise ConfigError(f"sample group {group} has {schedule.count_positions(paths)} positions, fewer "
                                   f"than one update ({update_batch} = global batch x micro-batches)")
 
     @property
@@ -119,14 +117,14 @@ class StagePlan:
         return len(self.groups)
 
     def group_of(self, epoch: int, index: int) -> int:
-        return pipeline.group_order(self.seed, epoch, self.num_groups)[index]
+        return schedule.group_order(self.seed, epoch, self.num_groups)[index]
 
     def stage(self, epoch: int, index: int) -> Stage:
         """The stage at position `index` of epoch `epoch`'s group order."""
         group = self.group_of(epoch, index)
         paths = self.paths[group]
-        seed = pipeline.stage_seed(self.seed, epoch, group)
-        updates = pipeline.count_batches(paths, self.update_batch, lanes=self.lanes, seed=seed,
+        seed = schedule.stage_seed(self.seed, epoch, group)
+        updates = schedule.count_batches(paths, self.update_batch, lanes=self.lanes, seed=seed,
                                          shuffle_buffer=self.shuffle_buffer)
         if self.max_steps > 0:
             updates = min(updates, self.max_steps)
@@ -148,7 +146,7 @@ class StagePlan:
 
     def _at(self, state: TrainState, epoch: int, index: int) -> TrainState:
         group = self.group_of(epoch, index) if epoch < self.epochs else 0
-        seed = pipeline.stage_seed(self.seed, epoch, group) if epoch < self.epochs else 0
+        seed = schedule.stage_seed(self.seed, epoch, group) if epoch < self.epochs else 0
         return dataclasses.replace(state, epoch=epoch, stage=index, group=group, position=0, stage_seed=seed)
 
     def check_resume(self, state: TrainState) -> None:

@@ -29,16 +29,14 @@ import keras
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import __version__, shards
+from shogi_dnn import __version__, run_files, shards
 from shogi_dnn.training import cluster, pipeline, towers
 from shogi_dnn import config as config_mod
 from shogi_dnn.training.checkpoints import (
-    CONFIG_FILE,
     CheckpointManager,
     list_checkpoints,
     read_state,
     save_model,
-    write_json_atomic,
 )
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError
@@ -47,7 +45,6 @@ from shogi_dnn.training.model import build_model
 from shogi_dnn.training.stages import Stage, StagePlan, TrainState
 
 log = logging.getLogger(__name__)
-RUN_FILE = "run.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +148,7 @@ class Trainer:
         if self.is_chief:   # the other workers keep the final checkpoint (same weights)
             save_model(self.model, self.run_dir)
         log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
-                 self.run_dir / "model.keras")
+                 self.run_dir / run_files.MODEL_FILE)
         self.metrics.close()
         return TrainResult(state, interrupted=False)
 
@@ -170,8 +167,8 @@ class Trainer:
                 log.warning("--resume: no checkpoint in %s yet, starting from the beginning", self.run_dir)
             state = self.plan.initial_state()
         self.metrics.truncate_after(state.step)
-        write_json_atomic(self.run_dir / CONFIG_FILE, self.config.to_dict())
-        write_json_atomic(self.run_dir / RUN_FILE, self._run_info())
+        run_files.write_json_atomic(self.run_dir / run_files.CONFIG_JSON, self.config.to_dict(), sort_keys=True)
+        run_files.write_json_atomic(self.run_dir / run_files.RUN_JSON, self._run_info(), sort_keys=True)
         log.info("%d tower(s) %s, global batch %d x %d micro-batch(es) = %d per update, lr %.4g, %d group(s), "
                  "%d epoch(s)", len(self.devices), ",".join(self.devices), self.global_batch, self.micro_batches,
                  self.update_batch, towers.scaled_lr(self.config.optim, self.update_batch), self.plan.num_groups,
@@ -184,7 +181,7 @@ class Trainer:
         if mismatch:
             raise ConfigError(f"{path}: the model differs from the checkpoint's: {'; '.join(mismatch)}")
         self.plan.check_resume(saved_state)
-        previous = self.run_dir / RUN_FILE
+        previous = self.run_dir / run_files.RUN_JSON
         if previous.is_file():
             info = json.loads(previous.read_text(encoding="utf-8"))
             before = info.get("update_batch")

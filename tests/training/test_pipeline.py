@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from shogi_dnn import features, shards
-from shogi_dnn.training import pipeline, towers
+from shogi_dnn.training import pipeline, schedule, towers
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from tests.support.shardgen import make_dataset, split_paths
 
@@ -94,7 +94,7 @@ def test_batches_follow_the_stream_whatever_the_batch(paths, batch):
     stream = _stream(paths)
     got = _collect(_train(paths, batch))
     full = TOTAL - TOTAL % batch            # drop_remainder
-    assert len(got["ply"]) == full == pipeline.count_batches(paths, batch) * batch
+    assert len(got["ply"]) == full == schedule.count_batches(paths, batch) * batch
     for key in pipeline.KEYS:
         np.testing.assert_array_equal(got[key], stream[key][:full])
 
@@ -115,7 +115,7 @@ def test_skip_samples_gives_exactly_the_suffix(paths, skip):
     got = _collect(_train(paths, batch, skip=skip))
     expected = stream["ply"][skip:][:(TOTAL - skip) // batch * batch]
     np.testing.assert_array_equal(got["ply"], expected)
-    assert pipeline.count_batches(paths, batch, skip) == (TOTAL - skip) // batch
+    assert schedule.count_batches(paths, batch, skip) == (TOTAL - skip) // batch
 
 
 def test_resume_with_another_batch_continues_the_stream(paths):
@@ -169,7 +169,7 @@ def _lane_reference(paths, lanes, batch, seed=1, mirror=False, skip=0) -> np.nda
     """The global batches [n, batch] of `ply` with `lanes` read lanes, built from the one-lane stream:
     its buffers dealt round-robin to the lanes, batch s = rows [s*B/L, (s+1)*B/L) of every lane."""
     stream = _stream(paths, seed=seed, mirror=mirror)["ply"]
-    sizes = [sum(len(c) for c in b) for b in pipeline.plan_buffers(paths, seed, BUFFER)]
+    sizes = [sum(len(c) for c in b) for b in schedule.plan_buffers(paths, seed, BUFFER)]
     blocks = np.split(stream, np.cumsum(sizes)[:-1])
     rows = [np.concatenate(blocks[lane::lanes] or [stream[:0]])[skip // lanes:] for lane in range(lanes)]
     width = batch // lanes
@@ -179,7 +179,7 @@ def _lane_reference(paths, lanes, batch, seed=1, mirror=False, skip=0) -> np.nda
 
 def _chunk_of_row(paths) -> dict[int, pipeline.Chunk]:
     """Global row number (the test data's ply) -> the chunk holding it."""
-    chunks = pipeline._chunks(paths)
+    chunks = schedule.list_chunks(paths)
     offsets = np.concatenate([[0], np.cumsum(TRAIN_SIZES)])
     return {int(offsets[c.shard]) + row: c for c in chunks for row in range(c.start, c.stop)}
 
@@ -203,8 +203,8 @@ def test_workers_read_only_their_lanes_and_together_see_the_one_machine_batches(
     reads.append(set())
     one_machine = _collect(_train(paths, batch, skip=skip, lanes=lanes))["ply"].reshape(-1, batch)
     np.testing.assert_array_equal(one_machine, expected)
-    assert pipeline.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER) == len(expected)
-    buffers = pipeline.plan_buffers(paths, 1, BUFFER)
+    assert schedule.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER) == len(expected)
+    buffers = schedule.plan_buffers(paths, 1, BUFFER)
     shares = []
     reads.clear()
     for worker in range(workers):
@@ -221,7 +221,7 @@ def test_workers_read_only_their_lanes_and_together_see_the_one_machine_batches(
     chunk_of = _chunk_of_row(paths)
     assert {chunk_of[int(p)] for p in expected.ravel()} <= set().union(*reads)      # cover what the pass uses
     if skip == 0 and lanes == 2:
-        assert set().union(*reads) == set(pipeline._chunks(paths))
+        assert set().union(*reads) == set(schedule.list_chunks(paths))
 
 
 @pytest.mark.parametrize("lanes", [1, 2, 4, 5])
@@ -229,7 +229,7 @@ def test_workers_read_only_their_lanes_and_together_see_the_one_machine_batches(
 def test_count_batches_with_lanes_matches_the_batches_yielded(paths, lanes, skip):
     for batch in (20, 40, 100):
         got = len(list(_train(paths, batch, skip=skip, lanes=lanes).as_numpy_iterator()))
-        assert pipeline.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER) == got
+        assert schedule.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER) == got
         assert got == len(_lane_reference(paths, lanes, batch, skip=skip))
 
 
@@ -249,7 +249,7 @@ def test_stage_plan_counts_updates_with_lanes(dataset):
                                                    skip_samples=position).as_numpy_iterator()))
         assert stage.remaining(position) == got
     assert stage.updates == stage.remaining(0) < TOTAL // 40          # uneven lanes: fewer full batches
-    with pytest.raises(ConfigError, match="read_lanes = 3 is not a multiple of the 2 workers"):
+    with pytest.raises(ConfigError, match=r"3 read lanes \(data.read_lanes\) are not a multiple of the 2 workers"):
         StagePlan(dataset, from_dict({"data": {"num_groups": 1, "read_lanes": 3}}), 40, num_workers=2)
 
 
@@ -262,7 +262,7 @@ def test_lane_errors_name_the_numbers(paths):
     with pytest.raises(ConfigError, match="skip_samples = 10 is not a multiple of the 4 read lanes"):
         _train(paths, 40, lanes=4, skip=10)
     with pytest.raises(ConfigError, match="skip_samples = 10 is not a multiple of the 4 read lanes"):
-        pipeline.count_batches(paths, 40, 10, lanes=4, seed=1, shuffle_buffer=BUFFER)
+        schedule.count_batches(paths, 40, 10, lanes=4, seed=1, shuffle_buffer=BUFFER)
     with pytest.raises(ConfigError, match="read_lanes = -1"):
         _train(paths, 40, lanes=-1)
 
@@ -314,25 +314,6 @@ def test_eval_dataset_from_function_evaluates_every_row_once(dataset):
     for batch in data:
         plies.extend(np.concatenate([t.numpy() for t in strategy.experimental_local_results(batch["ply"])]))
     assert sorted(plies) == list(range(130))
-
-
-def test_split_groups_contiguous_balanced():
-    infos = [shards.ShardInfo(f"s{i}.h5", "train", n, 1, "") for i, n in enumerate([100, 100, 100, 100, 50, 50])]
-    groups = pipeline.split_groups(infos, 3)
-    assert [s.path for g in groups for s in g] == [s.path for s in infos]
-    assert [sum(s.positions for s in g) for g in groups] == [200, 100, 200]  # cuts nearest 166 and 333
-    assert [len(g) for g in pipeline.split_groups(infos, 6)] == [1] * 6
-    assert len(pipeline.split_groups(infos, 1)[0]) == 6
-    with pytest.raises(ConfigError, match="num_groups = 7"):
-        pipeline.split_groups(infos, 7)
-
-
-def test_group_order_is_a_seeded_permutation_per_epoch():
-    orders = [pipeline.group_order(3, epoch, 8) for epoch in range(4)]
-    assert all(sorted(o) == list(range(8)) for o in orders)
-    assert orders[0] == pipeline.group_order(3, 0, 8)
-    assert len({tuple(o) for o in orders}) > 1
-    assert pipeline.stage_seed(1, 0, 0) != pipeline.stage_seed(1, 0, 1) != pipeline.stage_seed(1, 1, 1)
 
 
 def test_corrupt_shard_names_the_file(tmp_path):

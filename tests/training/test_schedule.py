@@ -1,0 +1,49 @@
+"""The data plan (training/schedule.py): sample groups, group order, stage seeds, read-lane checks.
+The plan's agreement with the stream it describes is tested with the stream, in test_pipeline.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from shogi_dnn import shards
+from shogi_dnn.errors import ConfigError
+from shogi_dnn.training import schedule
+
+
+def test_split_groups_contiguous_balanced():
+    infos = [shards.ShardInfo(f"s{i}.h5", "train", n, 1, "") for i, n in enumerate([100, 100, 100, 100, 50, 50])]
+    groups = schedule.split_groups(infos, 3)
+    assert [s.path for g in groups for s in g] == [s.path for s in infos]
+    assert [sum(s.positions for s in g) for g in groups] == [200, 100, 200]  # cuts nearest 166 and 333
+    assert [len(g) for g in schedule.split_groups(infos, 6)] == [1] * 6
+    assert len(schedule.split_groups(infos, 1)[0]) == 6
+    with pytest.raises(ConfigError, match="num_groups = 7"):
+        schedule.split_groups(infos, 7)
+
+
+def test_group_order_is_a_seeded_permutation_per_epoch():
+    orders = [schedule.group_order(3, epoch, 8) for epoch in range(4)]
+    assert all(sorted(o) == list(range(8)) for o in orders)
+    assert orders[0] == schedule.group_order(3, 0, 8)
+    assert len({tuple(o) for o in orders}) > 1
+    assert schedule.stage_seed(1, 0, 0) != schedule.stage_seed(1, 0, 1) != schedule.stage_seed(1, 1, 1)
+
+
+def test_resolve_lanes_is_the_one_check_of_lanes_workers_batch_and_skip():
+    assert schedule.resolve_lanes(0, 2, 64) == 2 and schedule.resolve_lanes(4, 2, 64, skip_samples=8) == 4
+    with pytest.raises(ConfigError, match="data.read_lanes = -1 must be >= 0"):
+        schedule.resolve_lanes(-1, 1, 64)
+    with pytest.raises(ConfigError, match=r"3 read lanes \(data.read_lanes\) are not a multiple of the 2 workers"):
+        schedule.resolve_lanes(3, 2, 66)
+    with pytest.raises(ConfigError, match="global_batch = 30 is not divisible by 4 read lanes"):
+        schedule.resolve_lanes(4, 1, 30)
+    with pytest.raises(ConfigError, match="skip_samples = 6 is not a multiple of the 4 read lanes"):
+        schedule.resolve_lanes(4, 1, 32, skip_samples=6)
+
+
+def test_schedule_does_not_import_tensorflow():
+    import subprocess
+    import sys
+    code = "import sys, shogi_dnn.training.schedule, shogi_dnn.training.stages; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
