@@ -3,7 +3,8 @@
 A KIF game is: header lines `key：value` (先手/後手/下手/上手, 棋戦, 手合割, ...), optionally a board
 diagram (`後手の持駒：`, nine `|...|` rows, `先手の持駒：`, `後手番`), then one move a line,
 `   1 ７六歩(77)   ( 0:01/00:00:01)`, ending with a result word as a move (`  91 投了`) and/or a
-summary line `まで90手で後手の勝ち`. Comments (`*`), bookmarks (`&`) and `#` lines are skipped; the
+summary line `まで90手で後手の勝ち`. Comments (`*`) are skipped except the engine evaluations GUIs
+write (ShogiHome, ShogiGUI, Shogidokoro; see shogi_dnn.kifu.evals); bookmarks (`&`) and `#` lines are skipped; the
 `変化：N手` variation blocks after the main line are ignored. A new header after moves starts the
 next game (files with several games concatenated).
 
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import japanese as ja
+from shogi_dnn.kifu.evals import evals_by_position, kif_comment_eval, to_black_view
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import BLACK, WHITE, IllegalMoveError, Position, new_position, square_usi
 
@@ -62,6 +64,7 @@ class GameState:
     error: KifuError | None = None
     illegal_pending: bool = False        # the error is an illegal move that a `*反則…` comment may confirm
     declared: bool = False               # a board diagram or the `手数----指手` line: a game even with no moves
+    evals: dict[int, int] = dataclasses.field(default_factory=dict)   # position index -> Black-view score
 
     @property
     def started(self) -> bool:
@@ -225,6 +228,8 @@ def _read_line(state: GameState, line: str, line_no: int, read_move_line: LineHa
     state.illegal_pending = False
     if head == "*":
         state.max_moves_comment |= "最大手数" in line
+        if not state.finished:
+            _read_eval(state, line.strip())
         return
     if line.startswith("変化") or state.error is not None:
         state.in_variation |= line.startswith("変化")
@@ -240,6 +245,20 @@ def _read_line(state: GameState, line: str, line_no: int, read_move_line: LineHa
             state.hands[HAND_KEYS[key]] = value
         else:
             state.headers.setdefault(key, value)
+
+
+def _read_eval(state: GameState, line: str) -> None:
+    """An engine evaluation comment: the score of the position reached so far (the first one wins)."""
+    found = kif_comment_eval(line)
+    if found is None:
+        return
+    score, mover_view = found
+    ply = len(state.moves)
+    if mover_view:
+        if ply == 0 or state.position is None:
+            return                            # no move for the score to belong to
+        score = to_black_view(score, 1 - state.position.turn)
+    state.evals.setdefault(ply, score)
 
 
 def _accept_recorded_foul(state: GameState) -> None:
@@ -294,7 +313,8 @@ def finish_game(state: GameState) -> GameRecord | KifuError:
         start_sfen=state.start, moves=tuple(state.moves), winner=winner, ending=ending,
         source=SourceLine(state.path, state.start_line), format=state.fmt,
         black=_header(state, ja.BLACK_KEYS), white=_header(state, ja.WHITE_KEYS),
-        handicap="" if handicap in (None, "平手") else handicap, event=state.headers.get("棋戦", ""))
+        handicap="" if handicap in (None, "平手") else handicap, event=state.headers.get("棋戦", ""),
+        evals=evals_by_position(state.evals, state.start, len(state.moves)))
 
 
 def _header(state: GameState, keys: tuple[str, ...]) -> str:
