@@ -131,7 +131,8 @@ def test_real_floodgate_sample(data_dir: Path) -> None:
     assert _ply_at(lines, 264) == len(record.moves)
     # Every score is Black's view in the file: the winner (Black) leads in the last 20 positions.
     last = record.evals[-20:]
-    black_view = [v if (len(record.evals) - 20 + i) % 2 == 0 else -v for i, v in enumerate(last) if v is not None]
+    start = len(record.evals) - 20
+    black_view = [v if (start + i) % 2 == 0 else -v for i, v in enumerate(last) if v is not None]
     assert all(v > 0 for v in black_view)
 
 
@@ -265,7 +266,8 @@ def test_real_shogidokoro_engine_game(shared_dir: Path) -> None:
     assert record.evals[153] == MATE_EVAL               # `*-Mate:16` after Black's 153rd: White to move, wins
     assert record.evals[156] == -MATE_EVAL              # `*+Mate:13` after White's 156th: Black to move, lost
     # In Black's view every score from 150 on favours the winner, White.
-    assert all((v if i % 2 == 0 else -v) < 0 for i, v in enumerate(record.evals) if i >= 150 and v is not None)
+    assert all((v if i % 2 == 0 else -v) < 0 for i, v in enumerate(record.evals)
+               if i >= 150 and v is not None)
 
 
 def test_kifu_error_records_are_unchanged() -> None:

@@ -3,8 +3,9 @@
 Covered: `N+`/`N-` names, `$EVENT` (other `$` keys are read and ignored), start positions given by
 `PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells), `P+`/`P-`
 piece lines including `00AL`, the `+`/`-` side to move, `'` comments (floodgate's `'black_rate:`,
-`'white_rate:`, `'summary:` and `'** <score> <pv>` engine evaluations, see shogi_dnn.kifu.evals), `T` time lines (V3.0 fractions too), several statements on one line
-separated by commas, several games in one file separated by a `/` line, every `%` special move, and
+`'white_rate:`, `'summary:` and `'** <score> <pv>` engine evaluations, see shogi_dnn.kifu.evals),
+`T` time lines (V3.0 fractions too), several statements on one line separated by commas, several
+games in one file separated by a `/` line, every `%` special move, and
 Shogi Wars' non-standard endings (`SENTE_WIN_TORYO`, `GOTE_WIN_TIMEOUT`, `DRAW_SENNICHI`, ...).
 
 Results: the `%` ending decides; a floodgate `'summary:` line is used only when there is none.

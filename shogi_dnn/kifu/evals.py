@@ -136,4 +136,5 @@ def to_black_view(value: int, mover: int) -> int:
     return value if mover == BLACK else -value
 
 
-__all__ = ["MATE_EVAL", "clip_eval", "csa_comment_eval", "evals_by_position", "kif_comment_eval", "to_black_view"]
+__all__ = ["MATE_EVAL", "clip_eval", "csa_comment_eval", "evals_by_position", "kif_comment_eval",
+           "to_black_view"]

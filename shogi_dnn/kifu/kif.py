@@ -4,8 +4,8 @@ A KIF game is: header lines `key：value` (先手/後手/下手/上手, 棋戦, 
 diagram (`後手の持駒：`, nine `|...|` rows, `先手の持駒：`, `後手番`), then one move a line,
 `   1 ７六歩(77)   ( 0:01/00:00:01)`, ending with a result word as a move (`  91 投了`) and/or a
 summary line `まで90手で後手の勝ち`. Comments (`*`) are skipped except the engine evaluations GUIs
-write (ShogiHome, ShogiGUI, Shogidokoro; see shogi_dnn.kifu.evals); bookmarks (`&`) and `#` lines are skipped; the
-`変化：N手` variation blocks after the main line are ignored. A new header after moves starts the
+write (ShogiHome, ShogiGUI, Shogidokoro; see shogi_dnn.kifu.evals); bookmarks (`&`) and `#` lines
+are skipped; the `変化：N手` variation blocks after the main line are ignored. A new header after moves starts the
 next game (files with several games concatenated).
 
 The line-level machinery here (`GameState`, `read_games`) is shared with the KI2 reader, which only
