@@ -3,8 +3,9 @@
 Covered: `N+`/`N-` names, `$EVENT` (other `$` keys are read and ignored), start positions given by
 `PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells), `P+`/`P-`
 piece lines including `00AL`, the `+`/`-` side to move, `'` comments (floodgate's `'black_rate:`,
-`'white_rate:` and `'summary:`), `T` time lines (V3.0 fractions too), several statements on one line
-separated by commas, several games in one file separated by a `/` line, every `%` special move, and
+`'white_rate:`, `'summary:` and `'** <score> <pv>` engine evaluations, see shogi_dnn.kifu.evals),
+`T` time lines (V3.0 fractions too), several statements on one line separated by commas, several
+games in one file separated by a `/` line, every `%` special move, and
 Shogi Wars' non-standard endings (`SENTE_WIN_TORYO`, `GOTE_WIN_TIMEOUT`, `DRAW_SENNICHI`, ...).
 
 Results: the `%` ending decides; a floodgate `'summary:` line is used only when there is none.
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 
 from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
+from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 
 # CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
@@ -139,6 +141,7 @@ class _Game:
     moves: list[tuple[int, str]] = dataclasses.field(default_factory=list)     # (line, token)
     ending: tuple[int, str] | None = None
     summary: str = ""
+    evals: dict[int, int] = dataclasses.field(default_factory=dict)   # position index -> Black-view score
     pending: str = ""                                        # header whose value is on the next line
     has_content: bool = False                                # anything beyond comments and a version
     error: KifuError | None = None
@@ -210,9 +213,12 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
         return
     if head in "+-%T" or WARS_ENDING.match(line):
         # Statements are separated by commas (Shogi Wars: tabs); a `'` starts a trailing comment.
-        for token in _TOKEN_SPLIT.split(line.split("'", 1)[0]):
+        statements, quote, comment = line.partition("'")
+        for token in _TOKEN_SPLIT.split(statements):
             if token:
                 _read_token(game, token, number, path)
+        if quote:
+            _read_eval(game, comment)         # `+7776FU,'** 30 -3334FU`
         return
     if (game.moves or game.ending is not None) and (head in "$P" or line.startswith(("N+", "N-"))):
         raise KifuError(path, number, f"header line after the moves: {line[:40]!r}")
@@ -242,7 +248,8 @@ def _set_header(game: _Game, key: str, value: str) -> None:
 
 
 def _read_comment(game: _Game, comment: str) -> None:
-    """floodgate: `'black_rate:name+hash:3500.0`, `'white_rate:...`, `'summary:toryo:a win:b lose`."""
+    """floodgate: `'black_rate:name+hash:3500.0`, `'white_rate:...`, `'summary:toryo:a win:b lose`,
+    `'** 123 -3334FU` (an engine's evaluation, see shogi_dnn.kifu.evals)."""
     for key in ("black_rate:", "white_rate:"):
         if comment.startswith(key):
             try:
@@ -256,6 +263,20 @@ def _read_comment(game: _Game, comment: str) -> None:
             return
     if comment.startswith("summary:"):
         game.summary = comment[len("summary:"):]
+    elif comment.startswith("**"):
+        _read_eval(game, comment)
+
+
+def _read_eval(game: _Game, comment: str) -> None:
+    """`'** <score> <pv>`: the Black-view score of the position reached so far (the first one wins).
+
+    Comments after the ending are not read; a malformed score is no evaluation.
+    """
+    if game.ending is not None:
+        return
+    score = csa_comment_eval(comment)
+    if score is not None:
+        game.evals.setdefault(len(game.moves), score)
 
 
 def _read_position_line(game: _Game, line: str, number: int, path: str) -> None:
@@ -458,7 +479,7 @@ def _build_record(game: _Game, path: str) -> GameRecord:
         start_sfen=start_sfen, moves=tuple(moves), winner=winner, ending=ending,
         source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
         black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
-        event=game.event)
+        event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)))
 
 
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:

@@ -68,6 +68,11 @@ class GameRecord:
         format: 'csa', 'kif', 'ki2' or 'sfen'.
         handicap: the 手合割 name or CSA handicap ('' for an even game or an unnamed custom position).
         event: the event/棋戦 name ('' when absent).
+        evals: engine evaluations the record carries: `()` when it carries none, else one entry per
+            position (`len(moves) + 1`: the start position, then the position after each move), each
+            in centipawns from the view of the side to move in that position, clipped to
+            ±`shogi_dnn.kifu.evals.MATE_EVAL` (a mate score is ±MATE_EVAL), or None where the record
+            gives none. Which comments are read and how their signs are turned: shogi_dnn.kifu.evals.
     """
 
     start_sfen: str
@@ -82,6 +87,7 @@ class GameRecord:
     white_rating: float | None = None
     handicap: str = ""
     event: str = ""
+    evals: tuple[int | None, ...] = ()
 
     @property
     def has_result(self) -> bool:
