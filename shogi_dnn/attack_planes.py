@@ -24,15 +24,15 @@ planes: an exchange on a square is decided by who has more attackers, and beyond
 difference rarely changes the outcome, while a thermometer keeps every plane binary like the others
 (a raw count would need scaling and would let one square dominate a convolution).
 
-Implementation, on [B, 9, 9] int32 code maps rather than 28 one-hot planes (a tenth of the memory
-traffic): for each of the 12 directions a piece can move (8 king directions, 4 knight jumps), shift
-the board one step (zero filled at the edges, so nothing wraps from one file to the next) and, for the
-slides, find the first piece met looking back along the ray (8 iterations propagating only through
-empty squares). Tables indexed by piece code turn "the piece that could reach this square from that
-direction" into an attack bit (bit code - 1) when that piece really moves that way; bits are OR-ed and
-attackers counted over directions, and the planes are expanded from the bits once at the end. Every
-op is static-shape and element-wise over the whole batch (no loop over positions), so the function
-works eagerly, inside tf.function and under XLA.
+Implementation, on [B, 9, 9] int32 code maps rather than 28 one-hot planes per direction (far less
+memory traffic): for each of the 12 directions a piece can move (8 king directions, 4 knight jumps),
+shift the board one step (zero filled at the edges, so nothing wraps from one file to the next) and,
+for the slides, find the first piece met looking back along the ray (the ray passes only through
+empty squares; three doubling steps cover its 8 squares). Tables indexed by piece code turn "the
+piece that could reach this square from that direction" into an attack bit (bit code - 1) when that
+piece really moves that way; bits are OR-ed and attackers counted over the directions, and the
+planes are expanded from the bits once at the end. Every op is static-shape and element-wise over
+the whole batch (no loop over positions), so the function works eagerly, in tf.function and under XLA.
 """
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ def _direction_tables() -> list[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
     tables: dict[tuple[int, int], np.ndarray] = {}
     for kind, moves in enumerate((_STEPS, _SLIDES)):
         for piece_type, directions in moves.items():
-            for (dr, dc), code in [(d, piece_type) for d in directions] + \
-                                  [((-dr, -dc), NUM_PIECE_TYPES + piece_type) for dr, dc in directions]:
-                table = tables.setdefault((dr, dc), np.zeros((2, features.NUM_PIECE_CODES), np.int32))
-                table[kind, code] = 1 << (code - 1)
+            for dr, dc in directions:
+                for direction, code in (((dr, dc), piece_type), ((-dr, -dc), NUM_PIECE_TYPES + piece_type)):
+                    table = tables.setdefault(direction, np.zeros((2, features.NUM_PIECE_CODES), np.int32))
+                    table[kind, code] = 1 << (code - 1)
     return [(d, table[0], table[1]) for d, table in sorted(tables.items())]
 
 
@@ -113,11 +113,14 @@ def _first_piece(adjacent, dr: int, dc: int):
         adjacent: [B, 9, 9] int32 codes shifted by (dr, dc): the square one step back along the ray.
     Returns:
         [B, 9, 9] int32: the only piece that can slide along (dr, dc) onto the square, since the ray
-        stops at the first occupied square. Iteration k fixes rays of length k + 1; 8 is the longest.
+        stops at the first occupied square. By doubling: `seen` holds the first piece within `span`
+        squares back, and the first within 2 * span is it, or else the one `span` squares further
+        back; three doublings cover the longest ray (8 squares).
     """
-    seen = adjacent
-    for _ in range(BOARD_SIDE - 2):
-        seen = ops.where(adjacent != 0, adjacent, _shift(seen, dr, dc))
+    seen, span = adjacent, 1
+    while span < BOARD_SIDE - 1:
+        seen = ops.where(seen != 0, seen, _shift(seen, span * dr, span * dc))
+        span *= 2
     return seen
 
 

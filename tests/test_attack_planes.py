@@ -8,8 +8,8 @@ exercise the rotation; the reference maps python-shogi's squares into that view 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import shogi
@@ -265,3 +265,7 @@ def test_layer_under_xla_and_mixed_precision() -> None:
     assert xla.dtype == tf.bfloat16
     np.testing.assert_array_equal(np.asarray(tf.cast(xla, tf.float32)), eager)
     assert layer.compute_output_shape((None, NUM_SQUARES)) == (None, *ap.ATTACK_FEATURE_SHAPE)
+    # Registered for model files: the layer serialises and comes back by name.
+    config = keras.saving.serialize_keras_object(layer)
+    assert config["registered_name"] == "shogi_dnn>AttackPlanes"
+    assert isinstance(keras.saving.deserialize_keras_object(config), ap.AttackPlanes)
