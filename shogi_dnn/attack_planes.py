@@ -1,0 +1,187 @@
+"""Attack and check input planes, computed on the device from the compact board (keras.ops only).
+
+The board is features' compact form: [B, 81] piece codes in the *side to move's view* (own pieces
+1..14 move toward row 0, opponent pieces 15..28 toward row 8; square = row * 9 + col, SFEN order).
+
+Planes (attack_planes), [B, 9, 9, NUM_ATTACK_PLANES] float32 (or the dtype asked for):
+  plane                              count  meaning at square s
+  PLANE_OWN_ATTACKS      0..13       14     1 if an own piece of type t (1..14, rules' numbering,
+                                            plane PLANE_OWN_ATTACKS + t - 1) attacks s
+  PLANE_OPP_ATTACKS      14..27      14     likewise for the opponent's pieces
+  PLANE_OWN_ATTACK_COUNT 28..30      3      own attackers of s, thermometer: ">=1", ">=2", ">=3"
+  PLANE_OPP_ATTACK_COUNT 31..33      3      likewise for the opponent's attackers
+  PLANE_IN_CHECK         34          1      1 on every square when the side to move is in check
+  NUM_ATTACK_PLANES      35
+
+"Attacks" are pseudo-legal, as python-shogi's `Board.attackers` and dlshogi's planes: a pinned piece
+still attacks, the king attacks defended squares, and an attacked square may hold a piece of either
+colour (an own piece there is "defended"). Sliders (lance, bishop, rook, horse, dragon) reach along
+each ray through empty squares and stop at the first occupied one, which they attack.
+
+The attacker count is a thermometer of MAX_ATTACK_COUNT_PLANES planes (plane k is 1 when at least
+k + 1 pieces attack the square), as dlshogi encodes its MAX_ATTACK_NUM = 3 "number of attacks"
+planes: an exchange on a square is decided by who has more attackers, and beyond three the
+difference rarely changes the outcome, while a thermometer keeps every plane binary like the others
+(a raw count would need scaling and would let one square dominate a convolution).
+
+Implementation, on [B, 9, 9] int32 code maps rather than 28 one-hot planes per direction (far less
+memory traffic): for each of the 12 directions a piece can move (8 king directions, 4 knight jumps),
+shift the board one step (zero filled at the edges, so nothing wraps from one file to the next) and,
+for the slides, find the first piece met looking back along the ray (the ray passes only through
+empty squares; three doubling steps cover its 8 squares). Tables indexed by piece code turn "the
+piece that could reach this square from that direction" into an attack bit (bit code - 1) when that
+piece really moves that way; bits are OR-ed and attackers counted over the directions, and the
+planes are expanded from the bits once at the end. Every op is static-shape and element-wise over
+the whole batch (no loop over positions), so the function works eagerly, in tf.function and under XLA.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+from shogi_dnn import features
+from shogi_dnn.rules import NUM_PIECE_TYPES
+
+BOARD_SIDE = features.FEATURE_SHAPE[0]            # 9
+MAX_ATTACK_COUNT_PLANES = 3                       # thermometer ">=1", ">=2", ">=3" (dlshogi's MAX_ATTACK_NUM)
+PLANE_OWN_ATTACKS = 0
+PLANE_OPP_ATTACKS = PLANE_OWN_ATTACKS + NUM_PIECE_TYPES
+PLANE_OWN_ATTACK_COUNT = PLANE_OPP_ATTACKS + NUM_PIECE_TYPES
+PLANE_OPP_ATTACK_COUNT = PLANE_OWN_ATTACK_COUNT + MAX_ATTACK_COUNT_PLANES
+PLANE_IN_CHECK = PLANE_OPP_ATTACK_COUNT + MAX_ATTACK_COUNT_PLANES
+NUM_ATTACK_PLANES = PLANE_IN_CHECK + 1             # 35
+ATTACK_FEATURE_SHAPE = (BOARD_SIDE, BOARD_SIDE, NUM_ATTACK_PLANES)
+
+# Piece types (rules' numbering) and move directions (row step, column step) for an own piece; own
+# pieces move toward row 0, so "forward" is row step -1. Opponent pieces use the 180-degree rotation.
+PAWN, LANCE, KNIGHT, SILVER, GOLD, BISHOP, ROOK, KING = range(1, 9)
+PROM_PAWN, PROM_LANCE, PROM_KNIGHT, PROM_SILVER, HORSE, DRAGON = range(9, 15)
+_FORWARD = -1
+_UP, _DOWN = (_FORWARD, 0), (-_FORWARD, 0)
+_LEFT, _RIGHT = (0, -1), (0, 1)
+_UP_LEFT, _UP_RIGHT = (_FORWARD, -1), (_FORWARD, 1)
+_DOWN_LEFT, _DOWN_RIGHT = (-_FORWARD, -1), (-_FORWARD, 1)
+_ORTHOGONAL = (_UP, _DOWN, _LEFT, _RIGHT)
+_DIAGONAL = (_UP_LEFT, _UP_RIGHT, _DOWN_LEFT, _DOWN_RIGHT)
+_GOLD_STEPS = (_UP_LEFT, _UP, _UP_RIGHT, _LEFT, _RIGHT, _DOWN)
+_STEPS = {
+    PAWN: (_UP,),
+    KNIGHT: ((2 * _FORWARD, -1), (2 * _FORWARD, 1)),
+    SILVER: (_UP_LEFT, _UP, _UP_RIGHT, _DOWN_LEFT, _DOWN_RIGHT),
+    GOLD: _GOLD_STEPS, PROM_PAWN: _GOLD_STEPS, PROM_LANCE: _GOLD_STEPS,
+    PROM_KNIGHT: _GOLD_STEPS, PROM_SILVER: _GOLD_STEPS,
+    KING: _ORTHOGONAL + _DIAGONAL,
+    HORSE: _ORTHOGONAL,            # plus the bishop's rays
+    DRAGON: _DIAGONAL,             # plus the rook's rays
+}
+_SLIDES = {LANCE: (_UP,), BISHOP: _DIAGONAL, ROOK: _ORTHOGONAL, HORSE: _DIAGONAL, DRAGON: _ORTHOGONAL}
+
+
+def _direction_tables() -> list[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
+    """[(direction, step bits, slide bits)]: for each board direction d, two int32 [29] tables indexed
+    by piece code, holding the code's attack bit (code - 1) when that piece steps (slides) along d,
+    else 0. Opponent pieces (codes 15..28) move by the 180-degree rotation of the own moves."""
+    tables: dict[tuple[int, int], np.ndarray] = {}
+    for kind, moves in enumerate((_STEPS, _SLIDES)):
+        for piece_type, directions in moves.items():
+            for dr, dc in directions:
+                for direction, code in (((dr, dc), piece_type), ((-dr, -dc), NUM_PIECE_TYPES + piece_type)):
+                    table = tables.setdefault(direction, np.zeros((2, features.NUM_PIECE_CODES), np.int32))
+                    table[kind, code] = 1 << (code - 1)
+    return [(d, table[0], table[1]) for d, table in sorted(tables.items())]
+
+
+_DIRECTION_TABLES = _direction_tables()
+_OWN_BITS = (1 << NUM_PIECE_TYPES) - 1                          # attack bits 0..13: own piece types
+_OPP_BITS = _OWN_BITS << NUM_PIECE_TYPES                        # bits 14..27: the opponent's
+
+
+def _shift(x, dr: int, dc: int):
+    """[B, 9, 9] -> [B, 9, 9]: y[r, c] = x[r - dr, c - dc], zero where that is off the board (so
+    nothing wraps from one file to the next)."""
+    pad = max(abs(dr), abs(dc))
+    padded = ops.pad(x, ((0, 0), (pad, pad), (pad, pad)))
+    return padded[:, pad - dr:pad - dr + BOARD_SIDE, pad - dc:pad - dc + BOARD_SIDE]
+
+
+def _first_piece(adjacent, dr: int, dc: int):
+    """Code of the first piece met looking from each square against (dr, dc), 0 if none.
+
+    Args:
+        adjacent: [B, 9, 9] int32 codes shifted by (dr, dc): the square one step back along the ray.
+    Returns:
+        [B, 9, 9] int32: the only piece that can slide along (dr, dc) onto the square, since the ray
+        stops at the first occupied square. By doubling: `seen` holds the first piece within `span`
+        squares back, and the first within 2 * span is it, or else the one `span` squares further
+        back; three doublings cover the longest ray (8 squares).
+    """
+    seen, span = adjacent, 1
+    while span < BOARD_SIDE - 1:
+        seen = ops.where(seen != 0, seen, _shift(seen, span * dr, span * dc))
+        span *= 2
+    return seen
+
+
+def attack_bits(board):
+    """Attackers of every square as bits and counts (int32, no planes yet).
+
+    Args:
+        board: [B, 81] integer piece codes (features' side-to-move view).
+    Returns:
+        (codes [B, 9, 9] int32 the board; bits [B, 9, 9] int32, bit code - 1 set when a piece of that
+        code attacks the square; own and opponent attacker counts, [B, 9, 9] int32 each.)
+    """
+    codes = ops.reshape(ops.cast(board, "int32"), (-1, BOARD_SIDE, BOARD_SIDE))
+    bits = own_count = opp_count = ops.zeros_like(codes)
+    for (dr, dc), step_bits, slide_bits in _DIRECTION_TABLES:
+        adjacent = _shift(codes, dr, dc)
+        # At most one piece attacks a square from each direction: the adjacent one (a step, or the
+        # first square of a slide) or the first one along the ray, and no type both steps and slides
+        # one way. So a direction adds at most one bit, and the counts are exact.
+        hit = ops.zeros_like(codes)
+        if step_bits.any():
+            hit = ops.take(ops.convert_to_tensor(step_bits), adjacent)
+        if slide_bits.any():
+            hit = ops.bitwise_or(hit, ops.take(ops.convert_to_tensor(slide_bits), _first_piece(adjacent, dr, dc)))
+        bits = ops.bitwise_or(bits, hit)
+        own_count = own_count + ops.cast(ops.bitwise_and(hit, _OWN_BITS) != 0, "int32")
+        opp_count = opp_count + ops.cast(ops.bitwise_and(hit, _OPP_BITS) != 0, "int32")
+    return codes, bits, own_count, opp_count
+
+
+def attack_planes(board, dtype: str = "float32"):
+    """Attack, attacker-count and in-check planes of compact boards (see the module docstring).
+
+    Args:
+        board: [B, 81] integer piece codes, side to move's view (uint8 from the pipeline).
+        dtype: float dtype of the planes.
+    Returns:
+        [B, 9, 9, NUM_ATTACK_PLANES] tensor of `dtype`, every value 0 or 1.
+    """
+    codes, bits, own_count, opp_count = attack_bits(board)
+    type_bits = ops.convert_to_tensor(np.arange(2 * NUM_PIECE_TYPES, dtype=np.int32))
+    attacked = ops.bitwise_and(ops.right_shift(ops.expand_dims(bits, -1), type_bits), 1)   # [B, 9, 9, 28]
+    thresholds = ops.convert_to_tensor(np.arange(1, MAX_ATTACK_COUNT_PLANES + 1, dtype=np.int32))
+    own_thermometer = ops.expand_dims(own_count, -1) >= thresholds                         # [B, 9, 9, 3]
+    opp_thermometer = ops.expand_dims(opp_count, -1) >= thresholds
+    # In check: the own king stands on a square the opponent attacks (no king, as in tsume: never).
+    king_attacked = ops.logical_and(codes == KING, opp_count > 0)                          # [B, 9, 9]
+    in_check = ops.any(king_attacked, axis=(1, 2), keepdims=True)                          # [B, 1, 1]
+    in_check = ops.expand_dims(ops.logical_and(ops.ones_like(king_attacked, "bool"), in_check), -1)
+    return ops.concatenate([ops.cast(attacked, dtype), ops.cast(own_thermometer, dtype),
+                            ops.cast(opp_thermometer, dtype), ops.cast(in_check, dtype)], axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="shogi_dnn")
+class AttackPlanes(layers.Layer):
+    """Keras layer: board [B, 81] uint8 -> [B, 9, 9, NUM_ATTACK_PLANES] attack planes in the layer's
+    compute dtype (float16/bfloat16 under mixed precision). No weights."""
+
+    def call(self, board):
+        return attack_planes(board, dtype=self.compute_dtype)
+
+    def compute_output_shape(self, board_shape):
+        return (board_shape[0], *ATTACK_FEATURE_SHAPE)
+
