@@ -39,11 +39,9 @@ import dataclasses
 import numpy as np
 
 from shogi_dnn.kifu.record import GameRecord, Winner
-from shogi_dnn.rules import (BLACK, HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, WHITE, IllegalMoveError,
-                             Position, new_position)
+from shogi_dnn.rules import (BLACK, HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE, WHITE, IllegalMoveError,
+                             Position, format_sfen, new_position)
 
-SFEN_PIECE = {1: "P", 2: "L", 3: "N", 4: "S", 5: "G", 6: "B", 7: "R", 8: "K",
-              9: "+P", 10: "+L", 11: "+N", 12: "+S", 13: "+B", 14: "+R"}
 NUM_PIECE_CODES = 1 + 2 * NUM_PIECE_TYPES          # 29: empty, own 1..14, opponent 15..28
 NUM_HAND_TYPES = len(HAND_PIECE_TYPES)             # 7
 HAND_SIZE = 2 * NUM_HAND_TYPES                     # 14: own then opponent
@@ -145,32 +143,7 @@ def decode_position(board: np.ndarray, hands: np.ndarray, turn: int, ply: int) -
         black_hand, white_hand = opp, own
     else:
         black_hand, white_hand = own, opp
-    rows = []
-    for rank in range(9):
-        row, empty = "", 0
-        for code in codes[rank * 9:(rank + 1) * 9]:
-            if code == 0:
-                empty += 1
-                continue
-            row += str(empty) if empty else ""
-            empty = 0
-            colour, piece_type = divmod(int(code) - 1, NUM_PIECE_TYPES)
-            symbol = SFEN_PIECE[piece_type + 1]
-            row += symbol if colour == BLACK else symbol.lower()
-        rows.append(row + (str(empty) if empty else ""))
-    return f"{'/'.join(rows)} {'w' if turn == WHITE else 'b'} {_sfen_hands(black_hand, white_hand)} {ply + 1}"
-
-
-def _sfen_hands(black: tuple[int, ...], white: tuple[int, ...]) -> str:
-    order = (7, 6, 5, 4, 3, 2, 1)   # SFEN lists hands R B G S N L P
-    parts = []
-    for counts, upper in ((black, True), (white, False)):
-        for piece_type in order:
-            n = counts[HAND_PIECE_TYPES.index(piece_type)]
-            if n:
-                symbol = SFEN_PIECE[piece_type] if upper else SFEN_PIECE[piece_type].lower()
-                parts.append((str(n) if n > 1 else "") + symbol)
-    return "".join(parts) or "-"
+    return format_sfen(codes, black_hand, white_hand, turn, ply + 1)
 
 
 def encode_move(usi: str, turn: int) -> int:

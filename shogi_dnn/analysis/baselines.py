@@ -24,8 +24,8 @@ import numpy as np
 
 from shogi_dnn import shards
 from shogi_dnn.analysis import scoring
-from shogi_dnn.features import HAND_SIZE, NUM_HAND_TYPES, NUM_PIECE_CODES, SFEN_PIECE
-from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES
+from shogi_dnn.features import HAND_SIZE, NUM_HAND_TYPES, NUM_PIECE_CODES
+from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, SFEN_PIECE
 
 KING = 8
 BOARD_KINDS = tuple(t for t in range(1, NUM_PIECE_TYPES + 1) if t != KING)     # 13 piece types on the board

@@ -203,28 +203,6 @@ def write_plot(report: Mapping[str, Any], path: Path) -> None:
 
 # --- measurement (TensorFlow from here on; imported lazily so --help and the report stay light) ---
 
-def prepare_devices(max_devices: int) -> list[str]:
-    """The devices to measure on: the first GPUs if any, else max_devices logical CPUs split now.
-
-    Must run before TensorFlow initialises (before any model or strategy is built).
-
-    Raises:
-        RunError: fewer GPUs than max_devices, or the CPU cannot be split any more.
-    """
-    import tensorflow as tf
-
-    from shogi_dnn.training import towers
-    from shogi_dnn.errors import RunError
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        if len(gpus) < max_devices:
-            raise RunError(f"--devices asks for {max_devices} devices but {len(gpus)} GPU(s) are visible")
-        return [f"/gpu:{i}" for i in range(max_devices)]
-    towers.make_strategy(simulate_devices=max_devices)      # splits the CPU while TF is uninitialised
-    return [f"/cpu:{i}" for i in range(max_devices)]
-
-
 def synthetic_batch(global_batch: int, seed: int) -> dict[str, np.ndarray]:
     """One in-memory batch shaped like the pipeline's: board [B,81] u8, hands [B,14] u8, win [B] f32,
     ply [B] i16."""
@@ -321,7 +299,9 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     config = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)     # one INFO line per all-reduce otherwise
-    device_names = prepare_devices(max(args.devices))
+    from shogi_dnn.training import towers   # TensorFlow from here on
+
+    device_names = towers.benchmark_devices(max(args.devices))
     points = complete_counts(sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup,
                                    args.repeats, device_names))
     meta = {"config": str(args.config), "overrides": list(args.set),

@@ -151,26 +151,6 @@ def train_paths(data: str | None, scratch: Path, synthetic_positions: int) -> tu
 # --- measurement (TensorFlow from here on; imported lazily so --help stays light) ---
 
 
-def prepare_devices(max_devices: int) -> list[str]:
-    """The first max_devices GPUs, else max_devices logical CPUs (split now, before TF initialises).
-
-    Raises:
-        RunError: fewer GPUs than asked, or the CPU cannot be split any more.
-    """
-    import tensorflow as tf
-
-    from shogi_dnn.training import towers
-    from shogi_dnn.errors import RunError
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        if len(gpus) < max_devices:
-            raise RunError(f"--devices asks for {max_devices} devices but {len(gpus)} GPU(s) are visible")
-        return [f"/gpu:{i}" for i in range(max_devices)]
-    towers.make_strategy(simulate_devices=max_devices)
-    return [f"/cpu:{i}" for i in range(max_devices)]
-
-
 def _dataset(paths: Sequence[Path], cfg: Config, global_batch: int):
     """The training stream of the benchmark, repeated (one pass may be shorter than a measurement)."""
     from shogi_dnn.training import pipeline
@@ -376,7 +356,9 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     cfg = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)   # MirroredStrategy logs every reduction
-    devices = prepare_devices(max(args.devices))        # before anything initialises TensorFlow
+    from shogi_dnn.training import towers   # TensorFlow from here on
+
+    devices = towers.benchmark_devices(max(args.devices))        # before anything initialises TensorFlow
     global_batch = args.global_batch or config.global_batch(cfg, len(devices))
     with tempfile.TemporaryDirectory(prefix="shogi-dnn-bench-") as scratch:
         paths, source = train_paths(args.data, Path(scratch), args.synthetic_positions)

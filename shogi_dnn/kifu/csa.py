@@ -437,32 +437,9 @@ def _piece_counts(board: list[int], hands: list[list[int]]) -> dict[int, int]:
 
 
 def _to_sfen(board: list[int], hands: list[list[int]], turn: int) -> str:
-    rows = []
-    for rank in range(9):
-        row, empty = "", 0
-        for code in board[rank * 9:(rank + 1) * 9]:
-            if code == 0:
-                empty += 1
-                continue
-            row += str(empty) if empty else ""
-            empty = 0
-            row += _sfen_letter(code)
-        rows.append(row + (str(empty) if empty else ""))
-    hand = ""
-    for colour in (rules.BLACK, rules.WHITE):
-        for piece in (7, 6, 5, 4, 3, 2, 1):        # R B G S N L P, the usual SFEN order
-            count = hands[colour][piece]
-            letter = SFEN_LETTERS[piece - 1]
-            if count:
-                hand += (str(count) if count > 1 else "") + (letter if colour == rules.BLACK else letter.lower())
-    return f"{'/'.join(rows)} {'b' if turn == rules.BLACK else 'w'} {hand or '-'} 1"
-
-
-def _sfen_letter(code: int) -> str:
-    colour, piece = divmod(code - 1, rules.NUM_PIECE_TYPES)
-    piece += 1
-    letter = ("+" if piece > 8 else "") + SFEN_LETTERS[UNPROMOTED.get(piece, piece) - 1]
-    return letter if colour == rules.BLACK else letter.lower()
+    """SFEN of a CSA start position; `hands[colour][piece type]` counts."""
+    black, white = ([hands[colour][t] for t in rules.HAND_PIECE_TYPES] for colour in (rules.BLACK, rules.WHITE))
+    return rules.format_sfen(board, black, white, turn)
 
 
 # --- moves and result ------------------------------------------------------------------------------

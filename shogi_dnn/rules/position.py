@@ -10,6 +10,7 @@ Canonical conventions used across the package:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 BLACK = 0
@@ -17,6 +18,10 @@ WHITE = 1
 NUM_SQUARES = 81
 NUM_PIECE_TYPES = 14            # unpromoted 1..8 and promoted 9..14
 HAND_PIECE_TYPES = (1, 2, 3, 4, 5, 6, 7)   # P L N S G B R: the kinds that can be held in hand
+# SFEN letter of each piece type (Black's; White's are lower case).
+SFEN_PIECE = {1: "P", 2: "L", 3: "N", 4: "S", 5: "G", 6: "B", 7: "R", 8: "K",
+              9: "+P", 10: "+L", 11: "+N", 12: "+S", 13: "+B", 14: "+R"}
+_SFEN_HAND_ORDER = (7, 6, 5, 4, 3, 2, 1)   # SFEN lists hands R B G S N L P
 
 
 class IllegalMoveError(ValueError):
@@ -60,3 +65,36 @@ def square_index(file: int, rank: int) -> int:
 def square_usi(file: int, rank: int) -> str:
     """USI name of a square: file 7, rank 7 -> '7g'."""
     return f"{file}{chr(ord('a') + rank - 1)}"
+
+
+def format_sfen(codes: Sequence[int], black_hand: Sequence[int], white_hand: Sequence[int], turn: int,
+                move_number: int = 1) -> str:
+    """The SFEN of a position: the one SFEN writer of the package.
+
+    Args:
+        codes: 81 piece codes in square-index order (0 empty, t Black's piece of type t, 14 + t White's).
+        black_hand, white_hand: 7 counts each, in HAND_PIECE_TYPES order.
+        turn: BLACK or WHITE to move.
+        move_number: SFEN's last field.
+    """
+    rows = []
+    for rank in range(9):
+        row, empty = "", 0
+        for code in codes[rank * 9:(rank + 1) * 9]:
+            if code == 0:
+                empty += 1
+                continue
+            row += str(empty) if empty else ""
+            empty = 0
+            colour, piece_type = divmod(int(code) - 1, NUM_PIECE_TYPES)
+            symbol = SFEN_PIECE[piece_type + 1]
+            row += symbol if colour == BLACK else symbol.lower()
+        rows.append(row + (str(empty) if empty else ""))
+    hands = ""
+    for counts, colour in ((black_hand, BLACK), (white_hand, WHITE)):
+        for piece_type in _SFEN_HAND_ORDER:
+            n = int(counts[HAND_PIECE_TYPES.index(piece_type)])
+            if n:
+                symbol = SFEN_PIECE[piece_type] if colour == BLACK else SFEN_PIECE[piece_type].lower()
+                hands += (str(n) if n > 1 else "") + symbol
+    return f"{'/'.join(rows)} {'w' if turn == WHITE else 'b'} {hands or '-'} {move_number}"

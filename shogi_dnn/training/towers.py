@@ -94,6 +94,22 @@ def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | 
     return tf.distribute.MirroredStrategy(devices=names, cross_device_ops=cross_ops)
 
 
+def benchmark_devices(max_devices: int) -> list[str]:
+    """The devices a benchmark measures on: the first max_devices GPUs, else max_devices logical CPUs
+    (split now: call before TensorFlow initialises, i.e. before any model or strategy is built).
+
+    Raises:
+        RunError: fewer GPUs than max_devices, or the CPU cannot be split any more.
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        if len(gpus) < max_devices:
+            raise RunError(f"--devices asks for {max_devices} devices but {len(gpus)} GPU(s) are visible")
+        return [f"/gpu:{i}" for i in range(max_devices)]
+    _simulated_cpus(max_devices)
+    return [f"/cpu:{i}" for i in range(max_devices)]
+
+
 def _simulated_cpus(count: int) -> list[str]:
     if count < 1:
         raise RunError(f"--simulate-devices {count}: must be >= 1")
@@ -278,6 +294,35 @@ def _add_sums(total: dict[str, tf.Tensor] | None, sums: dict[str, tf.Tensor]) ->
     return sums if total is None else {k: total[k] + sums[k] for k in METRIC_KEYS}
 
 
+def tower_timing_available() -> bool:
+    """Whether towers can be timed: tf.timestamp fails under op determinism (the tests enable it)."""
+    from tensorflow.python.framework import config as tf_config
+
+    return not tf_config.is_op_determinism_enabled()
+
+
+def tower_start_time(batches: Sequence[Batch]) -> tf.Tensor:
+    """[] float64 seconds: the moment the tower's batches are available (its work starts)."""
+    with tf.control_dependencies(tf.nest.flatten(batches)):
+        return tf.timestamp()
+
+
+def tower_busy_seconds(start: tf.Tensor, grads: Sequence[tf.Tensor]) -> tf.Tensor:
+    """[] float32 seconds from `start` until the tower's local gradients are done (before the all-reduce).
+
+    On a GPU an op counts as done once its kernel is enqueued, so the end is taken after a tiny
+    device-to-host sync: one scalar (a sum of the last gradient, after all of them) copied to this
+    worker's host CPU. The only host copy the timing adds; the all-reduce does not wait for it.
+    """
+    with tf.control_dependencies(list(grads)):
+        probe = tf.reduce_sum(grads[-1])
+    with tf.device("/device:CPU:0"):   # merges with the tower's job/task: this worker's host CPU
+        probe = tf.identity(probe)
+        with tf.control_dependencies([probe]):
+            end = tf.timestamp()
+    return tf.cast(end - start, tf.float32)
+
+
 def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
                     optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
                     clip_global_norm: float = 0.0, time_towers: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
@@ -293,12 +338,8 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
     scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
     def replica_update(*batches: Batch) -> dict[str, tf.Tensor]:
-        from tensorflow.python.framework import config as tf_config
-
-        # Timing (BUSY_KEY) only when TF allows it: tf.timestamp fails under op determinism (tests).
-        timed = time_towers and not tf_config.is_op_determinism_enabled()
-        with tf.control_dependencies(tf.nest.flatten(batches)):     # the tower's work starts: batches here
-            start = tf.timestamp() if timed else None
+        timed = time_towers and tower_timing_available()
+        start = tower_start_time(batches) if timed else None
         grads, total = [tf.zeros_like(v) for v in variables], None
         for batch in batches:                      # unrolled: micro_batches is static
             # Micro-batch i+1 starts after micro-batch i's gradient: without this edge the graph may run
@@ -312,18 +353,8 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
                 loss = optimizer.scale_loss(loss) if scaled else loss
             grads = [g + d for g, d in zip(grads, tape.gradient(loss, variables))]
             total = _add_sums(total, sums)
-        # The tower's own compute time ends when its local gradients are done, before the all-reduce. On a
-        # GPU an op counts as done once its kernel is enqueued, so the end is taken after a tiny
-        # device-to-host sync: one scalar (a sum of the last gradient, after all of them) copied to this
-        # worker's host CPU. The only host copy the timing adds; the all-reduce does not wait for it.
         if timed:
-            with tf.control_dependencies(grads):
-                probe = tf.reduce_sum(grads[-1])
-            with tf.device("/device:CPU:0"):   # merges with the tower's job/task: this worker's host CPU
-                probe = tf.identity(probe)
-                with tf.control_dependencies([probe]):
-                    end = tf.timestamp()
-            total = {**total, BUSY_KEY: tf.cast(end - start, tf.float32)}
+            total = {**total, BUSY_KEY: tower_busy_seconds(start, grads)}
         grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
         if clip_global_norm > 0:   # a scaled gradient is clipped at the scaled norm: same update
             scale = tf.cast(optimizer.dynamic_scale, tf.float32) if scaled else 1.0

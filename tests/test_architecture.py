@@ -1,0 +1,144 @@
+"""The package's import rules (docs/architecture.md): dependencies point down the layers, there is no
+import cycle, and the data side never imports TensorFlow. Read from the source (every import statement,
+including those inside functions), and checked once more by importing the data side for real."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "shogi_dnn"
+
+# Layers, bottom first: a module may import its own layer or lower ones, never a higher one.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config"),
+    ("shogi_dnn.rules",),
+    ("shogi_dnn.kifu",),
+    ("shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.run_files"),
+    ("shogi_dnn.convert",),
+    ("shogi_dnn.training",),
+    ("shogi_dnn.analysis",),
+    ("shogi_dnn.bench",),
+    ("shogi_dnn.commands",),
+    ("shogi_dnn.cli", "shogi_dnn.__main__"),
+)
+# The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
+DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.convert",
+             "shogi_dnn.run_files", "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
+             "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput")
+TENSORFLOW = ("tensorflow", "keras", "tensorboard")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(name: str) -> set[str]:
+    """Every module `name` imports (package-internal ones resolved to modules, external ones by their
+    top-level name), from module level and from inside functions."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from shogi_dnn.training import towers` imports the module shogi_dnn.training.towers;
+            # `from shogi_dnn.rules import BLACK` the package shogi_dnn.rules itself.
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in MODULES else node.module)
+    internal = {m for m in found if m in MODULES}
+    external = {m.split(".")[0] for m in found if not m.startswith("shogi_dnn")}
+    return internal | external
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def layer_of(name: str) -> int:
+    best = max((prefix for layer in LAYERS for prefix in layer if name == prefix or name.startswith(prefix + ".")),
+               key=len)
+    return next(i for i, layer in enumerate(LAYERS) if best in layer)
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in MODULES:
+        layer_of(name)          # StopIteration / ValueError if a new folder was not placed
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_point_down(name: str) -> None:
+    upward = [m for m in GRAPH[name] if m in MODULES and layer_of(m) > layer_of(name)]
+    assert not upward, f"{name} (layer {layer_of(name)}) imports higher layers: {upward}"
+
+
+def test_no_import_cycle() -> None:
+    state: dict[str, int] = {}          # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        stack.append(name)
+        for dep in sorted(GRAPH[name]):
+            if dep not in MODULES or dep == name:
+                continue
+            if state.get(dep) == 1:
+                cycle = stack[stack.index(dep):] + [dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[name] = 2
+
+    for name in sorted(MODULES):
+        if name not in state:
+            visit(name)
+
+
+def closure(name: str) -> set[str]:
+    seen, todo = set(), [name]
+    while todo:
+        for dep in GRAPH.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith(DATA_SIDE)))
+def test_data_side_never_reaches_tensorflow(name: str) -> None:
+    reached = closure(name)
+    bad = sorted(m for m in reached if m in TENSORFLOW
+                 or (m.startswith("shogi_dnn.training") and not m.startswith(DATA_SIDE)))
+    assert not bad, f"{name} reaches {bad}"
+
+
+def test_data_side_imports_without_tensorflow() -> None:
+    names = sorted(n for n in MODULES if n.startswith(DATA_SIDE))
+    code = f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\nprint(sorted(set({TENSORFLOW!r}) & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_rules_reject_an_upward_import_and_a_cycle() -> None:
+    # The checks themselves: a data module importing training is caught, and so is a two-module cycle.
+    GRAPH["shogi_dnn.kifu.record"].add("shogi_dnn.training.model")
+    GRAPH["shogi_dnn.errors"].add("shogi_dnn.config")
+    try:
+        with pytest.raises(AssertionError, match="imports higher layers"):
+            test_imports_point_down("shogi_dnn.kifu.record")
+        with pytest.raises(AssertionError, match="import cycle"):
+            test_no_import_cycle()
+        with pytest.raises(AssertionError, match="reaches"):
+            test_data_side_never_reaches_tensorflow("shogi_dnn.kifu.record")
+    finally:
+        GRAPH["shogi_dnn.kifu.record"].discard("shogi_dnn.training.model")
+        GRAPH["shogi_dnn.errors"].discard("shogi_dnn.config")
