@@ -39,8 +39,18 @@ import dataclasses
 import numpy as np
 
 from shogi_dnn.kifu.record import GameRecord, Winner
-from shogi_dnn.rules import (BLACK, HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE, WHITE, IllegalMoveError,
-                             Position, format_sfen, new_position)
+from shogi_dnn.rules import (
+    BLACK,
+    HAND_PIECE_TYPES,
+    NUM_PIECE_TYPES,
+    NUM_SQUARES,
+    SFEN_PIECE,
+    WHITE,
+    IllegalMoveError,
+    Position,
+    format_sfen,
+    new_position,
+)
 
 NUM_PIECE_CODES = 1 + 2 * NUM_PIECE_TYPES          # 29: empty, own 1..14, opponent 15..28
 NUM_HAND_TYPES = len(HAND_PIECE_TYPES)             # 7

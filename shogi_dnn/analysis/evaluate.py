@@ -27,8 +27,8 @@ from tqdm import tqdm
 
 from shogi_dnn import config, run_files, shards
 from shogi_dnn.analysis import baselines, scoring
-from shogi_dnn.training import cluster, pipeline, schedule, towers
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
+from shogi_dnn.training import cluster, pipeline, schedule, towers
 
 log = logging.getLogger(__name__)
 

@@ -188,7 +188,9 @@ def read_records(target: str) -> list[GameRecord | KifuError] | None:
         return list(kifu.read_record_file(path))
     if not looks_like_position(target):
         return None
-    from shogi_dnn.analysis.predict import read_position  # the parser `predict` uses for its position argument
+    from shogi_dnn.analysis.predict import (
+        read_position,  # the parser `predict` uses for its position argument
+    )
 
     return [read_position(target)]
 

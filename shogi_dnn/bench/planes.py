@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import tensorflow as tf
 
-    from shogi_dnn.training import attack_planes, model
     from shogi_dnn.bench.synthetic import shards
+    from shogi_dnn.training import attack_planes, model
     rows = random_positions(args.batch, np.random.default_rng(0))
     board = tf.constant(rows[shards.KEY_BOARD])
     hands = tf.constant(rows[shards.KEY_HANDS])

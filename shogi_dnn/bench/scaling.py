@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.training import throughput
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError
+from shogi_dnn.training import throughput
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +299,7 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     config = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)     # one INFO line per all-reduce otherwise
-    from shogi_dnn.training import towers   # TensorFlow from here on
+    from shogi_dnn.training import towers  # TensorFlow from here on
 
     device_names = towers.benchmark_devices(max(args.devices))
     points = complete_counts(sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup,

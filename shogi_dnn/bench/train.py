@@ -356,7 +356,7 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     cfg = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)   # MirroredStrategy logs every reduction
-    from shogi_dnn.training import towers   # TensorFlow from here on
+    from shogi_dnn.training import towers  # TensorFlow from here on
 
     devices = towers.benchmark_devices(max(args.devices))        # before anything initialises TensorFlow
     global_batch = args.global_batch or config.global_batch(cfg, len(devices))

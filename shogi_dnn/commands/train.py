@@ -10,10 +10,10 @@ import os
 import shlex
 from pathlib import Path
 
-from shogi_dnn.training import cluster, throughput
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import RunError
+from shogi_dnn.training import cluster, throughput
 
 log = logging.getLogger(__name__)
 

@@ -37,11 +37,11 @@ from typing import Any
 
 from shogi_dnn import shards
 from shogi_dnn.convert.filters import DRAWS, RATING_OF, ConvertSettings, GameFilter, assign_split, game_key
+from shogi_dnn.convert.sources import iter_sources, list_files
 from shogi_dnn.convert.worker import SourcePiece, iter_results, process_file, split_source
 from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
 from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.rules import resolve_backend
-from shogi_dnn.convert.sources import iter_sources, list_files
 
 # The job's public names, re-exported so that callers need only `shogi_dnn.convert.run`.
 __all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings", "GameFilter",

@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
+from shogi_dnn.convert.sources import SourceFile
 from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.features import EncodedGame, encode_game
 from shogi_dnn.kifu import read_record_bytes
 from shogi_dnn.kifu.record import GameRecord, SourceLine
 from shogi_dnn.rules import BACKEND_ENV, position_factory
-from shogi_dnn.convert.sources import SourceFile
 
 PIECE_BYTES = 1 << 20              # multi-game CSA files are handed to workers in pieces of about this size
 _CSA_SEPARATOR = re.compile(rb"\n/\r?\n")

@@ -82,6 +82,15 @@ def _parser(fmt: str):
 
 
 __all__ = [
-    "STANDARD_START_SFEN", "Ending", "GameRecord", "KifuError", "SourceLine", "Winner",
-    "RECORD_SUFFIXES", "detect_format", "read_record_bytes", "read_record_file", "decode_record",
+    "RECORD_SUFFIXES",
+    "STANDARD_START_SFEN",
+    "Ending",
+    "GameRecord",
+    "KifuError",
+    "SourceLine",
+    "Winner",
+    "decode_record",
+    "detect_format",
+    "read_record_bytes",
+    "read_record_file",
 ]

@@ -95,4 +95,4 @@ class GameRecord:
         return self.winner is not Winner.UNKNOWN
 
 
-__all__ = ["STANDARD_START_SFEN", "Winner", "Ending", "SourceLine", "GameRecord", "KifuError"]
+__all__ = ["STANDARD_START_SFEN", "Ending", "GameRecord", "KifuError", "SourceLine", "Winner"]

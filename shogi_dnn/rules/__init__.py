@@ -9,12 +9,46 @@ Callers outside this folder import from `shogi_dnn.rules`; the modules inside im
 (position <- backends <- factory), so there is no import cycle.
 """
 
-from shogi_dnn.rules.factory import (BACKEND_ENV, BACKENDS, available_backends, new_position, position_factory,
-                                     resolve_backend)
-from shogi_dnn.rules.position import (BLACK, HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, WHITE,
-                                      SFEN_PIECE, IllegalMoveError, Position, format_sfen, square_index, square_usi)
+from shogi_dnn.rules.factory import (
+                                     BACKEND_ENV,
+                                     BACKENDS,
+                                     available_backends,
+                                     new_position,
+                                     position_factory,
+                                     resolve_backend,
+)
+from shogi_dnn.rules.position import (
+                                     BLACK,
+                                     HAND_PIECE_TYPES,
+                                     NUM_PIECE_TYPES,
+                                     NUM_SQUARES,
+                                     SFEN_PIECE,
+                                     WHITE,
+                                     IllegalMoveError,
+                                     Position,
+                                     format_sfen,
+                                     square_index,
+                                     square_usi,
+)
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
-__all__ = ["BACKEND_ENV", "BACKENDS", "BLACK", "HAND_PIECE_TYPES", "NUM_PIECE_TYPES", "NUM_SQUARES", "WHITE",
-           "SFEN_PIECE", "IllegalMoveError", "Position", "format_sfen", "ShogiPosition", "available_backends", "new_position",
-           "position_factory", "resolve_backend", "square_index", "square_usi"]
+__all__ = [
+                                     "BACKENDS",
+                                     "BACKEND_ENV",
+                                     "BLACK",
+                                     "HAND_PIECE_TYPES",
+                                     "NUM_PIECE_TYPES",
+                                     "NUM_SQUARES",
+                                     "SFEN_PIECE",
+                                     "WHITE",
+                                     "IllegalMoveError",
+                                     "Position",
+                                     "ShogiPosition",
+                                     "available_backends",
+                                     "format_sfen",
+                                     "new_position",
+                                     "position_factory",
+                                     "resolve_backend",
+                                     "square_index",
+                                     "square_usi",
+]

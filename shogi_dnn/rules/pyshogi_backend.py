@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import shogi
 
-from shogi_dnn.rules.position import BLACK, HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, WHITE, IllegalMoveError
+from shogi_dnn.rules.position import (
+    BLACK,
+    HAND_PIECE_TYPES,
+    NUM_PIECE_TYPES,
+    NUM_SQUARES,
+    WHITE,
+    IllegalMoveError,
+)
 
 
 class ShogiPosition:

@@ -26,7 +26,13 @@ import tensorflow as tf
 
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import RunError, ShogiDnnError
-from shogi_dnn.run_files import CHECKPOINT_STATE, CHECKPOINT_WEIGHTS, CHECKPOINTS_DIR, MODEL_FILE, write_json_atomic
+from shogi_dnn.run_files import (
+    CHECKPOINT_STATE,
+    CHECKPOINT_WEIGHTS,
+    CHECKPOINTS_DIR,
+    MODEL_FILE,
+    write_json_atomic,
+)
 from shogi_dnn.training.stages import TrainState
 
 _NAME = re.compile(r"^ckpt-(\d{8,})$")

@@ -48,10 +48,10 @@ import numpy as np
 import tensorflow as tf
 
 from shogi_dnn import features, shards
-from shogi_dnn.training import schedule
-from shogi_dnn.training.schedule import Chunk
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.rules import NUM_SQUARES
+from shogi_dnn.training import schedule
+from shogi_dnn.training.schedule import Chunk
 
 # Datasets read for training/evaluation, and the element signature of a batch.
 KEYS = schedule.STREAM_KEYS

@@ -39,10 +39,10 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from shogi_dnn.training.cluster import Cluster, replica_values
-from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
 from shogi_dnn.config import OptimConfig
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training.cluster import Cluster, replica_values
+from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
 
 log = logging.getLogger(__name__)
 

@@ -30,18 +30,18 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from shogi_dnn import __version__, run_files, shards
-from shogi_dnn.training import cluster, pipeline, towers
 from shogi_dnn import config as config_mod
+from shogi_dnn.config import Config
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training import cluster, pipeline, towers
 from shogi_dnn.training.checkpoints import (
     CheckpointManager,
     list_checkpoints,
     read_state,
     save_model,
 )
-from shogi_dnn.config import Config
-from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.training.run_log import MetricsLog, TowerSums, summarise
 from shogi_dnn.training.model import build_model
+from shogi_dnn.training.run_log import MetricsLog, TowerSums, summarise
 from shogi_dnn.training.stages import Stage, StagePlan, TrainState
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ import pytest
 
 from shogi_dnn import cli
 from shogi_dnn.analysis import evaluate, scoring
-from shogi_dnn.training import pipeline, towers
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training import pipeline, towers
 from tests.support.evaldata import material_dataset, split_paths
 from tests.support.evalrun import make_random_run
 

@@ -7,10 +7,10 @@ import pytest
 
 from shogi_dnn import cli, features, rules
 from shogi_dnn.analysis import predict, scoring
-from shogi_dnn.errors import KifuError
 from shogi_dnn.analysis.evaluate import load_run_model
-from tests.support.paths import DATA
+from shogi_dnn.errors import KifuError
 from tests.support.evalrun import make_random_run
+from tests.support.paths import DATA
 
 RECORD = DATA / "predict" / "floodgate_81.csa"       # floodgate 2018, 81 moves, Black won (from ../shared/kifu)
 AFTER_7G7F = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from shogi_dnn.training import throughput
 from shogi_dnn.bench import scaling as bench
 from shogi_dnn.errors import ConfigError
+from shogi_dnn.training import throughput
 
 MODEL = {1: (258.0, 0.054), 2: (514.0, 0.15), 4: (900.0, 0.3)}
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from shogi_dnn.cli import main
-from tests.support.shardgen import make_dataset
 from tests.support.paths import REPO
+from tests.support.shardgen import make_dataset
 
 SMOKE = str(REPO / "train" / "cpu-smoke.toml")
 

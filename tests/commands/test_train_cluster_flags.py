@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from shogi_dnn.training import throughput
 from shogi_dnn.cli import main
 from shogi_dnn.config import load_config
+from shogi_dnn.training import throughput
 from tests.support.paths import REPO
 
 SMOKE = str(REPO / "train" / "cpu-smoke.toml")

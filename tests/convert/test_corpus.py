@@ -16,8 +16,8 @@ import pytest
 
 from shogi_dnn import shards
 from shogi_dnn.convert.run import REPORT_NAME, STATE_NAME, ConvertSettings, run_convert
-from shogi_dnn.kifu import GameRecord, KifuError, read_record_file
 from shogi_dnn.convert.sources import SourceFile, iter_sources
+from shogi_dnn.kifu import GameRecord, KifuError, read_record_file
 from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.corpus, pytest.mark.slow]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn.errors import KifuError
 from shogi_dnn.convert.sources import SourceFile, is_archive, iter_sources, list_files
+from shogi_dnn.errors import KifuError
 
 FILES = {"b/2.csa": b"PI\n+\n+7776FU\n%TORYO\n", "a.kif": b"kif bytes", "b/1.KI2": b"ki2 bytes",
          "b/c/deep.sfen": b"startpos moves 7g7f\n"}

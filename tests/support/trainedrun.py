@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO
 from tests.support.evaldata import material_dataset
+from tests.support.paths import REPO
 
 _CACHE: dict[Path, tuple[Path, Path]] = {}
 

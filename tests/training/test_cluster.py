@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from shogi_dnn.training import cluster
 from shogi_dnn.errors import ConfigError
+from shogi_dnn.training import cluster
 
 TWO = "10.0.0.1:2222,10.0.0.2:2222"
 

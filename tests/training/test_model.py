@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from shogi_dnn import features
-from shogi_dnn.training import model
 from shogi_dnn.bench.synthetic import random_positions
 from shogi_dnn.config import ModelConfig
 from shogi_dnn.errors import RunError
+from shogi_dnn.training import model
 
 TINY = ModelConfig(blocks=1, filters=8, value_hidden=8)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shogi_dnn.training import model as model_lib
 from shogi_dnn.config import ModelConfig
+from shogi_dnn.training import model as model_lib
 
 
 def batch(n: int = 3) -> dict[str, np.ndarray]:

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 from shogi_dnn import features, shards
-from shogi_dnn.training import pipeline, schedule, towers
 from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.training import pipeline, schedule, towers
 from tests.support.shardgen import make_dataset, split_paths
 
 TRAIN_SIZES = [300, 200, 250]        # 750 rows, chunks of 64 rows: 13 chunks across 3 shards

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from shogi_dnn.training import throughput
 from shogi_dnn.errors import ConfigError
+from shogi_dnn.training import throughput
 
 BATCHES = np.array([8, 16, 32, 64, 128, 256, 512], dtype=np.float64)
 

@@ -9,9 +9,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from shogi_dnn.training import towers
 from shogi_dnn.config import OptimConfig
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training import towers
 
 SGD = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, lr_scaling="none")
 

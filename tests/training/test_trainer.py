@@ -14,9 +14,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from shogi_dnn.training import checkpoints, towers
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training import checkpoints, towers
 from shogi_dnn.training.model import load_model
 from shogi_dnn.training.stages import StagePlan, TrainState
 from shogi_dnn.training.trainer import Trainer
