@@ -404,6 +404,9 @@ def kif_move_usi(state: GameState, token: str, line_no: int) -> str:
             state.fail(line_no, f"cannot drop {move.group('piece')}", ply)
             return ""
         return f"{ja.SFEN_LETTERS[piece_type]}*{to}"
+    if "0" in origin:           # (09), (90): no such square (file and rank are 1..9)
+        state.fail(line_no, f"{token!r}: origin ({origin}) is not a square", ply)
+        return ""
     source = square_usi(int(origin[0]), int(origin[1]))
     found = state.board(line_no).piece_type_at(usi_square_index(source))
     if found is None or found[0] != piece_type:

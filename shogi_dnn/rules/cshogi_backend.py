@@ -41,7 +41,9 @@ class CshogiPosition:
             raise IllegalMoveError(f"invalid SFEN {sfen!r}: {exc}") from exc
 
     def push_usi(self, usi: str) -> None:
-        move = self._board.move_from_usi(usi) if isinstance(usi, str) and 4 <= len(usi) <= 5 else 0
+        # cshogi encodes the string as ASCII (a non-ASCII token raises UnicodeEncodeError inside it)
+        ok = isinstance(usi, str) and 4 <= len(usi) <= 5 and usi.isascii()
+        move = self._board.move_from_usi(usi) if ok else 0
         if not move or not self._board.is_legal(move) or cshogi.move_to_usi(move) != usi \
                 or (usi.endswith("+") and not self._may_promote(usi)) or self._dead_piece(usi):
             raise IllegalMoveError(f"illegal move {usi}")
