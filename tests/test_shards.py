@@ -19,8 +19,9 @@ PINNED_STORED = {
 }
 PINNED_POSITIONS = {
     "board": ((81,), "uint8"), "hands": ((14,), "uint8"), "turn": ((), "uint8"), "ply": ((), "int16"),
-    "move": ((), "uint16"), "win": ((), "float32"), "game": ((), "int32"),
+    "move": ((), "uint16"), "win": ((), "float32"), "game": ((), "int32"), "eval": ((), "int16"),
 }
+PINNED_OPTIONAL = {"eval": ((), "int16", -32768)}
 PINNED_GAMES = ["game_id", "source", "line", "black", "white", "black_rating", "white_rating", "winner",
                 "ending", "num_moves", "start_sfen"]
 
@@ -51,6 +52,8 @@ def test_schema_is_pinned() -> None:
     assert got == PINNED_STORED
     got = {k: (shape, dtype.name) for k, (shape, dtype) in shards.POSITION_SCHEMA.items()}
     assert got == PINNED_POSITIONS
+    got = {k: (shape, dtype.name, absent) for k, (shape, dtype, absent) in shards.OPTIONAL_SCHEMA.items()}
+    assert got == PINNED_OPTIONAL and features.EVAL_NONE == -32768
     assert list(shards.GAME_SCHEMA) == PINNED_GAMES
     assert shards.CHUNK_ROWS == 4096
 
@@ -69,8 +72,9 @@ def test_written_file_matches_schema(tmp_path) -> None:
             assert f[key].compression == "gzip" and f[key].shuffle
         assert sorted(f["games"]) == sorted(PINNED_GAMES)
     back = shards.read_positions(tmp_path / "train-00000.h5")
-    for key in PINNED_POSITIONS:
+    for key in PINNED_STORED.keys() & PINNED_POSITIONS.keys() | {"board", "hands"}:
         assert np.array_equal(back.arrays[key], positions[key])
+    assert (back.arrays["eval"] == features.EVAL_NONE).all() and back.arrays["eval"].dtype == np.int16
     table = shards.read_games(tmp_path / "train-00000.h5")
     assert list(table["source"]) == ["g0.csa", "g1.csa", "g2.csa"]
     assert np.isnan(table["white_rating"]).all() and (table["black_rating"] == 1500).all()

@@ -142,8 +142,9 @@ def test_sfen_file_summary_dump_and_bad_lines(capsys: pytest.CaptureFixture) -> 
                                          f"{SFEN_FILE}:10: expected 'moves' after the position, got '7g7f'"]
     lines = captured.out.splitlines()
     assert lines[0] == f"{SFEN_FILE}: 7 games (0 with a result, 2 unreadable), 18 positions"
-    assert lines[2].split() == ["1", "5", "unknown", "none", f"{SFEN_FILE}:3", "startpos"]
-    assert lines[6].split()[:5] == ["6", "1", "unknown", "none", f"{SFEN_FILE}:8"]
+    assert lines[1].split()[:4] == ["game", "moves", "evals", "winner"]
+    assert lines[2].split() == ["1", "5", "0", "unknown", "none", f"{SFEN_FILE}:3", "startpos"]
+    assert lines[6].split()[:6] == ["6", "1", "0", "unknown", "none", f"{SFEN_FILE}:8"]
     assert lines[6].endswith("sfen 4k4/9/9/9/9/9/9/9/4K4 b P2p 12")
     assert len(lines) == 2 + 7
 
