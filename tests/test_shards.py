@@ -87,6 +87,34 @@ def test_same_input_gives_byte_identical_shards(tmp_path) -> None:
     assert a == b
 
 
+def test_eval_is_optional_and_stored_only_when_some_position_has_one(tmp_path) -> None:
+    positions, games = make_shard_inputs()
+    n = len(positions["win"])
+    plain = shards.write_shard(tmp_path / "plain.h5", "train", positions, games, chunk_rows=16)
+    none = np.full(n, features.EVAL_NONE, np.int16)
+    assert shards.write_shard(tmp_path / "none.h5", "train", {**positions, "eval": none}, games,
+                              chunk_rows=16) == plain             # all EVAL_NONE: not stored, same bytes
+    evals = none.copy()
+    evals[::3] = np.arange(0, n, 3) - 40
+    shards.write_shard(tmp_path / "some.h5", "train", {**positions, "eval": evals}, games, chunk_rows=16)
+    with h5py.File(tmp_path / "some.h5", "r") as f:
+        assert f["eval"].dtype == np.int16 and f["eval"].chunks == f["win"].chunks == (16,)
+        assert f["eval"].compression == "gzip" and f["eval"].shuffle
+    with h5py.File(tmp_path / "plain.h5", "r") as f:
+        assert "eval" not in f
+    for name, want in (("plain.h5", none), ("some.h5", evals)):
+        with shards.open_shard(tmp_path / name) as f:
+            rows = shards.read_rows(f, 5, 30, ("eval", "win"))
+            np.testing.assert_array_equal(rows["eval"], want[5:30])
+            assert rows["eval"].dtype == np.int16 and len(shards.read_rows(f, 0, None, ("eval",))["eval"]) == n
+            assert len(shards.read_stored(f, "eval", n - 2, n + 5)) == 2
+    with h5py.File(tmp_path / "some.h5", "a") as f:
+        del f["eval"]
+        f.create_dataset("eval", data=np.zeros(n, np.float32))
+    with pytest.raises(ShardFormatError, match="some.h5: optional dataset 'eval' is not int16"):
+        shards.open_shard(tmp_path / "some.h5")
+
+
 def test_bad_files_are_rejected_with_the_path(tmp_path) -> None:
     junk = tmp_path / "junk.h5"
     junk.write_bytes(b"not hdf5")
