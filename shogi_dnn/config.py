@@ -80,6 +80,9 @@ class TrainConfig:
                                     # report flag a slow GPU; costs a timestamp pair and one scalar
                                     # device-to-host copy per tower and update (13-20% of the throughput
                                     # of tiny steps on simulated CPU towers, measured)
+    eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains on
+                                    # (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale)); 0 = results only
+    eval_scale: float = 756.0       # a > 0: centipawns per unit of logit, the target is sigmoid(eval / a)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +201,11 @@ def _check_ranges(config: Config, origin: str) -> None:
             raise ConfigError(f"{origin}: {key} must be positive")
     if config.optim.lr <= 0:
         raise ConfigError(f"{origin}: optim.lr must be positive")
+    if not 0.0 <= config.train.eval_weight <= 1.0:
+        raise ConfigError(f"{origin}: train.eval_weight = {config.train.eval_weight} must be in [0, 1]")
+    if not config.train.eval_scale > 0.0 or config.train.eval_scale == float("inf"):
+        raise ConfigError(f"{origin}: train.eval_scale = {config.train.eval_scale} must be a positive number "
+                          "(centipawns per unit of logit)")
     if config.data.read_lanes < 0:
         raise ConfigError(f"{origin}: data.read_lanes = {config.data.read_lanes} must be >= 0 (0 = one per worker)")
 

@@ -30,6 +30,12 @@ by square index, then own pieces in hand, then the opponent's, then absent piece
   promoted  [N, 5]  uint8   the 40 slot flags "promoted", np.packbits(bitorder="little")
 45 bytes a position instead of 81 + 14, and every (board, hands) with at most a full set packs and
 unpacks to itself exactly (tests/test_features.py).
+
+Engine evaluations (`EncodedGame.eval`, [P] int16): the record's evaluation of each position
+(GameRecord.evals, shogi_dnn.kifu.evals) in centipawns **from the side to move's view**, like every
+other per-position field, clipped to ±MATE_EVAL (32000, a mate score); EVAL_NONE (-32768, the int16
+minimum, outside the clip range) where the record gives no evaluation, and for every position of a
+record without evaluations.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import dataclasses
 
 import numpy as np
 
+from shogi_dnn.kifu.evals import MATE_EVAL
 from shogi_dnn.kifu.record import GameRecord, Winner
 from shogi_dnn.rules import (
     BLACK,
@@ -67,6 +74,8 @@ NUM_MOVE_ORIGINS = NUM_SQUARES + NUM_HAND_TYPES    # squares, then one drop orig
 MOVE_NONE = np.iinfo(np.uint16).max                # no next move (the game's final position)
 # Value labels from the side to move: win, loss, draw.
 LABEL_WIN, LABEL_LOSS, LABEL_DRAW = 1.0, 0.0, 0.5
+# Engine evaluation of a position (side to move's view, centipawns): "none" below the clip ±MATE_EVAL.
+EVAL_NONE = int(np.iinfo(np.int16).min)            # -32768
 
 # Packed form: (piece type, pieces in one set); a slot per piece, in this order.
 PIECE_SET = ((1, 18), (2, 4), (3, 4), (4, 4), (5, 4), (6, 2), (7, 2), (8, 2))
@@ -114,6 +123,8 @@ class EncodedGame:
         ply:   [P] int16 moves played before the position (0 = start position).
         move:  [P] uint16 the move played next (MOVE_NONE for the final position).
         win:   [P] float32 1 win, 0 loss, 0.5 draw for the side to move.
+        eval:  [P] int16 the record's engine evaluation, centipawns from the side to move's view,
+               clipped to ±MATE_EVAL; EVAL_NONE where the record gives none (see the module docstring).
     """
 
     board: np.ndarray
@@ -122,6 +133,7 @@ class EncodedGame:
     ply: np.ndarray
     move: np.ndarray
     win: np.ndarray
+    eval: np.ndarray
 
     def __len__(self) -> int:
         return int(self.board.shape[0])
@@ -227,7 +239,26 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
             except IllegalMoveError as exc:
                 raise ValueError(f"{record.source}: ply {i + 1}: {exc}") from exc
     ply = (start_ply + np.arange(count)).astype(np.int16)
-    return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, int(turn[0]), count))
+    return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, int(turn[0]), count),
+                       game_evals(record.evals, count))
+
+
+def game_evals(evals, count: int) -> np.ndarray:
+    """[count] int16 evaluations of GameRecord.evals (`()` or one entry per position, None = none):
+    clipped to ±MATE_EVAL, EVAL_NONE where there is none.
+
+    Raises:
+        ValueError: evals is neither empty nor one entry per position.
+    """
+    out = np.full(count, EVAL_NONE, np.int16)
+    if not evals:
+        return out
+    if len(evals) != count:
+        raise ValueError(f"{len(evals)} evaluations for {count} positions")
+    for i, value in enumerate(evals):
+        if value is not None:
+            out[i] = max(-MATE_EVAL, min(MATE_EVAL, int(value)))
+    return out
 
 
 def check_piece_set(board: np.ndarray, hands: np.ndarray) -> None:

@@ -10,6 +10,7 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 2), N positions, G games:
   move                 [N]       uint16   the move played next (features.encode_move; 65535 = none)
   win                  [N]       float32  label for the side to move: 1 win, 0 loss, 0.5 draw
   game                 [N]       int32    dataset-wide game id (row of games/game_id)
+  eval                 [N]       int16    optional: engine eval, cp, side to move (-32768 none)
   games/game_id        [G]       int32    dataset-wide game id
   games/source         [G]       string   file (or archive:member) the game was read from
   games/line           [G]       int32    1-based line where the game starts
@@ -27,7 +28,12 @@ back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA, the side to 
 features.py): read_rows unpacks. Schema 1 stored board and hands as such
 (108 bytes a position raw); its shards are refused with a message to convert again.
 
-Position datasets are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter; a reader
+`eval` is OPTIONAL_SCHEMA: written only when at least one position of the shard has an evaluation, so
+a shard of records without evaluations is byte-for-byte what it was before the dataset existed. It did
+not change SCHEMA_VERSION (still 2): older readers never open it, and readers here (read_rows,
+read_stored, the training pipeline) give EVAL_NONE for every row of a shard without it.
+
+Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter; a reader
 fetches whole chunks. Within a shard, positions are stored in game order (convert's default: consecutive
 positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`);
 the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
@@ -58,6 +64,7 @@ PACK_ROWS = 4096          # rows packed at a time by write_shard (bounded tempor
 KEY_BOARD, KEY_HANDS, KEY_TURN, KEY_PLY, KEY_MOVE, KEY_WIN, KEY_GAME = (
     "board", "hands", "turn", "ply", "move", "win", "game")
 KEY_PIECES, KEY_PROMOTED = "pieces", "promoted"
+KEY_EVAL = "eval"
 GAMES_GROUP = "games"
 # Position datasets on disk: name -> (row shape, dtype). Pinned by tests/test_shards.py.
 STORED_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
@@ -68,6 +75,10 @@ STORED_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
     KEY_MOVE: ((), np.dtype(np.uint16)),
     KEY_WIN: ((), np.dtype(np.float32)),
     KEY_GAME: ((), np.dtype(np.int32)),
+}
+# Optional position datasets: name -> (row shape, dtype, the value a reader gives when it is absent).
+OPTIONAL_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype, int]] = {
+    KEY_EVAL: ((), np.dtype(np.int16), features.EVAL_NONE),
 }
 _PACKED = (KEY_PIECES, KEY_PROMOTED)
 _UNPACKED = (KEY_BOARD, KEY_HANDS)
@@ -80,6 +91,7 @@ POSITION_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
     KEY_MOVE: ((), np.dtype(np.uint16)),
     KEY_WIN: ((), np.dtype(np.float32)),
     KEY_GAME: ((), np.dtype(np.int32)),
+    KEY_EVAL: ((), np.dtype(np.int16)),
 }
 _STR = h5py.string_dtype("utf-8")
 GAME_SCHEMA: dict[str, np.dtype] = {
@@ -105,7 +117,8 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
 
     Args:
         positions: arrays keyed as POSITION_SCHEMA, all with the same first dimension N (board and
-            hands are stored packed, see STORED_SCHEMA).
+            hands are stored packed, see STORED_SCHEMA); `eval` may be left out, and is stored only
+            when some row has an evaluation (not features.EVAL_NONE).
         games: columns keyed as GAME_SCHEMA, all of length G.
     Raises:
         ValueError: a position holds more pieces of a kind than one set (convert skips such games
@@ -125,6 +138,15 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
                        num_games=len(games["game_id"]))
         for key, (row_shape, dtype) in STORED_SCHEMA.items():
             data = np.asarray(stored[key], dtype=dtype).reshape((n, *row_shape))
+            chunks = (max(1, min(chunk_rows, n)), *row_shape)
+            f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
+                             shuffle=True, track_times=False)
+        for key, (row_shape, dtype, absent) in OPTIONAL_SCHEMA.items():
+            if key not in positions:
+                continue
+            data = np.asarray(positions[key], dtype=dtype).reshape((n, *row_shape))
+            if np.all(data == absent):
+                continue
             chunks = (max(1, min(chunk_rows, n)), *row_shape)
             f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
                              shuffle=True, track_times=False)
@@ -188,6 +210,12 @@ def open_shard(path: str | Path) -> h5py.File:
         if key not in f or f[key].dtype != dtype or f[key].shape[1:] != row_shape:
             f.close()
             raise ShardFormatError(f"{path}: dataset {key!r} missing or not {dtype} {row_shape}")
+    for key, (row_shape, dtype, _) in OPTIONAL_SCHEMA.items():
+        if key in f and (f[key].dtype != dtype or f[key].shape[1:] != row_shape
+                         or f[key].shape[0] != f[KEY_WIN].shape[0]):
+            f.close()
+            raise ShardFormatError(f"{path}: optional dataset {key!r} is not {dtype} {row_shape} with a row "
+                                   "per position")
     return f
 
 
@@ -211,9 +239,20 @@ def unpack_rows(stored: dict[str, np.ndarray], keys: Sequence[str]) -> dict[str,
     return {key: out[key] for key in keys}
 
 
+def read_stored(f: h5py.File, key: str, start: int, stop: int | None) -> np.ndarray:
+    """Rows [start, stop) of one stored dataset of an open shard; an absent OPTIONAL_SCHEMA dataset
+    reads as its absent value (features.EVAL_NONE for `eval`) in every row."""
+    if key in OPTIONAL_SCHEMA and key not in f:
+        row_shape, dtype, absent = OPTIONAL_SCHEMA[key]
+        rows = len(range(*slice(start, stop).indices(int(f[KEY_WIN].shape[0]))))
+        return np.full((rows, *row_shape), absent, dtype)
+    return f[key][start:stop]
+
+
 def read_rows(f: h5py.File, start: int, stop: int | None, keys: Sequence[str]) -> dict[str, np.ndarray]:
-    """Rows [start, stop) of an open shard (open_shard): arrays keyed by POSITION_SCHEMA `keys`."""
-    return unpack_rows({key: f[key][start:stop] for key in stored_keys(keys)}, keys)
+    """Rows [start, stop) of an open shard (open_shard): arrays keyed by POSITION_SCHEMA `keys`
+    (`eval` is EVAL_NONE in every row of a shard without the dataset)."""
+    return unpack_rows({key: read_stored(f, key, start, stop) for key in stored_keys(keys)}, keys)
 
 
 def read_positions(path: str | Path, start: int = 0, stop: int | None = None,

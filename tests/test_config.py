@@ -70,3 +70,23 @@ def test_architecture_mismatch_ignores_schedule() -> None:
     b = cfg.load_config(None, ["model.filters=64", "optim.lr=0.2"])
     assert cfg.architecture_mismatch(a, b) == ["model.filters: 32 -> 64"]
     assert cfg.architecture_mismatch(a, a) == []
+
+
+def test_eval_target_keys_defaults_and_validation(tmp_path) -> None:
+    config = cfg.load_config()
+    assert (config.train.eval_weight, config.train.eval_scale) == (0.0, 756.0)
+    config = cfg.load_config(None, ["train.eval_weight=1", "train.eval_scale=600"])
+    assert (config.train.eval_weight, config.train.eval_scale) == (1.0, 600.0)
+    assert isinstance(config.train.eval_weight, float)
+    preset = write(tmp_path / "evals.toml", "[train]\neval_weight = 1.5\n")
+    with pytest.raises(ConfigError, match=r"evals\.toml: train\.eval_weight = 1\.5 must be in \[0, 1\]"):
+        cfg.load_config(preset)
+    for overrides, message in ((["train.eval_weight=-0.1"], r"train\.eval_weight = -0\.1 must be in \[0, 1\]"),
+                               (["train.eval_weight=nan"], r"train\.eval_weight = nan must be in"),
+                               (["train.eval_scale=0"], r"train\.eval_scale = 0\.0 must be a positive number"),
+                               (["train.eval_scale=-756"], r"train\.eval_scale = -756\.0 must be a positive"),
+                               (["train.eval_scale=inf"], r"train\.eval_scale = inf must be a positive"),
+                               (["train.eval_weight=much"], r"train\.eval_weight = 'much' must be float")):
+        with pytest.raises(ConfigError, match=message) as info:
+            cfg.load_config(None, overrides)
+        assert "\n" not in str(info.value) and str(info.value).startswith("defaults: ")

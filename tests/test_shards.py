@@ -19,8 +19,9 @@ PINNED_STORED = {
 }
 PINNED_POSITIONS = {
     "board": ((81,), "uint8"), "hands": ((14,), "uint8"), "turn": ((), "uint8"), "ply": ((), "int16"),
-    "move": ((), "uint16"), "win": ((), "float32"), "game": ((), "int32"),
+    "move": ((), "uint16"), "win": ((), "float32"), "game": ((), "int32"), "eval": ((), "int16"),
 }
+PINNED_OPTIONAL = {"eval": ((), "int16", -32768)}
 PINNED_GAMES = ["game_id", "source", "line", "black", "white", "black_rating", "white_rating", "winner",
                 "ending", "num_moves", "start_sfen"]
 
@@ -51,6 +52,8 @@ def test_schema_is_pinned() -> None:
     assert got == PINNED_STORED
     got = {k: (shape, dtype.name) for k, (shape, dtype) in shards.POSITION_SCHEMA.items()}
     assert got == PINNED_POSITIONS
+    got = {k: (shape, dtype.name, absent) for k, (shape, dtype, absent) in shards.OPTIONAL_SCHEMA.items()}
+    assert got == PINNED_OPTIONAL and features.EVAL_NONE == -32768
     assert list(shards.GAME_SCHEMA) == PINNED_GAMES
     assert shards.CHUNK_ROWS == 4096
 
@@ -69,8 +72,9 @@ def test_written_file_matches_schema(tmp_path) -> None:
             assert f[key].compression == "gzip" and f[key].shuffle
         assert sorted(f["games"]) == sorted(PINNED_GAMES)
     back = shards.read_positions(tmp_path / "train-00000.h5")
-    for key in PINNED_POSITIONS:
+    for key in PINNED_STORED.keys() & PINNED_POSITIONS.keys() | {"board", "hands"}:
         assert np.array_equal(back.arrays[key], positions[key])
+    assert (back.arrays["eval"] == features.EVAL_NONE).all() and back.arrays["eval"].dtype == np.int16
     table = shards.read_games(tmp_path / "train-00000.h5")
     assert list(table["source"]) == ["g0.csa", "g1.csa", "g2.csa"]
     assert np.isnan(table["white_rating"]).all() and (table["black_rating"] == 1500).all()
@@ -81,6 +85,34 @@ def test_same_input_gives_byte_identical_shards(tmp_path) -> None:
     a = shards.write_shard(tmp_path / "a.h5", "train", positions, games)
     b = shards.write_shard(tmp_path / "b.h5", "train", positions, games)
     assert a == b
+
+
+def test_eval_is_optional_and_stored_only_when_some_position_has_one(tmp_path) -> None:
+    positions, games = make_shard_inputs()
+    n = len(positions["win"])
+    plain = shards.write_shard(tmp_path / "plain.h5", "train", positions, games, chunk_rows=16)
+    none = np.full(n, features.EVAL_NONE, np.int16)
+    assert shards.write_shard(tmp_path / "none.h5", "train", {**positions, "eval": none}, games,
+                              chunk_rows=16) == plain             # all EVAL_NONE: not stored, same bytes
+    evals = none.copy()
+    evals[::3] = np.arange(0, n, 3) - 40
+    shards.write_shard(tmp_path / "some.h5", "train", {**positions, "eval": evals}, games, chunk_rows=16)
+    with h5py.File(tmp_path / "some.h5", "r") as f:
+        assert f["eval"].dtype == np.int16 and f["eval"].chunks == f["win"].chunks == (16,)
+        assert f["eval"].compression == "gzip" and f["eval"].shuffle
+    with h5py.File(tmp_path / "plain.h5", "r") as f:
+        assert "eval" not in f
+    for name, want in (("plain.h5", none), ("some.h5", evals)):
+        with shards.open_shard(tmp_path / name) as f:
+            rows = shards.read_rows(f, 5, 30, ("eval", "win"))
+            np.testing.assert_array_equal(rows["eval"], want[5:30])
+            assert rows["eval"].dtype == np.int16 and len(shards.read_rows(f, 0, None, ("eval",))["eval"]) == n
+            assert len(shards.read_stored(f, "eval", n - 2, n + 5)) == 2
+    with h5py.File(tmp_path / "some.h5", "a") as f:
+        del f["eval"]
+        f.create_dataset("eval", data=np.zeros(n, np.float32))
+    with pytest.raises(ShardFormatError, match="some.h5: optional dataset 'eval' is not int16"):
+        shards.open_shard(tmp_path / "some.h5")
 
 
 def test_bad_files_are_rejected_with_the_path(tmp_path) -> None:

@@ -3,6 +3,11 @@
 Used by `shogi-dnn inspect`. Reads shards chunk by chunk, so it works on datasets of any size. Game
 records (a CSA/KIF/KI2/SFEN file, or a `startpos ...`/`sfen ...` position argument as `predict` takes
 it) are summarised game by game and dumped in the same `SFEN<TAB>label<TAB>game<TAB>ply` form.
+
+Engine evaluations (GameRecord.evals, the shards' optional `eval` dataset) are counted, never put in
+the `--sfen` dump (its four columns stay as they are): a dataset summary gives the positions with an
+evaluation per split, a record summary per game (its `evals` column; `--json` also lists each
+position's value, side to move's view, null where none).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 
 from shogi_dnn import kifu, shards
 from shogi_dnn.errors import KifuError, ShardFormatError
-from shogi_dnn.features import LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
+from shogi_dnn.features import EVAL_NONE, LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
 
 
@@ -60,7 +65,8 @@ def _split_rank(split: str) -> int:
 
 @dataclasses.dataclass
 class SplitSummary:
-    """Counts of one split. `labels` counts positions by label: 'win', 'loss', 'draw'."""
+    """Counts of one split. `labels` counts positions by label: 'win', 'loss', 'draw'; `evaluated` the
+    positions with an engine evaluation (shards' optional `eval` dataset)."""
 
     shards: int = 0
     games: int = 0
@@ -69,6 +75,7 @@ class SplitSummary:
     endings: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     winners: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     moves_total: int = 0
+    evaluated: int = 0
 
 
 def summarize(refs: list[ShardRef]) -> dict[str, SplitSummary]:
@@ -81,6 +88,10 @@ def summarize(refs: list[ShardRef]) -> dict[str, SplitSummary]:
             for start in range(0, win.shape[0], shards.CHUNK_ROWS):
                 _count_labels(split.labels, win[start:start + shards.CHUNK_ROWS])
             split.positions += int(win.shape[0])
+            if shards.KEY_EVAL in f:
+                evals = f[shards.KEY_EVAL]
+                split.evaluated += sum(int(np.count_nonzero(evals[start:start + shards.CHUNK_ROWS] != EVAL_NONE))
+                                       for start in range(0, evals.shape[0], shards.CHUNK_ROWS))
         table = shards.read_games(ref.path)
         split.shards += 1
         split.games += len(table["game_id"])
@@ -103,9 +114,11 @@ def summary_dict(summary: dict[str, SplitSummary]) -> dict[str, Any]:
         splits[name] = {"shards": s.shards, "games": s.games, "positions": s.positions,
                         "labels": dict(sorted(s.labels.items())), "endings": dict(s.endings.most_common()),
                         "winners": dict(sorted(s.winners.items())),
-                        "mean_moves": round(s.moves_total / s.games, 1) if s.games else 0.0}
+                        "mean_moves": round(s.moves_total / s.games, 1) if s.games else 0.0,
+                        "positions_with_eval": s.evaluated}
     return {"games": sum(s.games for s in summary.values()),
             "positions": sum(s.positions for s in summary.values()),
+            "positions_with_eval": sum(s.evaluated for s in summary.values()),
             "shards": sum(s.shards for s in summary.values()), "splits": splits}
 
 
@@ -128,6 +141,9 @@ def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
     games = max(1, data["games"])
     lines.append("endings: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)" for k, v in endings.most_common()))
     lines.append("winners: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)" for k, v in sorted(winners.items())))
+    share = 100 * data["positions_with_eval"] / max(1, data["positions"])
+    lines.append(f"engine evaluations: {data['positions_with_eval']} positions ({share:.1f}%)"
+                 + "".join(f", {name} {s['positions_with_eval']}" for name, s in data["splits"].items()))
     return "\n".join(lines)
 
 
@@ -226,6 +242,8 @@ def record_dict(number: int, record: GameRecord) -> dict[str, Any]:
     """JSON-able description of one game of a record input."""
     return {"game": number, "source": str(record.source), "format": record.format,
             "moves": len(record.moves), "positions": len(record.moves) + 1,
+            "positions_with_eval": sum(value is not None for value in record.evals),
+            "evals": list(record.evals) or None,    # side to move's view per position, None where none
             "winner": record.winner.value, "ending": record.ending.value, "has_result": record.has_result,
             "start_sfen": record.start_sfen, "handicap": record.handicap,
             "black": record.black, "white": record.white, "event": record.event}
@@ -235,6 +253,7 @@ def records_summary_dict(name: str, items: list[GameRecord | KifuError]) -> dict
     """JSON-able summary of a record input: totals, each readable game, and the bad games' errors."""
     games = [record_dict(n, r) for n, r in good_games(items)]
     return {"input": name, "games": len(games), "positions": sum(g["positions"] for g in games),
+            "positions_with_eval": sum(g["positions_with_eval"] for g in games),
             "with_result": sum(g["has_result"] for g in games),
             "winners": dict(sorted(collections.Counter(g["winner"] for g in games).items())),
             "endings": dict(collections.Counter(g["ending"] for g in games).most_common()),
@@ -248,10 +267,10 @@ def format_records_summary(name: str, items: list[GameRecord | KifuError]) -> st
     games = f"{data['games']} games ({data['with_result']} with a result{bad})"
     lines = [f"{name}: {games}, {data['positions']} positions"]
     width = max(len("source"), *(len(g["source"]) for g in data["records"]))
-    lines.append(f"{'game':>5}{'moves':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}  start")
+    lines.append(f"{'game':>5}{'moves':>7}{'evals':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}  start")
     for game, (_, record) in zip(data["records"], good_games(items)):
-        lines.append(f"{game['game']:>5}{game['moves']:>7}  {game['winner']:<9}{game['ending']:<16}"
-                     f"{game['source']:<{width}}  {record_start(record)}")
+        lines.append(f"{game['game']:>5}{game['moves']:>7}{game['positions_with_eval']:>7}  {game['winner']:<9}"
+                     f"{game['ending']:<16}{game['source']:<{width}}  {record_start(record)}")
     return "\n".join(lines)
 
 

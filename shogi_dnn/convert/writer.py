@@ -26,6 +26,7 @@ import numpy as np
 from shogi_dnn import shards
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, FileResult
+from shogi_dnn.features import EVAL_NONE
 
 REPORT_NAME = "convert-report.json"
 STATE_NAME = "convert-state.json"
@@ -44,6 +45,7 @@ class ConvertReport:
     errors: list[str] = dataclasses.field(default_factory=list)
     errors_not_listed: int = 0
     positions: dict[str, int] = dataclasses.field(default_factory=dict)
+    positions_with_eval: dict[str, int] = dataclasses.field(default_factory=dict)   # an engine evaluation
     games: dict[str, int] = dataclasses.field(default_factory=dict)
     shards: dict[str, int] = dataclasses.field(default_factory=dict)
     shards_reused: int = 0
@@ -178,6 +180,9 @@ class DatasetWriter:
         self.written.append(info)
         self.report.shards[split] = index + 1
         self.report.positions[split] = self.report.positions.get(split, 0) + info.positions
+        evals = positions.get(shards.KEY_EVAL)
+        evaluated = 0 if evals is None else int(np.count_nonzero(evals != EVAL_NONE))
+        self.report.positions_with_eval[split] = self.report.positions_with_eval.get(split, 0) + evaluated
         self.report.games[split] = self.report.games.get(split, 0) + info.games
         if self.on_shard is not None:
             self.on_shard(info)
@@ -185,8 +190,12 @@ class DatasetWriter:
 
 def _shard_arrays(games: list[tuple[int, ConvertedGame]], rng: np.random.Generator | None
                   ) -> tuple[dict[str, np.ndarray], dict[str, list]]:
-    """Position arrays (in game order, or rows shuffled by `rng`) and the games table of one shard."""
+    """Position arrays (in game order, or rows shuffled by `rng`) and the games table of one shard.
+    `eval` is among the arrays only when some position has an evaluation (the shard then stores it;
+    without, the arrays, their content digest and the shard are what they were before evaluations)."""
     fields = ("board", "hands", "turn", "ply", "move", "win")
+    if any(np.any(g.positions.eval != EVAL_NONE) for _, g in games):
+        fields += (shards.KEY_EVAL,)
     positions = {key: np.concatenate([getattr(g.positions, key) for _, g in games]) for key in fields}
     positions[shards.KEY_GAME] = np.concatenate(
         [np.full(len(g.positions), game_id, np.int32) for game_id, g in games])

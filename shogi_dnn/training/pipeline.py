@@ -57,7 +57,7 @@ from shogi_dnn.training.schedule import Chunk
 KEYS = schedule.STREAM_KEYS
 _STORED_KEYS = schedule.STORED_KEYS    # the datasets read for them (board and hands are stored packed)
 _ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
-               shards.KEY_WIN: (), shards.KEY_PLY: ()}
+               shards.KEY_WIN: (), shards.KEY_PLY: (), shards.KEY_EVAL: ()}
 # Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order.
 MAX_OPEN_SHARDS = 64                 # HDF5 files a reader keeps open at once
 _SEED_CHUNK_ORDER, schedule.SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
@@ -83,7 +83,7 @@ class ShardReader:
         for chunk in chunks:
             f = self._file(chunk.shard)
             for key in _STORED_KEYS:
-                parts[key].append(f[key][chunk.start:chunk.stop])
+                parts[key].append(shards.read_stored(f, key, chunk.start, chunk.stop))
         return shards.unpack_rows({key: np.concatenate(arrays) for key, arrays in parts.items()}, KEYS)
 
     def _file(self, index: int) -> h5py.File:
@@ -123,8 +123,9 @@ def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror
     module docstring), as consecutive blocks of rows.
 
     Yields:
-        dicts keyed as KEYS: board [n, 81] uint8, hands [n, 14] uint8, win [n] float32, ply [n] int16;
-        their concatenation is the lane's rows without their first `skip_samples`.
+        dicts keyed as KEYS: board [n, 81] uint8, hands [n, 14] uint8, win [n] float32, ply [n] int16,
+        eval [n] int16 (features.EVAL_NONE where none); their concatenation is the lane's rows
+        without their first `skip_samples`.
     """
     buffers = schedule.plan_buffers(paths, seed, shuffle_buffer)
     schedule.check_skip(skip_samples, schedule.lane_rows(buffers, lanes)[lane])
@@ -214,6 +215,7 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
             its per-replica slices.
     Returns:
         Dataset of dicts: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32, ply [B] int16,
+        eval [B] int16 (the record's evaluation, side to move's view; features.EVAL_NONE where none),
         B = global_batch (or the per-replica batch with an input context).
     Raises:
         ConfigError: bad batch, lanes or skip; ShardFormatError: a shard is unreadable.

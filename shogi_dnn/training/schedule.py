@@ -23,8 +23,9 @@ from shogi_dnn.errors import ConfigError, ShardFormatError
 
 # Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order, stage seeds.
 SEED_CHUNK_ORDER, SEED_BUFFER, SEED_GROUP_ORDER, SEED_STAGE = 0, 1, 2, 3
-# The datasets a pass reads (board and hands are stored packed); their layouts must agree.
-STREAM_KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY)
+# The datasets a pass reads (board and hands are stored packed); their layouts must agree. `eval` is
+# optional in a shard (shards.OPTIONAL_SCHEMA): a shard without it streams features.EVAL_NONE.
+STREAM_KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL)
 STORED_KEYS = shards.stored_keys(STREAM_KEYS)
 
 
@@ -95,6 +96,8 @@ def shard_layouts(paths: Sequence[Path]) -> list[tuple[int, int]]:
             rows = int(f[shards.KEY_WIN].shape[0])
             chunk_rows = f[shards.KEY_PIECES].chunks[0] if f[shards.KEY_PIECES].chunks else max(rows, 1)
             for key in STORED_KEYS:
+                if key in shards.OPTIONAL_SCHEMA and key not in f:
+                    continue                    # read as its absent value, any layout will do
                 if f[key].shape[0] != rows or (f[key].chunks and f[key].chunks[0] != chunk_rows):
                     raise ShardFormatError(f"{path}: dataset {key!r} has {f[key].shape[0]} rows or chunks "
                                            f"{f[key].chunks}, expected {rows} rows in chunks of {chunk_rows}")

@@ -23,8 +23,18 @@ per-replica batch statistics, so results depend on the number of towers; "sync" 
 keras BatchNormalization(synchronized=True), which all-reduces the statistics (tower-count
 independent, one extra all-reduce per layer); "none" has no batch-norm at all.
 
+Engine evaluations as targets (train.eval_weight λ, train.eval_scale a; example_losses): the gradient
+is taken of the per-example loss
+  (1-λ)·BCE(logit, win) + λ·BCE(logit, sigmoid(eval / a))   where the position has an evaluation,
+  BCE(logit, win)                                           where it has none (features.EVAL_NONE),
+and λ = 0 builds exactly the result-only graph (bit-identical losses, gradients and metrics). The
+metric sums below stay about the *result*: loss_sum is the result BCE whatever λ, so the logged loss
+means what evaluate reports, and runs with different λ (or none) compare on one scale; the blended
+loss is what the optimizer minimises, never logged (it would need its own METRIC_KEYS entry in
+run_log and report, and mixes two targets into one number).
+
 Metric sums returned by the steps (per tower, per update):
-  loss_sum  float32  sum of per-example binary cross-entropy (draws included)
+  loss_sum  float32  sum of per-example binary cross-entropy against the result (draws included)
   correct   float32  decisive positions (label 0 or 1) whose sign of the logit matches the label
   decisive  float32  positions with label 0 or 1 (draws, label 0.5, are excluded from accuracy)
   count     float32  positions seen
@@ -39,8 +49,9 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from shogi_dnn.config import OptimConfig
+from shogi_dnn.config import OptimConfig, TrainConfig
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training.cluster import Cluster, replica_values
 from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
 
@@ -274,20 +285,39 @@ def current_lr(optimizer: keras.optimizers.Optimizer) -> float:
 # Steps
 
 
-def example_losses(model: keras.Model, batch: Batch, training: bool) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """Per-example loss [B] float32 and the metric sums of one (per-replica) batch.
+def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_weight: float = 0.0,
+                   eval_scale: float = TrainConfig.eval_scale) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """Per-example training loss [B] float32 and the metric sums of one (per-replica) batch.
 
-    batch: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32 (1 win, 0 loss, 0.5 draw).
+    batch: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32 (1 win, 0 loss, 0.5 draw), and
+    eval [B] int16 (centipawns, side to move's view, EVAL_NONE = none; read only when eval_weight > 0,
+    a batch without it counts as having no evaluations).
+    eval_weight, eval_scale: λ and a of the module docstring (a Python float: λ = 0 adds no op at all).
+    The sums are about the result target whatever λ (the module docstring says why).
     """
     logits = tf.cast(model({"board": batch["board"], "hands": batch["hands"]}, training=training), tf.float32)
     logits = tf.reshape(logits, [-1])
     win = tf.cast(batch["win"], tf.float32)
-    losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=win, logits=logits)
+    result_losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=win, logits=logits)
+    losses = result_losses
+    if eval_weight > 0 and "eval" in batch:
+        losses = blend_eval_losses(logits, result_losses, batch["eval"], eval_weight, eval_scale)
     decisive = tf.cast(tf.not_equal(win, 0.5), tf.float32)
     correct = decisive * tf.cast(tf.equal(logits > 0.0, win > 0.5), tf.float32)
-    sums = {"loss_sum": tf.reduce_sum(losses), "correct": tf.reduce_sum(correct),
+    sums = {"loss_sum": tf.reduce_sum(result_losses), "correct": tf.reduce_sum(correct),
             "decisive": tf.reduce_sum(decisive), "count": tf.cast(tf.size(win), tf.float32)}
     return losses, sums
+
+
+def blend_eval_losses(logits: tf.Tensor, result_losses: tf.Tensor, evals: tf.Tensor, eval_weight: float,
+                      eval_scale: float) -> tf.Tensor:
+    """[B] (1-λ)·result_losses + λ·BCE(logits, sigmoid(eval / a)) where eval != EVAL_NONE, else result_losses."""
+    evals = tf.reshape(evals, [-1])
+    has_eval = tf.not_equal(evals, tf.constant(EVAL_NONE, evals.dtype))
+    target = tf.sigmoid(tf.cast(evals, tf.float32) / float(eval_scale))
+    eval_losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=target, logits=logits)
+    blended = (1.0 - float(eval_weight)) * result_losses + float(eval_weight) * eval_losses
+    return tf.where(has_eval, blended, result_losses)
 
 
 def _add_sums(total: dict[str, tf.Tensor] | None, sums: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -325,8 +355,11 @@ def tower_busy_seconds(start: tf.Tensor, grads: Sequence[tf.Tensor]) -> tf.Tenso
 
 def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
                     optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
-                    clip_global_norm: float = 0.0, time_towers: bool = False) -> Callable[..., dict[str, tf.Tensor]]:
+                    clip_global_norm: float = 0.0, time_towers: bool = False, eval_weight: float = 0.0,
+                    eval_scale: float = TrainConfig.eval_scale) -> Callable[..., dict[str, tf.Tensor]]:
     """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
+
+    eval_weight, eval_scale: train.eval_weight and train.eval_scale (example_losses; 0 = results only).
 
     Each b is an element of strategy.experimental_distribute_dataset over global batches of
     `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
@@ -347,7 +380,8 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
             # defeats accumulation's purpose (fitting a large update batch in device memory).
             first = [start] if timed else []
             with tf.control_dependencies(grads if total is not None else first), tf.GradientTape() as tape:
-                losses, sums = example_losses(model, batch, training=True)
+                losses, sums = example_losses(model, batch, training=True, eval_weight=eval_weight,
+                                              eval_scale=eval_scale)
                 # Divide by the whole update batch: summing towers and micro-batches gives the mean.
                 loss = tf.nn.compute_average_loss(losses, global_batch_size=update_batch)
                 loss = optimizer.scale_loss(loss) if scaled else loss

@@ -116,7 +116,9 @@ class Trainer:
         self.train_step = towers.make_train_step(strategy, self.model, self.optimizer,
                                                  global_batch=self.global_batch, micro_batches=self.micro_batches,
                                                  clip_global_norm=config.optim.clip_global_norm,
-                                                 time_towers=config.train.time_towers)
+                                                 time_towers=config.train.time_towers,
+                                                 eval_weight=config.train.eval_weight,
+                                                 eval_scale=config.train.eval_scale)
         self.update = towers.make_iterator_step(self.train_step, self.micro_batches)
         self.eval_step = towers.make_eval_step(strategy, self.model)
         self.run_dir.mkdir(parents=True, exist_ok=True)

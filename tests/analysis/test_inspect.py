@@ -142,8 +142,9 @@ def test_sfen_file_summary_dump_and_bad_lines(capsys: pytest.CaptureFixture) -> 
                                          f"{SFEN_FILE}:10: expected 'moves' after the position, got '7g7f'"]
     lines = captured.out.splitlines()
     assert lines[0] == f"{SFEN_FILE}: 7 games (0 with a result, 2 unreadable), 18 positions"
-    assert lines[2].split() == ["1", "5", "unknown", "none", f"{SFEN_FILE}:3", "startpos"]
-    assert lines[6].split()[:5] == ["6", "1", "unknown", "none", f"{SFEN_FILE}:8"]
+    assert lines[1].split()[:4] == ["game", "moves", "evals", "winner"]
+    assert lines[2].split() == ["1", "5", "0", "unknown", "none", f"{SFEN_FILE}:3", "startpos"]
+    assert lines[6].split()[:6] == ["6", "1", "0", "unknown", "none", f"{SFEN_FILE}:8"]
     assert lines[6].endswith("sfen 4k4/9/9/9/9/9/9/9/4K4 b P2p 12")
     assert len(lines) == 2 + 7
 
@@ -204,3 +205,28 @@ def test_bad_records_and_positions_are_one_line_errors(tmp_path: Path, capsys: p
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and message in err, err
     assert cli.main(["inspect", str(SFEN_FILE), "--verify"]) == 2
     assert "--verify needs a dataset folder" in capsys.readouterr().err
+
+
+def test_engine_evaluations_are_counted_per_game_and_per_split(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture) -> None:
+    from tests.support.evalrecords import EVAL_CSA_EXPECTED, write_eval_csa
+
+    source = write_eval_csa(tmp_path / "eval.csa")
+    evaluated = sum(v is not None for v in EVAL_CSA_EXPECTED)
+    assert cli.main(["inspect", str(source)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[:4] == ["1", "6", str(evaluated), "white"]
+    assert cli.main(["inspect", str(source), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["positions_with_eval"] == data["records"][0]["positions_with_eval"] == evaluated
+    assert tuple(data["records"][0]["evals"]) == EVAL_CSA_EXPECTED
+    assert cli.main(["inspect", str(source), "--sfen"]) == 0
+    assert all(len(line.split("\t")) == 4 for line in capsys.readouterr().out.splitlines())   # format unchanged
+    out = tmp_path / "out"
+    run_convert([source, DATA / "csa" / "ending_toryo.csa"], out, ConvertSettings(val_fraction=0.0), workers=1)
+    assert cli.main(["inspect", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["positions_with_eval"] == data["splits"]["train"]["positions_with_eval"] == evaluated
+    assert data["positions"] == 7 + 3
+    assert cli.main(["inspect", str(out)]) == 0
+    assert f"engine evaluations: {evaluated} positions (50.0%), train {evaluated}" in capsys.readouterr().out
