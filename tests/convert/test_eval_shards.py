@@ -21,7 +21,7 @@ CSA = REPO / "tests" / "data" / "csa"
 NO_EVAL_FILES = ("mogproject_001.csa", "ending_toryo.csa", "wars_October_J-michael_sun.csa")
 # sha256 of the one shard `shogi-dnn convert` wrote from NO_EVAL_FILES (default settings) with the writer
 # before evaluations existed (commit f0449e9), under this HDF5/h5py version.
-OLD_WRITER_SHA256 = "fbc071a78536c4730412817471df1b0d3f660e943dc52fdc0c748b9e20482ba0"
+OLD_WRITER_SHA256 = "ad72e7fb6914126632872df513a0e0461e02af8df1670a44d45337c2a28b83c8"
 OLD_WRITER_VERSIONS = ("1.14.6", "3.14.0")
 
 
@@ -72,10 +72,13 @@ def test_convert_stores_side_to_move_evals(tmp_path: Path, row_order: str) -> No
     assert json.loads((out / REPORT_NAME).read_text())["positions_with_eval"] == {"train": evaluated}
 
 
-def test_records_without_evals_give_unchanged_shards(tmp_path: Path) -> None:
-    """No `eval` dataset, every other dataset as before, and (same HDF5) the very bytes of the old writer."""
+def test_records_without_evals_give_unchanged_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No `eval` dataset, every other dataset as before, and (same HDF5) the very bytes of the old writer.
+    The inputs are named relative to tests/data (shards store each game's source path), so the hash does not
+    depend on where the repository is; the old writer (commit f0449e9) gave it for the same command."""
+    monkeypatch.chdir(CSA.parent)
     out = tmp_path / "out"
-    report = run_convert([CSA / name for name in NO_EVAL_FILES], out, workers=1)
+    report = run_convert([Path("csa") / name for name in NO_EVAL_FILES], out, workers=1)
     (info,) = shards.read_manifest(out).shards
     with h5py.File(out / info.path, "r") as f:
         assert sorted(k for k in f if k != "games") == sorted(shards.STORED_SCHEMA)
