@@ -186,6 +186,18 @@ def value_logits(model: keras.Model, board, hands, mirror_average: bool = False,
     return (ops.logaddexp(log_sigmoid(a), log_sigmoid(b)) - ops.logaddexp(log_sigmoid(-a), log_sigmoid(-b)))
 
 
+def mirror_averaged(model: keras.Model):
+    """model wrapped as a callable of the model's signature, inputs -> [B, 1] float32 mirror-averaged logits
+    (value_logits), for code that calls a model as is (analysis/predict.py)."""
+
+    def averaged(inputs, training: bool = False):
+        logits = value_logits(model, inputs[INPUT_BOARD], inputs[INPUT_HANDS], mirror_average=True,
+                              training=training)
+        return ops.expand_dims(logits, -1)
+
+    return averaged
+
+
 def load_model(path: str | Path) -> keras.Model:
     """Load a model saved with model.save("....keras").
 
