@@ -9,6 +9,7 @@ TensorFlow-free (report and predict's argument checks use it before TensorFlow s
   RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState + config) and weights.*
   RUN/model.keras               training.checkpoints        the final model (training.model.load_model)
   RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables
+  RUN/baselines.json            analysis.evaluate           baselines fitted on the training split (a cache)
   RUN/report.md, RUN/plots/     analysis.report             the report and its plots
 """
 
@@ -31,6 +32,7 @@ METRICS_JSONL = "metrics.jsonl"
 MODEL_FILE = "model.keras"
 CHECKPOINTS_DIR = "checkpoints"
 EVAL_PREFIX = "eval-"
+BASELINES_JSON = "baselines.json"     # evaluate's cache of the baselines fitted on the training split
 TB_DIR = "tb"
 REPORT_MD = "report.md"
 PLOTS_DIR = "plots"

@@ -8,7 +8,9 @@ total are consistent by construction (the total loss is the positions-weighted m
 RUN/eval-<split>.json (written atomically) holds: split, data_dir, model, positions, loss, accuracy
 (decisive positions), decisive, draws {positions, loss, mean_prob}, brier, ece, reliability, by_ply,
 by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy},
-baselines {side_to_move, material, train_positions, fitted_on}, seconds, positions_per_s.
+baselines {side_to_move, material, train_positions, fitted_on}, mirror_average (whether the model's
+probability was the mean over the position and its left-right mirror, model.value_logits), seconds,
+positions_per_s.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from shogi_dnn import config, run_files, shards
 from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
 from shogi_dnn.training import cluster, pipeline, schedule, towers
+from shogi_dnn.training import model as model_lib
 
 log = logging.getLogger(__name__)
 
 SPLITS = (*shards.SPLITS, "all")
-BASELINES_JSON = "baselines.json"
 MIN_EVAL_BATCH = 1024        # positions per global batch at least: fewer Python steps than a training batch
 
 
@@ -149,13 +151,14 @@ def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> di
     return {**rows, **more}
 
 
-def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model):
-    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating} of each tower's rows."""
+def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool = False):
+    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating} of each tower's rows
+    (mirror_average: the logit of the mean probability over each board and its mirror, model.value_logits)."""
 
     @tf.autograph.experimental.do_not_convert
     def replica_predict(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = tf.cast(model({"board": batch["board"], "hands": batch["hands"]}, training=False), tf.float32)
-        return {"logit": tf.reshape(logits, [-1]), "win": batch["win"], "ply": batch["ply"],
+        logits = model_lib.value_logits(model, batch["board"], batch["hands"], mirror_average=mirror_average)
+        return {"logit": logits, "win": batch["win"], "ply": batch["ply"],
                 "ply_check": batch["ply_check"], "rating": batch["rating"]}
 
     @tf.function
@@ -166,9 +169,9 @@ def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model):
 
 
 def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Sequence[Path],
-                 global_batch: int) -> list[scoring.Scorer]:
+                 global_batch: int, mirror_average: bool = False) -> list[scoring.Scorer]:
     """One Scorer per tower over every row of the shards (progress bar over global batches)."""
-    step = make_predict_step(strategy, model)
+    step = make_predict_step(strategy, model, mirror_average)
     scorers = [scoring.Scorer() for _ in range(strategy.num_replicas_in_sync)]
     dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch))
     total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
@@ -194,7 +197,7 @@ def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines
         if not train:
             continue
         key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train]}
-        cache = run_dir / BASELINES_JSON
+        cache = run_dir / run_files.BASELINES_JSON
         if cache.is_file():
             cached = run_files.read_json(cache)
             if cached.get("key") == key:
@@ -212,10 +215,12 @@ def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
 
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
                  checkpoint: str | None = None, simulate_devices: int | None = None,
-                 global_batch: int | None = None) -> dict[str, Any]:
+                 global_batch: int | None = None, mirror_average: bool = False) -> dict[str, Any]:
     """Evaluate a run on a split and write RUN/eval-<split>.json. Returns the JSON as a dict.
 
     global_batch: positions per step over all towers (default eval_global_batch; rounded up to the towers).
+    mirror_average: score the mean probability over each position and its left-right mirror (the model
+    runs twice per position); recorded as the result's "mirror_average".
     """
     run_dir = run_files.check_run_dir(run_dir)
     data_dir = run_files.data_dir(run_dir, data)
@@ -227,13 +232,13 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     global_batch = (-(-global_batch // towers_count) * towers_count if global_batch
                     else eval_global_batch(run_files.read_config(run_dir), towers_count))
     start = time.perf_counter()
-    scorers = score_towers(strategy, model, paths, global_batch)
+    scorers = score_towers(strategy, model, paths, global_batch, mirror_average)
     seconds = time.perf_counter() - start
     result = summarise(scorers, list(strategy.extended.worker_devices))
     fitted, source = fitted_baselines(run_dir, data_dir)
     result["baselines"] = {**baselines.score_baselines(fitted, paths), "fitted_on": f"{source} (train split)"}
     result.update(split=split, data_dir=str(data_dir), model=model_source(run_dir, checkpoint),
-                  global_batch=global_batch, seconds=round(seconds, 3),
+                  global_batch=global_batch, mirror_average=bool(mirror_average), seconds=round(seconds, 3),
                   positions_per_s=round(result["positions"] / seconds, 1) if seconds > 0 else None)
     run_files.write_json_atomic(run_files.eval_path(run_dir, split), result, allow_nan=False)
     return result
@@ -264,8 +269,9 @@ def summarise(scorers: Sequence[scoring.Scorer], devices: Sequence[str]) -> dict
 def format_table(result: dict[str, Any]) -> str:
     """A readable summary of an evaluation: model vs baselines, per GPU, by ply, by rating, calibration."""
     b = result["baselines"]
+    averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
     lines = [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
-             f"{result['draws']['positions']} draws)"), "",
+             f"{result['draws']['positions']} draws{averaged})"), "",
              f"{'':14}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}"]
     for name, row in (("model", result), ("material", b["material"]), ("side to move", b["side_to_move"])):
         lines.append(f"{name:14}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row['brier'])}{_f(row['ece'])}")

@@ -3,7 +3,8 @@
 A position is given as USI/SFEN text (`startpos moves 7g7f ...`, `sfen <sfen> [moves ...]`, or a bare
 SFEN); the probability is for the side to move. A game record (any format kifu reads) gives a curve:
 the probability before the first move and after every move, turned to Black's view as shogi GUIs draw
-it, with the moves where it swings most marked.
+it, with the moves where it swings most marked. `model` is anything called as a Keras model is; `predict
+--mirror-average` passes training.model.mirror_averaged(model) (this module stays free of TensorFlow).
 """
 
 from __future__ import annotations

@@ -331,7 +331,8 @@ def _eval_lines(split: str, result: dict[str, Any]) -> list[str]:
              (f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
              f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive positions."), "",
              "| predictor | loss | accuracy | Brier | ECE |", "|---|---|---|---|---|"]
-    for name, row in (("model", result), ("material baseline", b.get("material")),
+    model = "model (mirror-averaged)" if result.get("mirror_average") else "model"
+    for name, row in ((model, result), ("material baseline", b.get("material")),
                       ("side-to-move baseline", b.get("side_to_move"))):
         if row:
             lines.append(f"| {name} | {_n(row.get('loss'))} | {_n(row.get('accuracy'))} | {_n(row.get('brier'))} "

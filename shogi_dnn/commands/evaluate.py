@@ -1,5 +1,5 @@
 """`shogi-dnn evaluate --run-dir RUN [--data DIR] [--split validation|test|train|all] [--checkpoint NAME]
-[--simulate-devices N]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
+[--simulate-devices N] [--mirror-average]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--simulate-devices", type=int, default=None, metavar="N",
                         help="split the CPU into N logical devices and evaluate on N towers")
+    parser.add_argument("--mirror-average", action="store_true",
+                        help="the model's probability is the mean over each position and its left-right mirror "
+                             "(two model runs per position)")
     args = parser.parse_args(argv)
     if args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
         raise ConfigError(f"--split {args.split!r}: must be one of {', '.join(EVAL_SPLITS)}")
@@ -29,7 +32,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     from shogi_dnn.analysis import evaluate  # TensorFlow is imported only once the arguments are good
 
-    result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint, args.simulate_devices)
+    result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint, args.simulate_devices,
+                                   mirror_average=args.mirror_average)
     print(evaluate.format_table(result))
     print(f"\nwrote {evaluate.run_files.eval_path(args.run_dir, args.split)}")
     return 0

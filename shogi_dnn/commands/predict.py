@@ -1,6 +1,7 @@
-"""`shogi-dnn predict --run-dir RUN [--checkpoint NAME] [--game N] [--out PNG] POSITION|RECORD`: the win
-probability for the side to move of a USI/SFEN position, or of every position of a game record (a
-table plus a PNG win-rate graph from Black's view, the biggest swings marked)."""
+"""`shogi-dnn predict --run-dir RUN [--checkpoint NAME] [--game N] [--out PNG] [--mirror-average]
+POSITION|RECORD`: the win probability for the side to move of a USI/SFEN position, or of every position of a
+game record (a table plus a PNG win-rate graph from Black's view, the biggest swings marked); with
+--mirror-average, the mean over the position and its left-right mirror."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--game", type=int, default=1, help="which game of a multi-game record file (1-based)")
     parser.add_argument("--out", default=None, help="PNG of a record's graph (default: RUN/predict-<name>.png)")
+    parser.add_argument("--mirror-average", action="store_true",
+                        help="the probability is the mean over the position and its left-right mirror")
     parser.add_argument("target", nargs="+", help="'startpos moves ...', 'sfen ... [moves ...]', a bare SFEN, "
                                                   "or a record file (CSA, KIF, KI2, SFEN lines)")
     return parser.parse_args(argv)
@@ -31,9 +34,14 @@ def main(argv: list[str]) -> int:
     from shogi_dnn.analysis.evaluate import load_run_model  # TensorFlow only once the input is known good
 
     model = load_run_model(run_dir, args.checkpoint)
+    if args.mirror_average:
+        from shogi_dnn.training.model import mirror_averaged
+
+        model = mirror_averaged(model)
     if not is_record:
         sfen, p = predict.predict_position(model, text)
-        print(f"{sfen}\nwin probability for the side to move: {p:.3f}")
+        averaged = " (mirror-averaged)" if args.mirror_average else ""
+        print(f"{sfen}\nwin probability for the side to move{averaged}: {p:.3f}")
         return 0
     curve = predict.game_curve(model, record)
     print(predict.format_curve(curve))

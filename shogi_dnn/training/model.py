@@ -1,18 +1,27 @@
 """The value network: a residual CNN over the 9x9 input planes, giving one win logit.
 
     board [B, 81] uint8, hands [B, 14] uint8           compact positions (pipeline batches)
-      -> ExpandPlanes                                  [B, 9, 9, features.NUM_PLANES] one-hot + hand planes
+      -> ExpandPlanes                                  [B, 9, 9, features.NUM_PLANES = 42] one-hot + hand planes
+      [model.features = "attacks": concatenated with
+       AttackPlanes(board)                             [B, 9, 9, attack_planes.NUM_ATTACK_PLANES = 35]
+                                                       -> [B, 9, 9, 77] (input_planes(cfg))]
       -> stem: conv3x3(filters) [-> BN] -> ReLU
       -> blocks x residual block: conv3x3 [BN] ReLU conv3x3 [BN] + skip -> ReLU
       -> value head: conv1x1(VALUE_HEAD_PLANES) [BN] ReLU -> flatten -> dense(value_hidden) ReLU
       -> dense(1)                                      [B, 1] float32 logit of "side to move wins"
 
-The plane expansion runs on the device, inside the model (ExpandPlanes is a registered Keras layer, so
-`keras.models.load_model("RUN/model.keras")` works after `import shogi_dnn.training.model`); the host only moves
-the compact uint8 encoding. Batch norm: "none" (use for tower-count-independent results), "local"
-(statistics per tower) or "sync" (statistics all-reduced across towers, BatchNormalization(synchronized=True)).
-Mixed precision sets a per-layer dtype policy (no global state); the logit layer stays float32. Loss
-scaling for mixed_float16 belongs to the optimizer (towers.build_optimizer).
+The plane expansion runs on the device, inside the model (ExpandPlanes and AttackPlanes are registered
+Keras layers, so `keras.models.load_model("RUN/model.keras")` works after `import shogi_dnn.training.model`);
+the host only moves the compact uint8 encoding. Batch norm: "none" (use for tower-count-independent results),
+"local" (statistics per tower) or "sync" (statistics all-reduced across towers,
+BatchNormalization(synchronized=True)). Mixed precision sets a per-layer dtype policy (no global state); the
+planes come in the compute dtype and the logit layer stays float32. Loss scaling for mixed_float16 belongs to
+the optimizer (towers.build_optimizer).
+
+Mirror averaging (value_logits(..., mirror_average=True), used by evaluate and predict): shogi's rules and
+the game value are invariant under the left-right mirror (features.mirror_board: file f <-> 10 - f, hands
+unchanged), so the win probability can be taken as the mean of sigmoid(model(x)) and
+sigmoid(model(mirror(x))); value_logits returns the logit of that mean so that every metric on logits stays.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from shogi_dnn import features
 from shogi_dnn.config import ModelConfig
 from shogi_dnn.errors import RunError
 from shogi_dnn.rules import NUM_SQUARES
+from shogi_dnn.training import attack_planes
 
 BOARD_SIDE = 9                    # the board is BOARD_SIDE x BOARD_SIDE squares
 VALUE_HEAD_PLANES = 1             # 1x1-conv planes before the value head's dense layers (as AlphaZero)
@@ -35,6 +45,13 @@ CONV_KERNEL = 3
 INPUT_BOARD, INPUT_HANDS = "board", "hands"
 # features.HAND_MAX for own then opponent hands: hand plane = count / max.
 _HAND_SCALE = np.asarray(features.HAND_MAX * 2, np.float32)
+# model.features -> input planes of the stem convolution.
+INPUT_PLANES = {"pieces": features.NUM_PLANES, "attacks": features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES}
+
+
+def input_planes(cfg: ModelConfig) -> int:
+    """Planes the stem convolution sees: 42 ("pieces") or 77 ("attacks")."""
+    return INPUT_PLANES[cfg.features]
 
 
 def expand_planes(board, hands, dtype: str = "float32"):
@@ -123,7 +140,7 @@ def build_model(cfg: ModelConfig, seed: int | None = None) -> keras.Model:
     """Build the value network (call inside strategy.scope() for training).
 
     Args:
-        cfg: blocks, filters, value_hidden, batch_norm, mixed_precision.
+        cfg: blocks, filters, value_hidden, value_head, batch_norm, mixed_precision, features.
         seed: seeds every initialiser (None: Keras' global seed, see keras.utils.set_random_seed).
     Returns:
         keras.Model with inputs {"board": [B, 81] uint8, "hands": [B, 14] uint8} and output the
@@ -133,12 +150,52 @@ def build_model(cfg: ModelConfig, seed: int | None = None) -> keras.Model:
     board = keras.Input((NUM_SQUARES,), dtype="uint8", name=INPUT_BOARD)
     hands = keras.Input((features.HAND_SIZE,), dtype="uint8", name=INPUT_HANDS)
     x = ExpandPlanes(dtype=make.dtype, name="planes")(board, hands)
+    if cfg.features == "attacks":
+        attacks = attack_planes.AttackPlanes(dtype=make.dtype, name="attack_planes")(board)
+        x = layers.Concatenate(dtype=make.dtype, name="input_planes")([x, attacks])
     x = make.relu(make.conv(x, cfg.filters, CONV_KERNEL, "stem_conv"), "stem_relu")
     for index in range(cfg.blocks):
         x = _residual_block(make, x, index)
     logit = _value_head(make, x)
     return keras.Model({INPUT_BOARD: board, INPUT_HANDS: hands}, logit,
                        name=f"shogi_value_{cfg.blocks}x{cfg.filters}")
+
+
+def mirror_board(board):
+    """On-device twin of features.mirror_board: [B, 81] boards mirrored left-right (file f <-> 10 - f)."""
+    return ops.reshape(ops.flip(ops.reshape(board, (-1, BOARD_SIDE, BOARD_SIDE)), axis=2), (-1, NUM_SQUARES))
+
+
+def value_logits(model: keras.Model, board, hands, mirror_average: bool = False, training: bool = False):
+    """[B] float32 win logits of the side to move, optionally mirror-averaged (the one place for it).
+
+    Args:
+        board: [B, 81] uint8; hands: [B, 14] uint8 (numpy or tensors).
+        mirror_average: run the model on the boards and their mirrors in one batch of 2B and return
+            logit((sigmoid(a) + sigmoid(b)) / 2), computed stably as
+            logaddexp(log_sigmoid(a), log_sigmoid(b)) - logaddexp(log_sigmoid(-a), log_sigmoid(-b)).
+    """
+    if not mirror_average:
+        return ops.reshape(ops.cast(model({INPUT_BOARD: board, INPUT_HANDS: hands}, training=training),
+                                    "float32"), (-1,))
+    both = {INPUT_BOARD: ops.concatenate([board, mirror_board(board)], axis=0),
+            INPUT_HANDS: ops.concatenate([hands, hands], axis=0)}
+    logits = ops.reshape(ops.cast(model(both, training=training), "float32"), (2, -1))
+    a, b = logits[0], logits[1]
+    log_sigmoid = ops.log_sigmoid
+    return (ops.logaddexp(log_sigmoid(a), log_sigmoid(b)) - ops.logaddexp(log_sigmoid(-a), log_sigmoid(-b)))
+
+
+def mirror_averaged(model: keras.Model):
+    """model wrapped as a callable of the model's signature, inputs -> [B, 1] float32 mirror-averaged logits
+    (value_logits), for code that calls a model as is (analysis/predict.py)."""
+
+    def averaged(inputs, training: bool = False):
+        logits = value_logits(model, inputs[INPUT_BOARD], inputs[INPUT_HANDS], mirror_average=True,
+                              training=training)
+        return ops.expand_dims(logits, -1)
+
+    return averaged
 
 
 def load_model(path: str | Path) -> keras.Model:
