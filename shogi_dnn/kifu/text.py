@@ -14,7 +14,10 @@ def decode_record(data: bytes) -> str:
 
     Order: a UTF-8 BOM; an explicit `encoding=` header (KIF `#KIF version=2.0 encoding=...`,
     CSA V3 `'CSA encoding=...`); strict UTF-8; cp932 (a superset of Shift_JIS used by Windows GUIs);
-    EUC-JP; and last UTF-8 with replacement characters (a reader then reports the bad line).
+    EUC-JP. When no encoding decodes every byte, the one that decodes the most lines is used line by line,
+    with replacement characters only in the lines it cannot decode: a bad byte in a comment leaves the
+    moves intact, and a bad byte in a move line makes that line (and no other) unreadable, so the reader
+    names it.
     """
     if data.startswith(codecs.BOM_UTF8):
         text = data[len(codecs.BOM_UTF8):].decode("utf-8", errors="replace")
@@ -34,7 +37,29 @@ def decode_record(data: bytes) -> str:
         if encoding == "cp932" and _odd_chars(text):
             text = _prefer_euc_jp(data, text)
         return _normalise_newlines(text)
-    return _normalise_newlines(data.decode("utf-8", errors="replace"))
+    return _normalise_newlines(_decode_by_line(data, candidates))
+
+
+def _decode_by_line(data: bytes, candidates: list[str]) -> str:
+    """Decode line by line with the candidate that decodes the most lines strictly (the first on a tie).
+    Splitting at b'\n' is safe in all three encodings: no multi-byte character contains the byte 0x0A."""
+    lines = data.split(b"\n")
+
+    def decodable(encoding: str) -> int:
+        count = 0
+        for line in lines:
+            try:
+                line.decode(encoding)
+            except (UnicodeDecodeError, LookupError):
+                continue
+            count += 1
+        return count
+
+    best = max(candidates, key=decodable)       # max keeps the first of equal counts
+    try:
+        return "\n".join(line.decode(best, errors="replace") for line in lines)
+    except LookupError:                          # an unknown encoding= hint that no line decodes with
+        return data.decode("utf-8", errors="replace")
 
 
 # EUC-JP bytes often decode as cp932 too, into half-width katakana and private-use characters that
