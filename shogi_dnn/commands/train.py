@@ -33,7 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="split the CPU into N logical devices and train on them as N towers")
     parser.add_argument("--devices", default=None, metavar="LIST",
                         help="comma-separated devices to use, e.g. /gpu:0,/gpu:1 (default: every GPU)")
-    parser.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the run's newest readable checkpoint (a corrupt newest one is "
+                             "reported and the previous one used)")
+    parser.add_argument("--resume-strict", action="store_true",
+                        help="with --resume: stop with the error when the newest checkpoint is corrupt")
     parser.add_argument("--workers", default=None, metavar="HOST:PORT,...",
                         help="multi-machine run: every worker's address, the chief first (same list on each "
                              "machine); a TF_CONFIG in the environment is used when this is absent")
@@ -82,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     with stop.catch_signals():
         try:
             trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec),
-                              strategy, resume=args.resume, resume_command=resume_command(args), stop=stop)
+                              strategy, resume=args.resume, resume_command=resume_command(args), stop=stop,
+                              strict_resume=args.resume_strict)
             trainer.run()
         except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
             if cluster_spec is not None and cluster.is_peer_lost(exc):

@@ -375,6 +375,23 @@ def agreed_checkpoints(strategy, existing: Sequence[Path]) -> list[Path]:
     return list(existing[:steps.index(target) + 1])
 
 
+def agree_on(strategy, ok: bool, step: int) -> bool:
+    """Whether every worker succeeded (`ok`) at the same checkpoint `step` (a collective on several
+    workers; `ok` itself on one). Raises RunError when the workers tried different steps."""
+    if not is_multi_worker(strategy):
+        return ok
+    steps = _gather_int(strategy, step)
+    if len(set(steps)) != 1:
+        raise RunError(f"the workers tried different checkpoints (steps {steps}): give every worker a copy of the "
+                       f"chief's RUN/checkpoints")
+    return min(_gather_int(strategy, int(ok))) == 1
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step of a checkpoint directory ckpt-<step>."""
+    return _step_of(path)
+
+
 def _step_of(path: Path) -> int:
     digits = re.search(r"(\d+)$", Path(path).name)
     if not digits:

@@ -98,8 +98,10 @@ class Trainer:
     """Trains one run. Build it (model, optimizer and steps under the strategy), then call run()."""
 
     def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
-                 resume: bool = False, resume_command: str = "", stop: StopFlag | None = None) -> None:
+                 resume: bool = False, resume_command: str = "", stop: StopFlag | None = None,
+                 strict_resume: bool = False) -> None:
         self.config, self.strategy, self.run_dir = config, strategy, Path(run_dir)
+        self.strict_resume = strict_resume      # refuse a corrupt newest checkpoint instead of the previous
         self.data_dir, self.resume, self.resume_command = Path(data_dir).resolve(), resume, resume_command
         self.manifest = shards.read_manifest(self.data_dir)
         self.global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
@@ -163,7 +165,7 @@ class Trainer:
             raise RunError(f"{self.run_dir} already has checkpoints (latest {existing[-1].name}): add --resume "
                            f"to continue it, or choose a new --run-dir")
         if existing:
-            state = self._restore(existing[-1])
+            state = self._restore_newest_valid(existing)
         else:
             if self.resume:
                 log.warning("--resume: no checkpoint in %s yet, starting from the beginning", self.run_dir)
@@ -176,6 +178,25 @@ class Trainer:
                  self.update_batch, towers.scaled_lr(self.config.optim, self.update_batch), self.plan.num_groups,
                  self.plan.epochs)
         return state
+
+    def _restore_newest_valid(self, existing: list[Path]) -> TrainState:
+        """Restore the newest checkpoint that reads back on every worker: a corrupt newest one (damaged
+        state.json or weights) is reported and the previous one used, unless --resume-strict refuses."""
+        candidates = list(existing)
+        while candidates:
+            path = candidates.pop()
+            try:
+                state, ok, error = self._restore(path), True, None
+            except RunError as exc:            # unreadable; a config mismatch (ConfigError) is not retried
+                state, ok, error = None, False, exc
+            if cluster.agree_on(self.strategy, ok, cluster.checkpoint_step(path)):
+                return state
+            reason = error or RunError(f"{path}: another worker could not restore it")
+            if self.strict_resume or not candidates:
+                raise RunError(f"{reason}" + (" (--resume-strict: no fallback to an older checkpoint)"
+                                              if candidates else " (no older checkpoint to fall back to)"))
+            log.warning("%s: resuming from the previous checkpoint, %s", reason, candidates[-1].name)
+        raise RunError(f"{self.run_dir}: no checkpoint to resume from")
 
     def _restore(self, path: Path) -> TrainState:
         saved_state, saved_config = read_state(path)

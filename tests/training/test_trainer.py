@@ -314,3 +314,26 @@ def test_damaged_checkpoint_is_a_one_line_run_error(tmp_path: Path) -> None:
     (path / "state.json").write_bytes(b"\xff\xfe{")
     with pytest.raises(RunError, match="unreadable checkpoint state"):
         checkpoints.restore_model(tmp_path)
+
+
+def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    config = tiny_config(checkpoint_every_steps=2)
+    run = tmp_path / "run"
+    train(config, dataset, run, devices=1, stop_after=4)              # checkpoints at steps 2 and 4
+    newest = checkpoints.find_checkpoint(run)
+    assert newest.name == "ckpt-00000004"
+    (data,) = newest.glob("weights.data-*")
+    with open(data, "r+b") as f:                                       # a copy cut short
+        f.truncate(data.stat().st_size // 2)
+    strict = Trainer(config, dataset, run, towers.make_strategy(simulate_devices=1), resume=True,
+                     strict_resume=True)
+    with pytest.raises(RunError, match=r"ckpt-00000004: cannot restore .*--resume-strict"):
+        strict.run()
+    with caplog.at_level("WARNING", logger="shogi_dnn.training.trainer"):
+        trainer, _ = train(config, dataset, run, devices=1, resume=True)
+    assert any("ckpt-00000004: cannot restore" in r.message and "previous checkpoint, ckpt-00000002" in r.message
+               for r in caplog.records)
+    assert (run / "model.keras").is_file()
+    steps = [r["step"] for r in read_metrics(run) if r["kind"] == "train"]
+    assert steps == sorted(set(steps))                                 # the log continues from step 2, once
