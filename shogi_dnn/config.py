@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import typing
 from pathlib import Path
@@ -192,25 +193,38 @@ def _check_value(key: str, value: Any, annotation: Any, origin: str) -> Any:
     return value
 
 
+# The range of every numeric key, checked when a config is read (files, --set, config.json, checkpoints):
+# (lowest, highest, lowest allowed itself); every float must also be finite. One table, one owner.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "model.blocks": (0, math.inf, True), "model.filters": (0, math.inf, False),
+    "model.value_hidden": (0, math.inf, False),
+    "optim.lr": (0, math.inf, False), "optim.momentum": (0, 1, True), "optim.weight_decay": (0, math.inf, True),
+    "optim.base_global_batch": (0, math.inf, False), "optim.warmup_samples": (0, math.inf, True),
+    "optim.clip_global_norm": (0, math.inf, True),
+    "data.num_groups": (0, math.inf, False), "data.shuffle_buffer": (0, math.inf, False),
+    "data.validation_positions": (0, math.inf, True), "data.read_lanes": (0, math.inf, True),
+    "train.per_replica_batch": (0, math.inf, False), "train.global_batch": (0, math.inf, True),
+    "train.micro_batches": (0, math.inf, False), "train.epochs": (0, math.inf, False),
+    "train.seed": (0, math.inf, True), "train.log_every_steps": (0, math.inf, False),
+    "train.checkpoint_every_steps": (0, math.inf, True), "train.keep_checkpoints": (0, math.inf, False),
+    "train.max_steps_per_stage": (0, math.inf, True),
+    "train.eval_weight": (0, 1, True), "train.eval_scale": (0, math.inf, False),
+}
+_RANGE_TEXT = {"data.read_lanes": " (0 = one per worker)", "train.global_batch": " (0 = per_replica_batch x towers)",
+               "train.eval_scale": " (centipawns per unit of logit)"}
+
+
 def _check_ranges(config: Config, origin: str) -> None:
-    positive = {"model.blocks": config.model.blocks + 1, "model.filters": config.model.filters,
-                "train.per_replica_batch": config.train.per_replica_batch,
-                "train.micro_batches": config.train.micro_batches, "train.epochs": config.train.epochs,
-                "train.log_every_steps": config.train.log_every_steps,
-                "train.keep_checkpoints": config.train.keep_checkpoints,
-                "data.num_groups": config.data.num_groups, "optim.base_global_batch": config.optim.base_global_batch}
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{origin}: {key} must be positive")
-    if config.optim.lr <= 0:
-        raise ConfigError(f"{origin}: optim.lr must be positive")
-    if not 0.0 <= config.train.eval_weight <= 1.0:
-        raise ConfigError(f"{origin}: train.eval_weight = {config.train.eval_weight} must be in [0, 1]")
-    if not config.train.eval_scale > 0.0 or config.train.eval_scale == float("inf"):
-        raise ConfigError(f"{origin}: train.eval_scale = {config.train.eval_scale} must be a positive number "
-                          "(centipawns per unit of logit)")
-    if config.data.read_lanes < 0:
-        raise ConfigError(f"{origin}: data.read_lanes = {config.data.read_lanes} must be >= 0 (0 = one per worker)")
+    """Refuse numbers that cannot work (NaN, inf, negatives, zero where it divides), naming the key."""
+    for key, (low, high, low_ok) in RANGES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{origin}: {key} = {value} must be a finite number")
+        if value < low or (value == low and not low_ok) or value > high:
+            bound = (f"in [{low:g}, {high:g}]" if high < math.inf
+                     else ">= 0" if low_ok else "positive")
+            raise ConfigError(f"{origin}: {key} = {value} must be {bound}{_RANGE_TEXT.get(key, '')}")
 
 
 def global_batch(config: Config, num_replicas: int) -> int:

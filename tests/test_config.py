@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -36,7 +37,7 @@ def test_base_chain_and_overrides(tmp_path) -> None:
     (["nosection.x=1"], r"unknown section \[nosection\]"),
     (["model.blocks=two"], "model.blocks = 'two' must be int"),
     (["optim.optimizer=rmsprop"], "must be one of sgd, adam"),
-    (["train.per_replica_batch=0"], "train.per_replica_batch must be positive"),
+    (["train.per_replica_batch=0"], "train.per_replica_batch = 0 must be positive"),
     (["seed=3"], "expected section.key=value"),
     (["data.read_lanes=-1"], "data.read_lanes = -1 must be >= 0"),
 ])
@@ -82,11 +83,36 @@ def test_eval_target_keys_defaults_and_validation(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"evals\.toml: train\.eval_weight = 1\.5 must be in \[0, 1\]"):
         cfg.load_config(preset)
     for overrides, message in ((["train.eval_weight=-0.1"], r"train\.eval_weight = -0\.1 must be in \[0, 1\]"),
-                               (["train.eval_weight=nan"], r"train\.eval_weight = nan must be in"),
-                               (["train.eval_scale=0"], r"train\.eval_scale = 0\.0 must be a positive number"),
-                               (["train.eval_scale=-756"], r"train\.eval_scale = -756\.0 must be a positive"),
-                               (["train.eval_scale=inf"], r"train\.eval_scale = inf must be a positive"),
+                               (["train.eval_weight=nan"], r"train\.eval_weight = nan must be a finite number"),
+                               (["train.eval_scale=0"], r"train\.eval_scale = 0\.0 must be positive"),
+                               (["train.eval_scale=-756"], r"train\.eval_scale = -756\.0 must be positive"),
+                               (["train.eval_scale=inf"], r"train\.eval_scale = inf must be a finite number"),
                                (["train.eval_weight=much"], r"train\.eval_weight = 'much' must be float")):
         with pytest.raises(ConfigError, match=message) as info:
             cfg.load_config(None, overrides)
         assert "\n" not in str(info.value) and str(info.value).startswith("defaults: ")
+
+
+@pytest.mark.parametrize("section, line, message", [
+    ("optim", "lr = nan", "optim.lr = nan must be a finite number"),
+    ("optim", "lr = inf", "optim.lr = inf must be a finite number"),
+    ("optim", "momentum = 1.5", r"optim.momentum = 1.5 must be in \[0, 1\]"),
+    ("optim", "weight_decay = -0.1", "optim.weight_decay = -0.1 must be >= 0"),
+    ("train", "checkpoint_every_steps = -1", "train.checkpoint_every_steps = -1 must be >= 0"),
+    ("train", "global_batch = -64", "train.global_batch = -64 must be >= 0"),
+    ("train", "seed = -3", "train.seed = -3 must be >= 0"),
+    ("data", "shuffle_buffer = 0", "data.shuffle_buffer = 0 must be positive"),
+    ("model", "value_hidden = 0", "model.value_hidden = 0 must be positive"),
+])
+def test_numbers_that_cannot_work_name_the_file_and_key(tmp_path, section, line, message) -> None:
+    preset = tmp_path / "bad.toml"
+    preset.write_text(f"[{section}]\n{line}\n")
+    with pytest.raises(ConfigError, match=f"^{preset}: {message}") as info:
+        cfg.load_config(preset)
+    assert "\n" not in str(info.value)
+
+
+def test_every_numeric_key_has_a_range() -> None:
+    numeric = {f"{s}.{f.name}" for s, c in cfg.SECTIONS.items() for f in dataclasses.fields(c)
+               if f.type in ("int", "float", int, float)}
+    assert numeric == set(cfg.RANGES)

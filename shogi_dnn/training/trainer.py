@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
@@ -264,6 +265,7 @@ class Trainer:
                 if state.step % self.config.train.log_every_steps == 0 or done == remaining:
                     interval = self._log_train(state, interval)
                 if done < remaining and self._checkpoint_due(state):
+                    self._check_finite(state, TowerSums.collect(self.strategy, interval.outputs))
                     self.checkpoints.save(state, self.config)
                 if done < remaining and self._stop_agreed():
                     if interval.outputs:   # log the steps since the last line: each step is logged once
@@ -279,12 +281,29 @@ class Trainer:
             self.stop.request("stop requested by another worker")
         return agreed
 
+    def _check_finite(self, state: TrainState, sums: TowerSums) -> None:
+        """Stop the run when a loss since the last check is not finite (on every worker alike), before
+        anything is saved: the newest checkpoint stays the last good one.
+
+        Raises:
+            RunError: one line with the step, the last good checkpoint and what to change.
+        """
+        bad = not np.isfinite(sums.sums["loss_sum"]).all()
+        if not cluster.any_worker(self.strategy, bad):
+            return
+        good = self.checkpoints.last_saved_step
+        where = f"the last good checkpoint is step {good}" if good >= 0 else "no checkpoint was saved"
+        raise RunError(f"{self.run_dir}: the training loss is not finite by step {state.step} ({where}; resume "
+                       f"from it with --resume after lowering optim.lr, or with optim.clip_global_norm, or "
+                       f"model.mixed_precision = \"none\")")
+
     def _checkpoint_due(self, state: TrainState) -> bool:
         every = self.config.train.checkpoint_every_steps
         return every > 0 and state.step % every == 0
 
     def _log_train(self, state: TrainState, interval: _Interval) -> _Interval:
         sums = TowerSums.collect(self.strategy, interval.outputs)       # waits for the interval's steps
+        self._check_finite(state, sums)
         seconds = time.perf_counter() - interval.start
         self.metrics.write(summarise("train", state, sums, self.devices, seconds=seconds,
                                      lr=towers.current_lr(self.optimizer)))

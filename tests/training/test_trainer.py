@@ -337,3 +337,21 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_p
     assert (run / "model.keras").is_file()
     steps = [r["step"] for r in read_metrics(run) if r["kind"] == "train"]
     assert steps == sorted(set(steps))                                 # the log continues from step 2, once
+
+
+def test_non_finite_loss_stops_before_saving(dataset: Path, tmp_path: Path) -> None:
+    config = tiny_config(checkpoint_every_steps=2, log_every_steps=3)
+    trainer = Trainer(config, dataset, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+    update, calls = trainer.update, []
+
+    def diverging_update(iterator):          # from update 3 on the loss is NaN (as a too-high lr gives)
+        calls.append(1)
+        out = update(iterator)
+        return {**out, "loss_sum": out["loss_sum"] * float("nan")} if len(calls) >= 3 else out
+    trainer.update = diverging_update
+    with pytest.raises(RunError, match=r"training loss is not finite by step [34] \(the last good checkpoint is "
+                                       r"step 2;") as info:
+        trainer.run()
+    assert "\n" not in str(info.value)
+    assert [p.name for p in checkpoints.list_checkpoints(tmp_path / "run")] == ["ckpt-00000002"]
+    assert not (tmp_path / "run" / "model.keras").exists()
