@@ -1,5 +1,5 @@
 """`shogi-dnn evaluate --run-dir RUN [--data DIR] [--split validation|test|train|all] [--checkpoint NAME]
-[--simulate-devices N] [--mirror-average]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
+[--simulate-devices N] [--no-mirror-average]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--simulate-devices", type=int, default=None, metavar="N",
                         help="split the CPU into N logical devices and evaluate on N towers")
-    parser.add_argument("--mirror-average", action="store_true",
+    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
                         help="the model's probability is the mean over each position and its left-right mirror "
-                             "(two model runs per position)")
+                             "(two model runs per position; on by default: better on every metric measured, "
+                             "docs/accuracy.md)")
     args = parser.parse_args(argv)
     if args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
         raise ConfigError(f"--split {args.split!r}: must be one of {', '.join(EVAL_SPLITS)}")

@@ -1,7 +1,7 @@
-"""`shogi-dnn predict --run-dir RUN [--checkpoint NAME] [--game N] [--out PNG] [--mirror-average]
+"""`shogi-dnn predict --run-dir RUN [--checkpoint NAME] [--game N] [--out PNG] [--no-mirror-average]
 POSITION|RECORD`: the win probability for the side to move of a USI/SFEN position, or of every position of a
 game record (a table plus a PNG win-rate graph from Black's view, the biggest swings marked); with
---mirror-average, the mean over the position and its left-right mirror."""
+the mean over the position and its left-right mirror (--no-mirror-average: the model alone)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--game", type=int, default=1, help="which game of a multi-game record file (1-based)")
     parser.add_argument("--out", default=None, help="PNG of a record's graph (default: RUN/predict-<name>.png)")
-    parser.add_argument("--mirror-average", action="store_true",
-                        help="the probability is the mean over the position and its left-right mirror")
+    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
+                        help="the probability is the mean over the position and its left-right mirror "
+                             "(on by default)")
     parser.add_argument("target", nargs="+", help="'startpos moves ...', 'sfen ... [moves ...]', a bare SFEN, "
                                                   "or a record file (CSA, KIF, KI2, SFEN lines)")
     return parser.parse_args(argv)

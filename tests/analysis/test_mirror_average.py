@@ -116,7 +116,7 @@ def test_evaluate_with_and_without_mirror_averaging(planted) -> None:
     assert "| model (mirror-averaged) |" in "\n".join(report._eval_lines("validation", averaged))
     assert "| model |" in "\n".join(report._eval_lines("validation", plain))
     # The CLI switch.
-    assert cli.main(["evaluate", "--run-dir", str(run_dir), "--mirror-average"]) == 0
-    assert json.loads((run_dir / "eval-validation.json").read_text())["mirror_average"] is True
-    assert cli.main(["evaluate", "--run-dir", str(run_dir)]) == 0
+    assert cli.main(["evaluate", "--run-dir", str(run_dir), "--no-mirror-average"]) == 0
     assert json.loads((run_dir / "eval-validation.json").read_text())["mirror_average"] is False
+    assert cli.main(["evaluate", "--run-dir", str(run_dir)]) == 0          # on by default
+    assert json.loads((run_dir / "eval-validation.json").read_text())["mirror_average"] is True
