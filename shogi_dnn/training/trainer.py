@@ -33,7 +33,7 @@ from shogi_dnn import __version__, run_files, shards
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.training import cluster, pipeline, towers
+from shogi_dnn.training import cluster, pipeline, run_log, towers
 from shogi_dnn.training.checkpoints import (
     CheckpointManager,
     list_checkpoints,
@@ -229,9 +229,9 @@ class Trainer:
         batches = iter(self.strategy.distribute_datasets_from_function(lambda ctx: pipeline.make_train_dataset(
             stage.paths, global_batch=self.global_batch, seed=stage.seed, skip_samples=skip,
             shuffle_buffer=stage.shuffle_buffer, mirror=self.config.data.mirror, lanes=stage.lanes,
-            input_context=ctx)))
+            input_context=ctx, rows=stage.rows)))
         interval = _Interval()
-        desc = f"epoch {stage.epoch} stage {stage.index + 1}/{self.plan.num_groups} (group {stage.group})"
+        desc = run_log.position_label(stage.epoch, stage.index, stage.group)   # as the console line says it
         with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
                   disable=None, leave=False, dynamic_ncols=True) as bar:
             for done in range(1, remaining + 1):
