@@ -43,6 +43,7 @@ from shogi_dnn.training.checkpoints import (
 from shogi_dnn.training.model import build_model
 from shogi_dnn.training.run_log import MetricsLog, TowerSums, summarise
 from shogi_dnn.training.stages import Stage, StagePlan, TrainState
+from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -169,10 +170,11 @@ class Trainer:
         self.metrics.truncate_after(state.step)
         run_files.write_json_atomic(self.run_dir / run_files.CONFIG_JSON, self.config.to_dict(), sort_keys=True)
         run_files.write_json_atomic(self.run_dir / run_files.RUN_JSON, self._run_info(), sort_keys=True)
-        log.info("%d tower(s) %s, global batch %d x %d micro-batch(es) = %d per update, lr %.4g, %d group(s), "
-                 "%d epoch(s)", len(self.devices), ",".join(self.devices), self.global_batch, self.micro_batches,
-                 self.update_batch, towers.scaled_lr(self.config.optim, self.update_batch), self.plan.num_groups,
-                 self.plan.epochs)
+        log.info("%s %s, global batch %d x %s = %d per update, lr %.4g, %s, %s",
+                 plural(len(self.devices), "tower"), ",".join(self.devices), self.global_batch,
+                 plural(self.micro_batches, "micro-batch", "micro-batches"), self.update_batch,
+                 towers.scaled_lr(self.config.optim, self.update_batch),
+                 plural(self.plan.num_groups, "sample group"), plural(self.plan.epochs, "epoch"))
         return state
 
     def _restore(self, path: Path) -> TrainState:
