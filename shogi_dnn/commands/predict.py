@@ -5,10 +5,11 @@ table plus a PNG win-rate graph from Black's view, the biggest swings marked).""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from shogi_dnn import run_files
-from shogi_dnn.analysis import predict
+from shogi_dnn.analysis import predict, run_model
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -28,9 +29,10 @@ def main(argv: list[str]) -> int:
     text = " ".join(args.target)
     is_record = len(args.target) == 1 and Path(text).is_file()
     record = predict.read_game(text, args.game) if is_record else predict.read_position(text)
-    from shogi_dnn.analysis.evaluate import load_run_model  # TensorFlow only once the input is known good
-
-    model = load_run_model(run_dir, args.checkpoint)
+    what = f"{len(record.moves) + 1} positions of {Path(text).name}" if is_record else "the position"
+    print(f"predict: loading {run_model.model_name(run_dir, args.checkpoint)} (TensorFlow starts, a few seconds), "
+          f"then {what}", file=sys.stderr, flush=True)
+    model = run_model.load_run_model(run_dir, args.checkpoint)  # TensorFlow only once the input is known good
     if not is_record:
         sfen, p = predict.predict_position(model, text)
         print(f"{sfen}\nwin probability for the side to move: {p:.3f}")
