@@ -13,6 +13,7 @@ from shogi_dnn.convert.run import REPORT_NAME
 from tests.support.paths import REPO
 
 SAMPLE = REPO / "datasets" / "sample"
+ARCHIVE = REPO / "datasets" / "gnushogi.tar.xz"      # the demo's corpus (make demo, bench convert)
 
 
 def _module_table() -> list[list[str]]:
@@ -45,3 +46,22 @@ def test_sample_converts_every_game(tmp_path: Path) -> None:
     sources = {s for info in shards.read_manifest(out).shards
                for s in shards.read_games(out / info.path)["source"]}
     assert sum(".kif" in s for s in sources) == 3 and sum("gnushogi" in s for s in sources) == 2
+
+
+def test_demo_archive_is_small_and_holds_the_csa_files_and_readme() -> None:
+    import tarfile
+
+    assert ARCHIVE.stat().st_size < 600_000
+    with tarfile.open(ARCHIVE) as archive:
+        names = archive.getnames()
+    assert names[0] == "gnushogi/README.md" and len(names) == 20
+    assert all(re.fullmatch(r"gnushogi/gnushogi-\d{4}\.csa", n) for n in names[1:])
+
+
+@pytest.mark.slow
+def test_demo_archive_converts_every_game(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    assert cli.main(["convert", str(ARCHIVE), "--out", str(out), "--val-fraction", "0.1", "--no-progress"]) == 0
+    report = json.loads((out / REPORT_NAME).read_text())
+    assert report["games_found"] == report["converted"] == 1886 and report["errors"] == []
+    assert report["games"]["validation"] == 181 and report["positions_total"] == 252432
