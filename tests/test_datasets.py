@@ -65,3 +65,30 @@ def test_demo_archive_converts_every_game(tmp_path: Path) -> None:
     report = json.loads((out / REPORT_NAME).read_text())
     assert report["games_found"] == report["converted"] == 1886 and report["errors"] == []
     assert report["games"]["validation"] == 181 and report["positions_total"] == 252432
+
+
+def _make_variable(name: str) -> str:
+    text = (REPO / "Makefile").read_text(encoding="utf-8")
+    return re.search(rf"^{name} \??= (\S+)", text, re.M).group(1)
+
+
+@pytest.mark.slow
+def test_the_demo_predicts_a_validation_game(tmp_path: Path) -> None:
+    """make demo's predict example is a game the model did not train on: its start line in the archive
+    is listed in the validation split of the demo's conversion, and in no training shard."""
+    out = tmp_path / "demo"
+    assert cli.main(["convert", str(ARCHIVE), "--out", str(out), "--val-fraction", "0.1", "--no-progress"]) == 0
+    member, game = _make_variable("DEMO_GAME_FILE"), int(_make_variable("DEMO_GAME"))
+    import tarfile
+
+    with tarfile.open(ARCHIVE) as archive:
+        text = archive.extractfile(member).read().decode()
+    starts = [1] + [i + 2 for i, line in enumerate(text.splitlines()) if line == "/"]
+    line = starts[game - 1]
+    manifest = shards.read_manifest(out)
+    where = set()
+    for info in manifest.shards:
+        games = shards.read_games(out / info.path)
+        where |= {info.split for source, start in zip(games["source"], games["line"])
+                  if str(source).endswith(":" + member) and int(start) == line}
+    assert line == 2125 and where == {"validation"}

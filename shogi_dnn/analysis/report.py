@@ -25,6 +25,7 @@ with train.time_towers = true; report.md says so when they do not).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import warnings
@@ -379,3 +380,43 @@ def _eval_lines(split: str, result: dict[str, Any]) -> list[str]:
         lines.append(f"\nSpread between GPUs: loss {_n(spread.get('loss'))}, "
                      f"accuracy {_n(spread.get('accuracy'))}.")
     return lines
+
+
+# ----------------------------------------------------------------------------------------------------
+# The one comparison table (report --summary): the end of `make demo`
+
+
+def summary_table(run_dir: str | Path, split: str = "validation") -> str:
+    """Model vs the material and side-to-move baselines on one evaluated split (RUN/eval-<split>.json):
+    accuracy (decisive positions), log loss, ECE, positions and games (from the dataset's manifest),
+    then one line saying whether the model is ahead of material. RunError when the split was not evaluated."""
+    from shogi_dnn import shards
+    from shogi_dnn.errors import RunError, ShogiDnnError
+
+    run_dir = Path(run_dir)
+    path = run_dir / f"eval-{split}.json"
+    if not path.is_file():
+        raise RunError(f"{path}: not found: run `shogi-dnn evaluate --run-dir {run_dir} --split {split}` first")
+    result = json.loads(path.read_text(encoding="utf-8"))
+    games: Any = "?"
+    try:
+        manifest = shards.read_manifest(Path(result.get("data_dir") or run_files.read_run_json(run_dir)["data_dir"]))
+        games = sum(s.games for s in manifest.split(split)) if split != "all" else sum(s.games for s in manifest.shards)
+    except (ShogiDnnError, OSError, KeyError):
+        pass                                            # the dataset moved: games unknown, the rest stands
+    b = result.get("baselines", {})
+    rows = [("model", result), ("material", b.get("material")), ("side to move", b.get("side_to_move"))]
+    lines = [f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are better)",
+             f"{'predictor':<14}{'accuracy':>9}{'log loss':>10}{'ECE':>8}{'positions':>11}{'games':>7}"]
+    games_text = f"{games:,}" if isinstance(games, int) else games
+    for name, row in rows:
+        if row:
+            lines.append(f"{name:<14}{_n(row.get('accuracy')):>9}{_n(row.get('loss')):>10}{_n(row.get('ece')):>8}"
+                         f"{row.get('positions', result.get('positions', 0)):>11,}{games_text:>7}")
+    material = b.get("material")
+    if material and result.get("accuracy") is not None and material.get("accuracy") is not None:
+        d_acc, d_loss = result["accuracy"] - material["accuracy"], result["loss"] - material["loss"]
+        ahead = d_acc > 0 and d_loss < 0
+        lines.append(f"model {'ahead of' if ahead else 'NOT ahead of'} material: accuracy {d_acc:+.4f}, "
+                     f"log loss {d_loss:+.4f}")
+    return "\n".join(lines)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shogi_dnn import cli
+from shogi_dnn import cli, shards
 from shogi_dnn.analysis import report
 from shogi_dnn.errors import RunError
 from tests.support.metricsgen import write_metrics
@@ -132,3 +132,26 @@ def test_calibration_plot_shows_counts_and_marks_small_bins() -> None:
     assert {"1", "5,000"} <= labels
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(f"< {report.SMALL_BIN} positions" in t for t in legend)
+
+
+def test_summary_is_one_table_with_positions_and_games(tmp_path, capsys) -> None:
+    from tests.support.shardgen import make_dataset
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[100], validation=[60, 40])
+    run = tmp_path / "run"
+    run.mkdir()
+    write_metrics(run, gpus=1)
+    (run / "run.json").write_text(json.dumps({"data_dir": str(data), "devices": ["CPU:0"], "num_replicas": 1}))
+    (run / "eval-validation.json").write_text(json.dumps({**EVAL, "data_dir": str(data)}))
+    assert cli.main(["report", "--run-dir", str(run), "--summary"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    table = out[out.index(next(line for line in out if line.startswith("predictor"))):]
+    games = sum(s.games for s in shards.read_manifest(data).split("validation"))
+    assert table[0].split() == ["predictor", "accuracy", "log", "loss", "ECE", "positions", "games"]
+    assert table[1].split() == ["model", "0.6600", "0.6100", "0.0300", "100", str(games)]
+    assert table[2].split()[:4] == ["material", "0.6000", "0.6600", "0.0200"]
+    assert table[3].split()[:5] == ["side", "to", "move", "0.5100", "0.6900"]
+    assert table[4] == "model ahead of material: accuracy +0.0600, log loss -0.0500"
+    assert cli.main(["report", "--run-dir", str(run), "--summary", "test"]) == 2
+    assert "eval-test.json: not found: run `shogi-dnn evaluate" in capsys.readouterr().err
