@@ -55,7 +55,8 @@ class TrainState:
         try:
             return cls(**{f.name: int(raw[f.name]) for f in dataclasses.fields(cls)})
         except (KeyError, TypeError, ValueError) as exc:
-            raise RunError(f"{origin}: corrupt train state ({exc!r})") from exc
+            problem = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise RunError(f"{origin}: corrupt train state ({problem})") from exc
 
     def advance(self, updates: int, samples: int) -> TrainState:
         """After `updates` optimizer steps that consumed `samples` positions of the current group."""

@@ -66,3 +66,13 @@ def test_schedule_does_not_import_tensorflow():
     code = "import sys, shogi_dnn.training.schedule, shogi_dnn.training.stages; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_corrupt_train_state_names_the_field_not_a_class() -> None:
+    from shogi_dnn.errors import RunError
+    from shogi_dnn.training.stages import TrainState
+
+    with pytest.raises(RunError) as info:
+        TrainState.from_dict({"step": 1}, "ckpt-1/state.json")
+    assert str(info.value).startswith("ckpt-1/state.json: corrupt train state (no field 'samples')")
+    assert "KeyError" not in str(info.value)
