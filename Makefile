@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine (see README.md): `make demo` and `make test`.
 PYTHON ?= python3
 RUN ?= runs/sample
-DATA ?= runs/sample-data
+DATA ?= runs/demo-data
 
 .PHONY: install demo test bench clean
 
@@ -13,8 +13,9 @@ install:
 # held-out validation games, draw the win-rate curve of one of them (a game the model never trained on),
 # and end with one table: the model against the material and side-to-move baselines.
 DEMO_ARCHIVE = datasets/gnushogi.tar.xz
+# Game 13 of this file is in the validation split (tests/test_datasets.py checks it).
 DEMO_GAME_FILE = gnushogi/gnushogi-0000.csa
-DEMO_GAME = 13     # game 13 of that file is in the validation split (tests/test_datasets.py checks it)
+DEMO_GAME = 13
 
 demo: install
 	$(PYTHON) -m shogi_dnn convert $(DEMO_ARCHIVE) --out $(DATA) --val-fraction 0.1 --quiet
