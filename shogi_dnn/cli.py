@@ -1,16 +1,20 @@
 """`shogi-dnn` command line: a thin dispatcher to one module per subcommand.
 
 Every subcommand module in `shogi_dnn.commands` has `main(argv) -> int`. Errors a user can cause
-(ShogiDnnError, OSError) are printed as one line, never a traceback.
+(ShogiDnnError, OSError) are printed as one line, never a traceback; nor is a closed output pipe
+(`shogi-dnn --help | head -2`). `--verbose` anywhere on the line shows TensorFlow's start-up lines
+(once; tf_quiet.py), which are off otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
 import sys
 
+from shogi_dnn import tf_quiet
 from shogi_dnn.errors import ShogiDnnError
 
 COMMANDS = {
@@ -25,14 +29,31 @@ COMMANDS = {
 
 
 def _usage() -> str:
-    lines = ["usage: shogi-dnn COMMAND [options]   (shogi-dnn COMMAND --help for its options)", "", "commands:"]
+    lines = ["usage: shogi-dnn COMMAND [options] [--verbose]   (shogi-dnn COMMAND --help for its options)", "",
+             "commands:"]
     lines += [f"  {name:<9} {text}" for name, text in COMMANDS.items()]
+    lines += ["", "--verbose: also show TensorFlow's start-up messages (devices, CPU features)"]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `shogi-dnn` console script and `python -m shogi_dnn`."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly. Python would report the failed flush of
+        # stdout at exit, so stdout points at /dev/null from here on.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 141                      # as a shell reports a process killed by SIGPIPE
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in argv[:argv.index("--")] if "--" in argv else "--verbose" in argv
+    if verbose:
+        argv.remove("--verbose")
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
@@ -45,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shogi-dnn: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) drowns the progress lines; set
-    # TF_CPP_MIN_LOG_LEVEL=0 yourself to see it when debugging a GPU set-up.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) drowns the progress lines: off unless
+    # --verbose (then printed once), whichever module imports TensorFlow first.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else "3")
+    tf_quiet.install(verbose)
     try:
         module = importlib.import_module(f"shogi_dnn.commands.{name}")
     except ModuleNotFoundError as exc:

@@ -7,6 +7,7 @@ Architecture fields (ModelConfig) must match on resume; schedule fields may chan
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -123,13 +124,17 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
         ConfigError: unreadable file, unknown section or key, a value of the wrong type or choice.
     """
     raw = _read_preset(Path(path)) if path else {}
+    if not overrides:
+        return from_dict(raw, origin=str(path or "defaults"))
+    from_dict(copy.deepcopy(raw), origin=str(path or "defaults"))     # the preset's own errors name the preset
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or "." not in key:
             raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. train.seed=3")
         section, name = key.strip().split(".", 1)
         raw.setdefault(section, {})[name] = _parse_override(value.strip())
-    return from_dict(raw, origin=str(path or "defaults"))
+        from_dict({section: {name: raw[section][name]}}, origin=f"--set {item}")   # this --set's own errors
+    return from_dict(raw, origin=" ".join(f"--set {item}" for item in overrides))
 
 
 def from_dict(raw: dict[str, Any], origin: str = "config") -> Config:

@@ -47,6 +47,21 @@ def test_bad_overrides_are_one_line_errors(overrides, message) -> None:
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("item, message", [
+    ("optim.learning_rate=0.1", "--set optim.learning_rate=0.1: unknown key optim.learning_rate"),
+    ("optim.lr=-1", "--set optim.lr=-1: optim.lr must be positive"),
+    ("model.blocks=two", "--set model.blocks=two: model.blocks = 'two' must be int"),
+])
+def test_set_errors_name_set_not_the_preset(tmp_path, item, message) -> None:
+    preset = write(tmp_path / "p.toml", "[optim]\nlr = 0.1\n")
+    with pytest.raises(ConfigError) as info:
+        cfg.load_config(preset, ["train.seed=2", item])
+    assert str(info.value).startswith(message) and "p.toml" not in str(info.value)
+    bad = write(tmp_path / "bad.toml", "[optim]\nlearning_rate = 0.1\n")
+    with pytest.raises(ConfigError, match=r"bad.toml: unknown key optim.learning_rate"):
+        cfg.load_config(bad, ["train.seed=2"])        # the preset's own mistake still names the preset
+
+
 def test_bad_files(tmp_path) -> None:
     with pytest.raises(ConfigError, match="no such config file"):
         cfg.load_config(tmp_path / "missing.toml")

@@ -13,6 +13,7 @@ from shogi_dnn.convert.run import REPORT_NAME
 from tests.support.paths import REPO
 
 SAMPLE = REPO / "datasets" / "sample"
+ARCHIVE = REPO / "datasets" / "gnushogi.tar.xz"      # the demo's corpus (make demo, bench convert)
 
 
 def _module_table() -> list[list[str]]:
@@ -45,3 +46,49 @@ def test_sample_converts_every_game(tmp_path: Path) -> None:
     sources = {s for info in shards.read_manifest(out).shards
                for s in shards.read_games(out / info.path)["source"]}
     assert sum(".kif" in s for s in sources) == 3 and sum("gnushogi" in s for s in sources) == 2
+
+
+def test_demo_archive_is_small_and_holds_the_csa_files_and_readme() -> None:
+    import tarfile
+
+    assert ARCHIVE.stat().st_size < 600_000
+    with tarfile.open(ARCHIVE) as archive:
+        names = archive.getnames()
+    assert names[0] == "gnushogi/README.md" and len(names) == 20
+    assert all(re.fullmatch(r"gnushogi/gnushogi-\d{4}\.csa", n) for n in names[1:])
+
+
+@pytest.mark.slow
+def test_demo_archive_converts_every_game(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    assert cli.main(["convert", str(ARCHIVE), "--out", str(out), "--val-fraction", "0.1", "--no-progress"]) == 0
+    report = json.loads((out / REPORT_NAME).read_text())
+    assert report["games_found"] == report["converted"] == 1886 and report["errors"] == []
+    assert report["games"]["validation"] == 181 and report["positions_total"] == 252432
+
+
+def _make_variable(name: str) -> str:
+    text = (REPO / "Makefile").read_text(encoding="utf-8")
+    return re.search(rf"^{name} \??= (\S+)", text, re.MULTILINE).group(1)
+
+
+@pytest.mark.slow
+def test_the_demo_predicts_a_validation_game(tmp_path: Path) -> None:
+    """make demo's predict example is a game the model did not train on: its start line in the archive
+    is listed in the validation split of the demo's conversion, and in no training shard."""
+    out = tmp_path / "demo"
+    assert cli.main(["convert", str(ARCHIVE), "--out", str(out), "--val-fraction", "0.1", "--no-progress"]) == 0
+    member, game = _make_variable("DEMO_GAME_FILE"), int(_make_variable("DEMO_GAME"))
+    import tarfile
+
+    with tarfile.open(ARCHIVE) as archive:
+        text = archive.extractfile(member).read().decode()
+    starts = [1] + [i + 2 for i, line in enumerate(text.splitlines()) if line == "/"]
+    line = starts[game - 1]
+    manifest = shards.read_manifest(out)
+    where = set()
+    for info in manifest.shards:
+        games = shards.read_games(out / info.path)
+        where |= {info.split for source, start in zip(games["source"], games["line"])
+                  if str(source).endswith(":" + member) and int(start) == line}
+    assert line == 2125 and where == {"validation"}

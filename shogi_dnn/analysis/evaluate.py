@@ -106,21 +106,13 @@ def _cluster_run_strategy(devices: Sequence[str], local: Sequence[str]) -> tf.di
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> keras.Model:
-    """The run's model: a checkpoint if named, else RUN/model.keras, else the latest checkpoint.
+    """The run's model: a checkpoint if named, else RUN/model.keras, else the latest checkpoint (run_model.py).
 
     Call inside strategy.scope() to place the weights on every tower. Raises RunError (one line).
     """
-    from shogi_dnn.training import model as model_lib  # registers the model's custom layers
+    from shogi_dnn.analysis import run_model
 
-    final = Path(run_dir) / run_files.MODEL_FILE
-    if checkpoint is None and final.is_file():
-        return model_lib.load_model(final)
-    try:
-        from shogi_dnn.training import checkpoints
-    except ImportError as exc:
-        raise RunError(f"{run_dir}: no {run_files.MODEL_FILE} and checkpoints are not readable "
-                       f"by this version ({exc})") from exc
-    return checkpoints.restore_model(Path(run_dir), checkpoint)
+    return run_model.load_run_model(run_dir, checkpoint)
 
 
 def model_source(run_dir: Path, checkpoint: str | None = None) -> str:

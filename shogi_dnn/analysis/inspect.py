@@ -25,6 +25,7 @@ from shogi_dnn import kifu, shards
 from shogi_dnn.errors import KifuError, ShardFormatError
 from shogi_dnn.features import EVAL_NONE, LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
+from shogi_dnn.wording import plural
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +126,8 @@ def summary_dict(summary: dict[str, SplitSummary]) -> dict[str, Any]:
 def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
     """A readable table: one block per split, then the endings over all splits."""
     data = summary_dict(summary)
-    lines = [f"{path}: {data['games']} games, {data['positions']} positions, {data['shards']} shards"]
+    lines = [f"{path}: {plural(data['games'], 'game')}, {plural(data['positions'], 'position')}, "
+             f"{plural(data['shards'], 'shard')}"]
     lines.append(f"{'split':<11}{'shards':>7}{'games':>9}{'positions':>11}{'win':>8}{'loss':>8}{'draw':>8}"
                  f"{'moves/game':>12}")
     for name, s in data["splits"].items():
@@ -264,8 +266,8 @@ def format_records_summary(name: str, items: list[GameRecord | KifuError]) -> st
     """A readable table of a record input: one line per readable game (bad games are in `errors`)."""
     data = records_summary_dict(name, items)
     bad = f", {len(data['errors'])} unreadable" if data["errors"] else ""
-    games = f"{data['games']} games ({data['with_result']} with a result{bad})"
-    lines = [f"{name}: {games}, {data['positions']} positions"]
+    games = f"{plural(data['games'], 'game')} ({data['with_result']} with a result{bad})"
+    lines = [f"{name}: {games}, {plural(data['positions'], 'position')}"]
     width = max(len("source"), *(len(g["source"]) for g in data["records"]))
     lines.append(f"{'game':>5}{'moves':>7}{'evals':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}  start")
     for game, (_, record) in zip(data["records"], good_games(items)):

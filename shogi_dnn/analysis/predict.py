@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from shogi_dnn import features, kifu, rules
 from shogi_dnn.analysis import scoring
@@ -134,23 +133,51 @@ def format_curve(curve: GameCurve) -> str:
 def plot_curve(curve: GameCurve, path: str | Path, title: str = "") -> Path:
     """The game's win-rate graph from Black's view (0..100%), big swings marked; PNG written atomically."""
     path = Path(path)
-    fig = Figure(figsize=(9, 4), tight_layout=True)
+    fig = curve_figure(curve, title)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", dpi=100)
+    os.replace(tmp, path)
+    return path
+
+
+# Offsets (points) tried in turn for a swing's label until it overlaps no label placed before it.
+_LABEL_OFFSETS = [(4, 6), (4, -16), (4, 20), (4, -30), (4, 34), (4, -44), (-60, 6), (-60, -16), (4, 48), (4, -58)]
+
+
+def curve_figure(curve: GameCurve, title: str = ""):
+    """The graph of plot_curve as a matplotlib Figure: the swings' labels placed so that none overlaps
+    another (each tries the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import (
+        Figure,  # only for a record's graph: a position's answer does not wait for it
+    )
+
+    fig = Figure(figsize=(9, 4), dpi=100)
+    FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     plies = np.arange(len(curve.p_black))
     ax.fill_between(plies, 50, 100 * curve.p_black, color="tab:blue", alpha=0.25, lw=0)
     ax.plot(plies, 100 * curve.p_black, color="tab:blue", lw=1.5)
     ax.axhline(50, color="grey", lw=0.8, ls=":")
-    for i in curve.swings():
-        ax.plot(i, 100 * curve.p_black[i], "o", color="tab:red", ms=5)
-        ax.annotate(f"{i}. {curve.positions.moves[i]}", (i, 100 * curve.p_black[i]), fontsize=8,
-                    xytext=(4, 6), textcoords="offset points", color="tab:red")
     ax.set_ylim(0, 100)
     ax.set_xlim(0, max(1, len(plies) - 1))
     ax.set_xlabel("ply")
     ax.set_ylabel("Black's win probability (%)")
     ax.set_title(title or "win rate")
     ax.grid(alpha=0.3)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=100)
-    os.replace(tmp, path)
-    return path
+    fig.tight_layout()                    # fixed before the labels are placed, so their pixels stay put
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for i in curve.swings():
+        ax.plot(i, 100 * curve.p_black[i], "o", color="tab:red", ms=5)
+        for offset in _LABEL_OFFSETS:
+            text = ax.annotate(f"{i}. {curve.positions.moves[i]}", (i, 100 * curve.p_black[i]), fontsize=8,
+                               xytext=offset, textcoords="offset points", color="tab:red",
+                               arrowprops=None if offset == _LABEL_OFFSETS[0] else
+                               {"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
+            box = text.get_window_extent(renderer).expanded(1.05, 1.1)
+            if not any(box.overlaps(other) for other in placed) or offset == _LABEL_OFFSETS[-1]:
+                placed.append(box)
+                break
+            text.remove()
+    return fig

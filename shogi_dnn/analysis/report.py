@@ -25,6 +25,7 @@ with train.time_towers = true; report.md says so when they do not).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import warnings
@@ -174,7 +175,7 @@ def plot_per_gpu(records: Sequence[dict[str, Any]], key: str, path: Path, title:
     fig, ax = _figure(title, key.replace("_", " "))
     samples, values, devices = per_gpu_series(_train(records), key)
     for g in range(values.shape[1]):
-        ax.plot(samples, values[:, g], lw=1.2, label=f"gpu{g} ({devices[g].split('device:')[-1]})")
+        ax.plot(samples, values[:, g], lw=1.2, label=f"gpu{g} ({device_label(devices[g])})")
     validation = [r for r in _validation(records) if r.get(key) is not None]
     if validation:
         ax.plot([r["samples"] for r in validation], [r[key] for r in validation], "ko--", ms=4,
@@ -208,18 +209,44 @@ def plot_series(records: Sequence[dict[str, Any]], key: str, path: Path, title: 
     return _save(fig, path)
 
 
-def plot_calibration(evals: dict[str, dict[str, Any]], path: Path) -> Path:
-    """Reliability curves (mean predicted win probability vs observed score) of every evaluated split."""
+SMALL_BIN = 100        # calibration bins with fewer positions are drawn hollow: their observed score is noise
+
+
+def calibration_points(result: dict[str, Any]) -> list[tuple[float, float, int, bool]]:
+    """(mean predicted, observed, positions, small) of each non-empty reliability bin of an eval result."""
+    return [(float(r["mean_prob"]), float(r["mean_label"]), int(r.get("positions", 0)),
+             int(r.get("positions", 0)) < SMALL_BIN) for r in result.get("reliability", [])
+            if r.get("positions", 1) and r.get("mean_prob") is not None]
+
+
+def calibration_figure(evals: dict[str, dict[str, Any]]) -> Figure:
+    """Reliability curves of every evaluated split, each bin labelled with its count of positions; bins of
+    fewer than SMALL_BIN positions are hollow (and named in the legend)."""
     fig, ax = _figure("calibration", "observed score (win 1, draw 0.5)", "predicted win probability")
     ax.plot([0, 1], [0, 1], color="grey", ls=":", label="perfect")
     for split, result in evals.items():
-        rows = result.get("reliability", [])
-        ax.plot([r["mean_prob"] for r in rows], [r["mean_label"] for r in rows], "o-",
-                label=f"{split} (ECE {result.get('ece') or 0:.3f})")
+        points = calibration_points(result)
+        line, = ax.plot([p[0] for p in points], [p[1] for p in points], "-",
+                        label=f"{split} (ECE {result.get('ece') or 0:.3f})")
+        big = [p for p in points if not p[3]]
+        small = [p for p in points if p[3]]
+        ax.plot([p[0] for p in big], [p[1] for p in big], "o", color=line.get_color())
+        if small:
+            ax.plot([p[0] for p in small], [p[1] for p in small], "o", mfc="none", color=line.get_color(),
+                    label=f"{split}: bin of < {SMALL_BIN} positions")
+        for x, y, n, _ in points:
+            ax.annotate(f"{n:,}", (x, y), fontsize=6, xytext=(3, -9), textcoords="offset points",
+                        color=line.get_color())
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    ax.text(0.99, 0.01, "numbers: positions per bin", transform=ax.transAxes, ha="right", fontsize=7, color="grey")
+    return fig
+
+
+def plot_calibration(evals: dict[str, dict[str, Any]], path: Path) -> Path:
+    """Reliability curves (mean predicted win probability vs observed score) of every evaluated split."""
+    return _save(calibration_figure(evals), path)
 
 
 def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
@@ -255,13 +282,21 @@ def write_report(run_dir: str | Path) -> Path:
     return path
 
 
+def device_label(name: Any) -> str:
+    """One name per device in every table: `CPU:0`, `GPU:1`, `worker1@10.0.0.2:2222/GPU:0` (a cluster's
+    tower), never TensorFlow's `/job:localhost/replica:0/task:0/device:CPU:0`."""
+    text = str(name)
+    return text.rsplit("device:", 1)[-1] if "device:" in text else text
+
+
 def render_markdown(run_dir: Path, records: Sequence[dict[str, Any]], evals: dict[str, dict[str, Any]],
                     plots: dict[str, Path], flags: Sequence[TowerFlag]) -> str:
     """The text of report.md: training summary, towers, validation per stage, evaluations, plots."""
     run = run_files.read_run_json(run_dir)
     lines = [f"# Run report: {run_dir.name}", "",
              f"- data: `{run.get('data_dir', '?')}`",
-             f"- towers: {run.get('num_replicas', '?')} ({', '.join(run.get('devices', [])) or '?'})"]
+             f"- towers: {run.get('num_replicas', '?')} "
+             f"({', '.join(device_label(d) for d in run.get('devices', [])) or '?'})"]
     lines += _training_lines(records)
     lines += _tower_lines(records, flags)
     lines += _validation_lines(records)
@@ -300,7 +335,7 @@ def _tower_lines(records: Sequence[dict[str, Any]], flags: Sequence[TowerFlag]) 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN columns: shown as "-"
         for g, device in enumerate(devices):
-            lines.append(f"| {g} | `{device}` | {_n(float(np.nanmedian(speed[:, g])), ',.0f')} | "
+            lines.append(f"| {g} | `{device_label(device)}` | {_n(float(np.nanmedian(speed[:, g])), ',.0f')} | "
                          f"{_n(float(np.nanmean(loss[-window:, g])))} | {_n(float(np.nanmean(acc[-window:, g])))} |")
     lines.append("")
     lines += [f"- **UNBALANCED TOWER**: {f.message}" for f in flags] or [("- towers balanced: no slow GPU "
@@ -341,8 +376,48 @@ def _eval_lines(split: str, result: dict[str, Any]) -> list[str]:
     if gpus:
         spread = result.get("per_gpu_spread", {})
         lines += ["", "| GPU | positions | loss | accuracy |", "|---|---|---|---|"]
-        lines += [f"| {g.get('device', i)} | {g.get('positions')} | {_n(g.get('loss'))} | {_n(g.get('accuracy'))} |"
+        lines += [f"| `{device_label(g.get('device', i))}` | {g.get('positions')} | {_n(g.get('loss'))} | {_n(g.get('accuracy'))} |"
                   for i, g in enumerate(gpus)]
         lines.append(f"\nSpread between GPUs: loss {_n(spread.get('loss'))}, "
                      f"accuracy {_n(spread.get('accuracy'))}.")
     return lines
+
+
+# ----------------------------------------------------------------------------------------------------
+# The one comparison table (report --summary): the end of `make demo`
+
+
+def summary_table(run_dir: str | Path, split: str = "validation") -> str:
+    """Model vs the material and side-to-move baselines on one evaluated split (RUN/eval-<split>.json):
+    accuracy (decisive positions), log loss, ECE, positions and games (from the dataset's manifest),
+    then one line saying whether the model is ahead of material. RunError when the split was not evaluated."""
+    from shogi_dnn import shards
+    from shogi_dnn.errors import RunError, ShogiDnnError
+
+    run_dir = Path(run_dir)
+    path = run_dir / f"eval-{split}.json"
+    if not path.is_file():
+        raise RunError(f"{path}: not found: run `shogi-dnn evaluate --run-dir {run_dir} --split {split}` first")
+    result = json.loads(path.read_text(encoding="utf-8"))
+    games: Any = "?"
+    try:
+        manifest = shards.read_manifest(Path(result.get("data_dir") or run_files.read_run_json(run_dir)["data_dir"]))
+        games = sum(s.games for s in manifest.split(split)) if split != "all" else sum(s.games for s in manifest.shards)
+    except (ShogiDnnError, OSError, KeyError):
+        pass                                            # the dataset moved: games unknown, the rest stands
+    b = result.get("baselines", {})
+    rows = [("model", result), ("material", b.get("material")), ("side to move", b.get("side_to_move"))]
+    lines = [f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are better)",
+             f"{'predictor':<14}{'accuracy':>9}{'log loss':>10}{'ECE':>8}{'positions':>11}{'games':>7}"]
+    games_text = f"{games:,}" if isinstance(games, int) else games
+    for name, row in rows:
+        if row:
+            lines.append(f"{name:<14}{_n(row.get('accuracy')):>9}{_n(row.get('loss')):>10}{_n(row.get('ece')):>8}"
+                         f"{row.get('positions', result.get('positions', 0)):>11,}{games_text:>7}")
+    material = b.get("material")
+    if material and result.get("accuracy") is not None and material.get("accuracy") is not None:
+        d_acc, d_loss = result["accuracy"] - material["accuracy"], result["loss"] - material["loss"]
+        ahead = d_acc > 0 and d_loss < 0
+        lines.append(f"model {'ahead of' if ahead else 'NOT ahead of'} material: accuracy {d_acc:+.4f}, "
+                     f"log loss {d_loss:+.4f}")
+    return "\n".join(lines)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -21,10 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.errors import ConfigError
+from shogi_dnn.errors import ConfigError, ShogiDnnError
 from shogi_dnn.rules import available_backends
+from shogi_dnn.wording import plural
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "datasets" / "sample"
+# The bundled GNU Shogi corpus (1,886 games in one .tar.xz): what a fresh clone has.
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "datasets" / "gnushogi.tar.xz"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +85,8 @@ def _run_child(corpus: list[str], backend: str, workers: int, shard_size: int) -
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConfigError(f"bench convert ({backend}, {workers} workers) failed: {tail}")
+        tail = re.sub(r"^[\w.]*(Error|Exception): ", "", tail)        # never an internal class name
+        raise ConfigError(f"bench convert ({backend}, {plural(workers, 'worker')}) failed: {tail}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -101,6 +105,9 @@ def format_table(results: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     corpus = args.corpus or [str(DEFAULT_CORPUS)]
+    missing = [c for c in corpus if not Path(c).exists()]
+    if missing:
+        raise ConfigError(f"{missing[0]}: no such file or folder (CORPUS defaults to the bundled {DEFAULT_CORPUS.name})")
     try:
         workers = [int(w) for w in args.workers.split(",") if w.strip()]
     except ValueError as exc:
@@ -121,5 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":             # the --one child: a user's error as one line, like the CLI's
+    try:
+        sys.exit(main())
+    except ShogiDnnError as exc:
+        print(f"shogi-dnn bench convert: error: {exc}", file=sys.stderr)
+        sys.exit(2)

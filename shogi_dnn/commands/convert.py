@@ -10,6 +10,7 @@ from shogi_dnn.convert.run import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings
 from shogi_dnn.kifu.record import Ending
 
 log = logging.getLogger(__name__)
+SHOWN_ERRORS = 5          # skipped games printed on the console (all are in convert-report.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shogi-dnn convert",
         description="Convert game records (CSA, KIF, KI2; files, folders, .zip/.tar[.gz|.xz]/.7z archives) "
-                    "into HDF5 shards. By default every finished game with a result is kept.")
+                    "into HDF5 shards. By default every finished game with a result is kept.",
+        epilog="The first few skipped games are printed as file:line: reason (all of them in "
+               "DIR/convert-report.json). Exit status: 0 when at least one game was converted, 1 when none "
+               "was (no record, or every game skipped), 2 on a usage error, 130 when interrupted.")
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="record files, folders (recursive) or archives")
     parser.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write")
     parser.add_argument("--min-rating", type=float, default=None, help="drop games below this rating")
@@ -43,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="move-rules backend (default auto: cshogi when installed); same output")
     parser.add_argument("--overwrite", action="store_true", help="replace a dataset already in DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true",
+                        help="do not print the skipped games (they stay in DIR/convert-report.json)")
     return parser
 
 
@@ -68,5 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         log.error("shogi-dnn convert: interrupted; finished shards are kept in %s: "
                   "rerun the same command to resume", args.out)
         return 130
+    if not args.quiet:
+        for line in report.first_errors(SHOWN_ERRORS):
+            log.warning("%s", line)
     log.info("%s\nreport: %s/%s", report.summary(), args.out, REPORT_NAME)
+    reason = report.nothing_converted()
+    if reason:
+        log.error("shogi-dnn convert: nothing converted: %s", reason)
+        return 1
     return 0

@@ -6,10 +6,11 @@ the mean over the position and its left-right mirror (--no-mirror-average: the m
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from shogi_dnn import run_files
-from shogi_dnn.analysis import predict
+from shogi_dnn.analysis import predict, run_model
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -32,9 +33,10 @@ def main(argv: list[str]) -> int:
     text = " ".join(args.target)
     is_record = len(args.target) == 1 and Path(text).is_file()
     record = predict.read_game(text, args.game) if is_record else predict.read_position(text)
-    from shogi_dnn.analysis.evaluate import load_run_model  # TensorFlow only once the input is known good
-
-    model = load_run_model(run_dir, args.checkpoint)
+    what = f"{len(record.moves) + 1} positions of {Path(text).name}" if is_record else "the position"
+    print(f"predict: loading {run_model.model_name(run_dir, args.checkpoint)} (TensorFlow starts, a few seconds), "
+          f"then {what}", file=sys.stderr, flush=True)
+    model = run_model.load_run_model(run_dir, args.checkpoint)  # TensorFlow only once the input is known good
     if args.mirror_average:
         from shogi_dnn.training.model import mirror_averaged
 

@@ -12,9 +12,14 @@ from shogi_dnn.analysis import report
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="shogi-dnn report", description=__doc__.split(":", 1)[1].strip())
     parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
+    parser.add_argument("--summary", nargs="?", const="validation", default=None, metavar="SPLIT",
+                        help="end with one table: model vs material vs side to move on an evaluated split "
+                             "(default validation): accuracy, log loss, ECE, positions, games")
     args = parser.parse_args(argv)
     path = report.write_report(args.run_dir)
     for flag in report.find_unbalanced_towers(report.run_files.read_metrics(args.run_dir)):
         print(f"UNBALANCED TOWER: {flag.message}")
     print(f"wrote {path} and plots in {path.parent / run_files.PLOTS_DIR}")
+    if args.summary:
+        print("\n" + report.summary_table(args.run_dir, args.summary))
     return 0

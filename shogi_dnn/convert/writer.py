@@ -27,6 +27,8 @@ from shogi_dnn import shards
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, FileResult
 from shogi_dnn.features import EVAL_NONE
+from shogi_dnn.kifu import RECORD_SUFFIXES
+from shogi_dnn.wording import plural
 
 REPORT_NAME = "convert-report.json"
 STATE_NAME = "convert-state.json"
@@ -80,16 +82,40 @@ class ConvertReport:
 
     def summary(self) -> str:
         """The end summary, a few lines."""
-        skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
-        splits = ", ".join(f"{s} {self.games.get(s, 0)} games / {self.positions.get(s, 0)} positions / "
-                           f"{self.shards.get(s, 0)} shards" for s in shards.SPLITS if s in self.positions)
+        skipped = ", ".join(f"{k} {v:,}" for k, v in sorted(self.skipped.items())) or "none"
+        splits = ", ".join(f"{s} {plural(self.games.get(s, 0), 'game')} / "
+                           f"{plural(self.positions.get(s, 0), 'position')} / {plural(self.shards.get(s, 0), 'shard')}"
+                           for s in shards.SPLITS if s in self.positions)
         total = self.timings.get("total_s", 0.0)
         rate = sum(self.positions.values()) / total if total else 0.0
-        return (f"files read {self.files_read} (unreadable {self.files_unreadable}); games found "
-                f"{self.games_found}, converted {self.converted}, skipped: {skipped}\n"
+        errors = len(self.errors) + self.errors_not_listed
+        return (f"{plural(self.files_read, 'file')} read ({self.files_unreadable:,} unreadable); "
+                f"{plural(self.games_found, 'game')} found, {self.converted:,} converted, skipped: {skipped}\n"
                 f"{splits or 'no positions written'}\n"
-                f"{len(self.errors) + self.errors_not_listed} errors (listed in {REPORT_NAME}); "
-                f"{total:.1f} s, {rate:,.0f} positions/s, backend {self.backend}, {self.workers} workers")
+                f"{plural(errors, 'error')}"
+                + (f" (listed in {REPORT_NAME}{', the first ' + format(len(self.errors), ',') if self.errors_not_listed else ''})"
+                   if errors else "") + "; "
+                f"{total:.1f} s, {rate:,.0f} positions/s, backend {self.backend}, {plural(self.workers, 'worker')}")
+
+    def first_errors(self, count: int = 5) -> list[str]:
+        """The console's view of the errors: the first `count` as `file:line: reason`, then how many more."""
+        total = len(self.errors) + self.errors_not_listed
+        lines = [f"skipped {e}" for e in self.errors[:count]]
+        if total > len(lines):
+            lines.append(f"... and {plural(total - len(lines), 'more error')} in {REPORT_NAME}")
+        return lines
+
+    def nothing_converted(self) -> str | None:
+        """Why no game was converted (the reason for a non-zero exit), or None when some were."""
+        if self.converted:
+            return None
+        if not self.files_read and not self.files_unreadable and not self.games_found:
+            return f"no record files found in the inputs ({' '.join(RECORD_SUFFIXES)} files, or archives of them)"
+        if not self.games_found:
+            return f"no game found in {plural(self.files_read + self.files_unreadable, 'file')}"
+        if self.games_found == 1:
+            return "the one game found was skipped (see the reason above)"
+        return f"all {self.games_found:,} games found were skipped (see the reasons above)"
 
 
 @dataclasses.dataclass

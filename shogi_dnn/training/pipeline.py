@@ -118,7 +118,8 @@ def _shuffle_buffer(rows: Batch, seed: int, index: int, mirror: bool) -> Batch:
 
 
 def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror: bool,
-                skip_samples: int = 0, lanes: int = 1, lane: int = 0) -> Iterator[Batch]:
+                skip_samples: int = 0, lanes: int = 1, lane: int = 0,
+                rows: tuple[int, int] | None = None) -> Iterator[Batch]:
     """The rows of read lane `lane` of `lanes` (with lanes = 1: the sample stream of one pass; see the
     module docstring), as consecutive blocks of rows.
 
@@ -127,7 +128,7 @@ def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror
         eval [n] int16 (features.EVAL_NONE where none); their concatenation is the lane's rows
         without their first `skip_samples`.
     """
-    buffers = schedule.plan_buffers(paths, seed, shuffle_buffer)
+    buffers = schedule.plan_buffers(paths, seed, shuffle_buffer, rows)
     schedule.check_skip(skip_samples, schedule.lane_rows(buffers, lanes)[lane])
     reader = ShardReader(paths)
     try:
@@ -199,7 +200,8 @@ def _from_stacks(generate, batch: int | None) -> tf.data.Dataset:
 
 def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,
                        mirror: bool, skip_samples: int = 0, lanes: int = 0,
-                       input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+                       input_context: tf.distribute.InputContext | None = None,
+                       rows: tuple[int, int] | None = None) -> tf.data.Dataset:
     """One shuffled pass over a sample group's shards, in global batches (drop_remainder).
 
     Args:
@@ -213,6 +215,7 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
         lanes: read lanes L (data.read_lanes); 0 = one per worker (input pipeline), 1 without a context.
         input_context: from distribute_datasets_from_function: read only this worker's lanes and yield
             its per-replica slices.
+        rows: (start, stop): only these rows of the shards concatenated (a sample group); default all.
     Returns:
         Dataset of dicts: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32, ply [B] int16,
         eval [B] int16 (the record's evaluation, side to move's view; features.EVAL_NONE where none),
@@ -226,7 +229,7 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
     lanes = schedule.resolve_lanes(lanes, workers, global_batch, skip_samples)
     paths = [Path(p) for p in paths]
     schedule.check_seed(seed)
-    buffers = schedule.plan_buffers(paths, seed, shuffle_buffer)             # shard metadata only
+    buffers = schedule.plan_buffers(paths, seed, shuffle_buffer, rows)       # shard metadata only
     lane_rows = schedule.lane_rows(buffers, lanes)
     schedule.check_skip(skip_samples, sum(lane_rows))
     batches = schedule.full_batches(lane_rows, global_batch, skip_samples)  # the same on every worker

@@ -103,11 +103,17 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def position_label(epoch: int, stage: int, group: int) -> str:
+    """`ep=0 stage=1 group=2`: the run's position as every output names it (console line, progress bar;
+    metrics.jsonl, TensorBoard and report.md use the same 0-based epoch, stage and group)."""
+    return f"ep={epoch} stage={stage} group={group}"
+
+
 def console_line(record: dict[str, Any]) -> str:
     """`train step=120 samples=7.7k ep=0 stage=1 group=2 loss=0.6931 acc=0.512 pos/s=12.3k lr=0.01 |
     gpu loss 0.69 0.70 acc 0.51 0.52`: one compact line."""
-    head = (f"{record['kind']} step={record['step']} samples={_short(record['samples'])} ep={record['epoch']} "
-            f"stage={record['stage']} group={record['group']} loss={_fmt(record['loss'])} "
+    head = (f"{record['kind']} step={record['step']} samples={_short(record['samples'])} "
+            f"{position_label(record['epoch'], record['stage'], record['group'])} loss={_fmt(record['loss'])} "
             f"acc={_fmt(record['accuracy'], 3)}")
     if "positions_per_s" in record:
         head += f" pos/s={_short(record['positions_per_s'])}"

@@ -12,7 +12,6 @@ position in one function, resolve_lanes; config.py only checks that the field is
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from shogi_dnn import shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.wording import plural
 
 # Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order, stage seeds.
 SEED_CHUNK_ORDER, SEED_BUFFER, SEED_GROUP_ORDER, SEED_STAGE = 0, 1, 2, 3
@@ -45,25 +45,40 @@ class Chunk:
 # Sample groups and seeds
 
 
-def split_groups(shard_infos: Sequence[shards.ShardInfo], num_groups: int) -> list[tuple[shards.ShardInfo, ...]]:
-    """Cut shards (in order) into `num_groups` contiguous, non-empty groups balanced by positions.
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One sample group: rows [rows[0], rows[1]) of its `shards` concatenated in manifest order
+    (the shards it touches; the first and last may be shared with the neighbouring groups)."""
+
+    shards: tuple[shards.ShardInfo, ...]
+    rows: tuple[int, int]
+
+    @property
+    def positions(self) -> int:
+        return self.rows[1] - self.rows[0]
+
+
+def split_groups(shard_infos: Sequence[shards.ShardInfo], num_groups: int) -> list[Group]:
+    """Cut the training split (its shards concatenated in order) into `num_groups` contiguous groups of
+    equal size (+-1 row), by rows: group k holds rows [k*N//G, (k+1)*N//G) of the N positions, whatever
+    the number of shards. A group boundary inside an HDF5 chunk only makes the two groups read that
+    chunk each (pipeline.py reads chunk slices).
 
     Raises:
-        ConfigError: num_groups < 1 or more groups than shards.
+        ConfigError: num_groups < 1 or more groups than positions.
     """
-    if num_groups < 1 or num_groups > len(shard_infos):
-        raise ConfigError(f"data.num_groups = {num_groups}, but the training split has "
-                          f"{len(shard_infos)} shards (need 1 <= groups <= shards)")
-    ends = np.cumsum([s.positions for s in shard_infos])
-    total = int(ends[-1])
-    cuts = [0]
-    for k in range(1, num_groups):
-        # Shard boundary nearest to k/G of the positions, leaving room for the remaining groups.
-        lo, hi = cuts[-1] + 1, len(shard_infos) - (num_groups - k)
-        candidates = np.arange(lo, hi + 1)
-        cuts.append(int(candidates[np.argmin(np.abs(ends[candidates - 1] - k * total / num_groups))]))
-    cuts.append(len(shard_infos))
-    return [tuple(shard_infos[a:b]) for a, b in itertools.pairwise(cuts)]
+    total = sum(s.positions for s in shard_infos)
+    if num_groups < 1 or num_groups > total:
+        raise ConfigError(f"data.num_groups = {num_groups}, but the training split has {plural(total, 'position')} "
+                          f"(need 1 <= groups <= positions)")
+    offsets = np.concatenate([[0], np.cumsum([s.positions for s in shard_infos])]).astype(np.int64)
+    groups = []
+    for k in range(num_groups):
+        start, stop = k * total // num_groups, (k + 1) * total // num_groups
+        first = int(np.searchsorted(offsets, start, side="right") - 1)
+        last = int(np.searchsorted(offsets, stop, side="left"))        # shards [first, last) overlap
+        groups.append(Group(tuple(shard_infos[first:last]), (start - int(offsets[first]), stop - int(offsets[first]))))
+    return groups
 
 
 def group_order(seed: int, epoch: int, num_groups: int) -> list[int]:
@@ -105,17 +120,28 @@ def shard_layouts(paths: Sequence[Path]) -> list[tuple[int, int]]:
     return layouts
 
 
-def list_chunks(paths: Sequence[Path]) -> list[Chunk]:
-    """Every chunk of every shard, in file order."""
-    return [Chunk(i, start, min(start + chunk_rows, rows))
-            for i, (rows, chunk_rows) in enumerate(shard_layouts(paths))
-            for start in range(0, rows, chunk_rows)]
+def list_chunks(paths: Sequence[Path], rows: tuple[int, int] | None = None) -> list[Chunk]:
+    """Every chunk of every shard, in file order; with `rows` = (start, stop), only rows [start, stop) of
+    the shards concatenated (a sample group): the chunks inside them, and the parts of the two at its ends."""
+    chunks, offset = [], 0
+    lo, hi = rows if rows is not None else (0, None)
+    for i, (shard_rows, chunk_rows) in enumerate(shard_layouts(paths)):
+        for start in range(0, shard_rows, chunk_rows):
+            stop = min(start + chunk_rows, shard_rows)
+            a, b = max(start, lo - offset), stop if hi is None else min(stop, hi - offset)
+            if a < b:
+                chunks.append(Chunk(i, a, b))
+        offset += shard_rows
+    if rows is not None and not 0 <= lo <= hi <= offset:
+        raise ConfigError(f"rows [{lo}, {hi}) are outside the {offset} positions of the shards")
+    return chunks
 
 
-def plan_buffers(paths: Sequence[Path], seed: int, shuffle_buffer: int) -> list[tuple[Chunk, ...]]:
-    """The shuffle buffers of one pass: the seeded chunk permutation cut into groups of chunks
-    holding at least `shuffle_buffer` rows each (the last may hold fewer)."""
-    chunks = list_chunks(paths)
+def plan_buffers(paths: Sequence[Path], seed: int, shuffle_buffer: int,
+                 rows: tuple[int, int] | None = None) -> list[tuple[Chunk, ...]]:
+    """The shuffle buffers of one pass (over `rows` of the shards, default all): the seeded chunk
+    permutation cut into groups of chunks holding at least `shuffle_buffer` rows each (the last may hold fewer)."""
+    chunks = list_chunks(paths, rows)
     order = np.random.default_rng([check_seed(seed), SEED_CHUNK_ORDER]).permutation(len(chunks))
     buffers, current, rows = [], [], 0
     for index in order:
@@ -170,13 +196,15 @@ def full_batches(lane_rows: Sequence[int], global_batch: int, skip_samples: int)
 # Counting
 
 
-def count_positions(paths: Sequence[Path]) -> int:
-    """Positions in the shards (from their metadata)."""
-    return sum(rows for rows, _ in shard_layouts([Path(p) for p in paths]))
+def count_positions(paths: Sequence[Path], rows: tuple[int, int] | None = None) -> int:
+    """Positions in the shards (from their metadata), or in `rows` of them."""
+    if rows is not None:
+        return sum(len(c) for c in list_chunks([Path(p) for p in paths], rows))
+    return sum(n for n, _ in shard_layouts([Path(p) for p in paths]))
 
 
 def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 0, *, lanes: int = 1,
-                  seed: int = 0, shuffle_buffer: int = 0) -> int:
+                  seed: int = 0, shuffle_buffer: int = 0, rows: tuple[int, int] | None = None) -> int:
     """Training steps (full global batches) in one pass after skipping `skip_samples` positions, with
     `lanes` read lanes (from the shard metadata and, for lanes > 1, the stream's seed and shuffle buffer;
     no data is read). Also right for an update of micro-batches: pass global batch x micro-batches."""
@@ -184,9 +212,9 @@ def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 
         raise ConfigError(f"global_batch = {global_batch} must be positive")
     lanes = resolve_lanes(lanes, 1, global_batch, skip_samples)
     if lanes == 1:
-        total = count_positions(paths)
+        total = count_positions(paths, rows)
         check_skip(skip_samples, total)
         return (total - skip_samples) // global_batch
-    rows = lane_rows(plan_buffers([Path(p) for p in paths], check_seed(seed), shuffle_buffer), lanes)
-    check_skip(skip_samples, sum(rows))
-    return full_batches(rows, global_batch, skip_samples)
+    per_lane = lane_rows(plan_buffers([Path(p) for p in paths], check_seed(seed), shuffle_buffer, rows), lanes)
+    check_skip(skip_samples, sum(per_lane))
+    return full_batches(per_lane, global_batch, skip_samples)

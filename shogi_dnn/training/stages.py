@@ -1,11 +1,12 @@
 """Staged training bookkeeping: sample groups, the stage order of each epoch, and the run's progress.
 
-The training split is cut by shard into G sample groups (schedule.split_groups). A *stage* is one pass
+The training split is cut by rows into G sample groups of equal size, whatever the number of shards
+(schedule.split_groups). A *stage* is one pass
 over one group; an *epoch* visits every group once, in an order shuffled per epoch by the run seed
 (schedule.group_order). Progress (TrainState) is counted in optimizer steps and in samples, and the
 data position is (epoch, stage index in the epoch's order, samples consumed in the group): with the
 stage's stream seed that is everything needed to resume the data stream exactly, because the
-stream of a stage is a function of (group shards, stream seed) and the read lanes only
+stream of a stage is a function of (group shards and rows, stream seed) and the read lanes only
 (schedule.make_train_dataset; lanes: data.read_lanes, or one per worker; saved in run.json).
 """
 
@@ -54,7 +55,8 @@ class TrainState:
         try:
             return cls(**{f.name: int(raw[f.name]) for f in dataclasses.fields(cls)})
         except (KeyError, TypeError, ValueError) as exc:
-            raise RunError(f"{origin}: corrupt train state ({exc!r})") from exc
+            problem = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise RunError(f"{origin}: corrupt train state ({problem})") from exc
 
     def advance(self, updates: int, samples: int) -> TrainState:
         """After `updates` optimizer steps that consumed `samples` positions of the current group."""
@@ -68,7 +70,7 @@ class Stage:
 
     Attributes:
         epoch, index: the epoch and the stage's index in that epoch's group order.
-        group: the sample group; paths: its shard files.
+        group: the sample group; paths: its shard files; rows: its rows [start, stop) of them.
         seed: the stream seed; updates: optimizer steps of the whole stage (capped by
             train.max_steps_per_stage); update_batch: positions per update.
         shuffle_buffer, lanes: data.shuffle_buffer and the effective read lanes (the stream's shape).
@@ -83,12 +85,24 @@ class Stage:
     update_batch: int
     shuffle_buffer: int = 0
     lanes: int = 1
+    rows: tuple[int, int] | None = None
 
     def remaining(self, position: int) -> int:
         """Updates left after `position` positions of the stream were consumed."""
         available = schedule.count_batches(self.paths, self.update_batch, position, lanes=self.lanes,
-                                           seed=self.seed, shuffle_buffer=self.shuffle_buffer)
+                                           seed=self.seed, shuffle_buffer=self.shuffle_buffer, rows=self.rows)
         return max(0, min(self.updates - position // self.update_batch, available))
+
+
+def check_group_size(positions: int, num_groups: int, update_batch: int) -> None:
+    """Every sample group must hold at least one update: one line saying what to change otherwise."""
+    if num_groups >= 1 and positions // num_groups < update_batch:
+        most = positions // update_batch
+        fix = (f"set data.num_groups to at most {most}" if most >= 1
+               else f"lower train.global_batch (or train.micro_batches) to at most {positions}")
+        raise ConfigError(f"data.num_groups = {num_groups} sample groups of at least one update ({update_batch} "
+                          f"positions = global batch x micro-batches) need {num_groups * update_batch:,} training "
+                          f"positions, the dataset has {positions:,}: {fix}, or convert more games")
 
 
 class StagePlan:
@@ -101,16 +115,14 @@ class StagePlan:
         train_shards = manifest.split("train")
         if not train_shards:
             raise ConfigError(f"{manifest.root}: the dataset has no training shards")
+        check_group_size(sum(s.positions for s in train_shards), config.data.num_groups, update_batch)
         self.groups = schedule.split_groups(train_shards, config.data.num_groups)
-        self.paths = [tuple(manifest.shard_path(s) for s in group) for group in self.groups]
+        self.paths = [tuple(manifest.shard_path(s) for s in group.shards) for group in self.groups]
+        self.rows = [group.rows for group in self.groups]
         self.epochs = config.train.epochs
         self.seed = config.train.seed
         self.max_steps = config.train.max_steps_per_stage
         self.update_batch = update_batch
-        for group, paths in enumerate(self.paths):
-            if schedule.count_positions(paths) < update_batch:
-                raise ConfigError(f"sample group {group} has {schedule.count_positions(paths)} positions, fewer "
-                                  f"than one update ({update_batch} = global batch x micro-batches)")
 
     @property
     def num_groups(self) -> int:
@@ -122,13 +134,14 @@ class StagePlan:
     def stage(self, epoch: int, index: int) -> Stage:
         """The stage at position `index` of epoch `epoch`'s group order."""
         group = self.group_of(epoch, index)
-        paths = self.paths[group]
+        paths, rows = self.paths[group], self.rows[group]
         seed = schedule.stage_seed(self.seed, epoch, group)
         updates = schedule.count_batches(paths, self.update_batch, lanes=self.lanes, seed=seed,
-                                         shuffle_buffer=self.shuffle_buffer)
+                                         shuffle_buffer=self.shuffle_buffer, rows=rows)
         if self.max_steps > 0:
             updates = min(updates, self.max_steps)
-        return Stage(epoch, index, group, paths, seed, updates, self.update_batch, self.shuffle_buffer, self.lanes)
+        return Stage(epoch, index, group, paths, seed, updates, self.update_batch, self.shuffle_buffer, self.lanes,
+                     rows)
 
     def initial_state(self) -> TrainState:
         """The state of a new run: epoch 0, first stage, nothing consumed."""

@@ -34,7 +34,7 @@ from shogi_dnn import __version__, run_files, shards
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.training import cluster, pipeline, towers
+from shogi_dnn.training import cluster, pipeline, run_log, towers
 from shogi_dnn.training.checkpoints import (
     CheckpointManager,
     list_checkpoints,
@@ -44,6 +44,7 @@ from shogi_dnn.training.checkpoints import (
 from shogi_dnn.training.model import build_model
 from shogi_dnn.training.run_log import MetricsLog, TowerSums, summarise
 from shogi_dnn.training.stages import Stage, StagePlan, TrainState
+from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -174,10 +175,11 @@ class Trainer:
         self.metrics.truncate_after(state.step)
         run_files.write_json_atomic(self.run_dir / run_files.CONFIG_JSON, self.config.to_dict(), sort_keys=True)
         run_files.write_json_atomic(self.run_dir / run_files.RUN_JSON, self._run_info(), sort_keys=True)
-        log.info("%d tower(s) %s, global batch %d x %d micro-batch(es) = %d per update, lr %.4g, %d group(s), "
-                 "%d epoch(s)", len(self.devices), ",".join(self.devices), self.global_batch, self.micro_batches,
-                 self.update_batch, towers.scaled_lr(self.config.optim, self.update_batch), self.plan.num_groups,
-                 self.plan.epochs)
+        log.info("%s %s, global batch %d x %s = %d per update, lr %.4g, %s, %s",
+                 plural(len(self.devices), "tower"), ",".join(self.devices), self.global_batch,
+                 plural(self.micro_batches, "micro-batch", "micro-batches"), self.update_batch,
+                 towers.scaled_lr(self.config.optim, self.update_batch),
+                 plural(self.plan.num_groups, "sample group"), plural(self.plan.epochs, "epoch"))
         return state
 
     def _restore_newest_valid(self, existing: list[Path]) -> TrainState:
@@ -253,9 +255,9 @@ class Trainer:
         batches = iter(self.strategy.distribute_datasets_from_function(lambda ctx: pipeline.make_train_dataset(
             stage.paths, global_batch=self.global_batch, seed=stage.seed, skip_samples=skip,
             shuffle_buffer=stage.shuffle_buffer, mirror=self.config.data.mirror, lanes=stage.lanes,
-            input_context=ctx)))
+            input_context=ctx, rows=stage.rows)))
         interval = _Interval()
-        desc = f"epoch {stage.epoch} stage {stage.index + 1}/{self.plan.num_groups} (group {stage.group})"
+        desc = run_log.position_label(stage.epoch, stage.index, stage.group)   # as the console line says it
         with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
                   disable=None, leave=False, dynamic_ncols=True) as bar:
             for done in range(1, remaining + 1):

@@ -172,7 +172,7 @@ def test_position_string_with_moves(capsys: pytest.CaptureFixture) -> None:
     words = ["sfen", "4k4/9/4P4/9/9/9/9/9/4K4", "b", "2rG2b3g4s4n4l17p", "moves", "G*5b"]
     assert cli.main(["inspect", *words]) == 0
     out = capsys.readouterr().out
-    assert "1 games (0 with a result), 2 positions" in out and "<position>:1" in out
+    assert "1 game (0 with a result), 2 positions" in out and "<position>:1" in out
     assert cli.main(["inspect", "4k4/9/4P4/9/9/9/9/9/4K4 w - 7", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["records"][0]["start_sfen"] == "4k4/9/4P4/9/9/9/9/9/4K4 w - 7"

@@ -89,3 +89,35 @@ def test_trained_model_on_known_positions(tmp_path_factory) -> None:
     assert predict.predict_position(model, "4k4/9/4p4/9/4r4/9/9/9/4K4 b - 1")[1] < 0.2     # White's rook
     # White to move with Black's rook: the side to move loses (the board is seen from White's side).
     assert predict.predict_position(model, "4k4/9/4P4/9/4R4/9/9/9/4K4 w - 1")[1] < 0.2
+
+
+def test_swing_labels_do_not_overlap() -> None:
+    """Adjacent big swings (the sawtooth of an untrained model) get labels that do not overlap."""
+    record = predict.read_game(RECORD)
+    positions = predict.game_positions(record)
+    p_black = np.where(np.arange(82) % 2 == 0, 0.8, 0.2)     # every ply a big swing: the worst case
+    p_black[40:46] = [0.5, 0.9, 0.1, 0.95, 0.05, 0.5]
+    curve = predict.GameCurve(positions, p_black, p_black)
+    fig = predict.curve_figure(curve, "test")
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in fig.axes[0].texts]
+    assert len(boxes) == len(curve.swings()) == predict.SWINGS
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_cli_says_what_it_loads_before_tensorflow_starts(run, capsys) -> None:
+    run_dir, _ = run
+    assert cli.main(["predict", "--run-dir", str(run_dir), "startpos"]) == 0
+    err = capsys.readouterr().err
+    assert f"predict: loading {run_dir / 'model.keras'}" in err and "then the position" in err
+
+
+def test_run_model_imports_keras_without_its_optional_extras() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from shogi_dnn.analysis import run_model; run_model.import_keras_lean(); "
+            "print(sorted(m for m in ('IPython', 'matplotlib.pyplot', 'keras') if m in sys.modules))")
+    from tests.support.paths import REPO
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300).stdout
+    assert out.split("\n")[0] == "['keras']"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shogi_dnn import cli
+from shogi_dnn import cli, shards
 from shogi_dnn.analysis import report
 from shogi_dnn.errors import RunError
 from tests.support.metricsgen import write_metrics
@@ -106,3 +106,52 @@ def test_report_of_a_trained_run(tmp_path_factory) -> None:
     assert text.count("| 0 | ") >= 1 and "`CPU:1`" in text
     for name in ("loss", "accuracy", "throughput", "lr", "validation"):
         assert (run_dir / "plots" / f"{name}.png").stat().st_size > 5000
+
+
+def test_one_device_name_in_every_table(tmp_path) -> None:
+    full = "/job:localhost/replica:0/task:0/device:CPU:0"
+    write_metrics(tmp_path, gpus=1)
+    (tmp_path / "run.json").write_text(json.dumps({"data_dir": "/data", "devices": ["CPU:0"], "num_replicas": 1}))
+    evaluation = {**EVAL, "per_gpu": [{"device": full, "positions": 100, "loss": 0.6, "accuracy": 0.65}]}
+    (tmp_path / "eval-validation.json").write_text(json.dumps(evaluation))
+    text = report.write_report(tmp_path).read_text()
+    assert "/job:" not in text and "device:" not in text
+    assert "| `CPU:0` | 100 |" in text and "(CPU:0)" in text
+    assert report.device_label(full) == "CPU:0" and report.device_label("worker1@10.0.0.2:2222/GPU:0") == \
+        "worker1@10.0.0.2:2222/GPU:0"
+
+
+def test_calibration_plot_shows_counts_and_marks_small_bins() -> None:
+    result = {**EVAL, "reliability": [
+        {"lo": 0.0, "hi": 0.1, "positions": 1, "mean_prob": 0.05, "mean_label": 0.0},
+        {"lo": 0.4, "hi": 0.5, "positions": 5000, "mean_prob": 0.45, "mean_label": 0.44},
+        {"lo": 0.5, "hi": 0.6, "positions": 0, "mean_prob": None, "mean_label": None}]}
+    assert report.calibration_points(result) == [(0.05, 0.0, 1, True), (0.45, 0.44, 5000, False)]
+    ax = report.calibration_figure({"validation": result}).axes[0]
+    labels = {t.get_text() for t in ax.texts}
+    assert {"1", "5,000"} <= labels
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(f"< {report.SMALL_BIN} positions" in t for t in legend)
+
+
+def test_summary_is_one_table_with_positions_and_games(tmp_path, capsys) -> None:
+    from tests.support.shardgen import make_dataset
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[100], validation=[60, 40])
+    run = tmp_path / "run"
+    run.mkdir()
+    write_metrics(run, gpus=1)
+    (run / "run.json").write_text(json.dumps({"data_dir": str(data), "devices": ["CPU:0"], "num_replicas": 1}))
+    (run / "eval-validation.json").write_text(json.dumps({**EVAL, "data_dir": str(data)}))
+    assert cli.main(["report", "--run-dir", str(run), "--summary"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    table = out[out.index(next(line for line in out if line.startswith("predictor"))):]
+    games = sum(s.games for s in shards.read_manifest(data).split("validation"))
+    assert table[0].split() == ["predictor", "accuracy", "log", "loss", "ECE", "positions", "games"]
+    assert table[1].split() == ["model", "0.6600", "0.6100", "0.0300", "100", str(games)]
+    assert table[2].split()[:4] == ["material", "0.6000", "0.6600", "0.0200"]
+    assert table[3].split()[:5] == ["side", "to", "move", "0.5100", "0.6900"]
+    assert table[4] == "model ahead of material: accuracy +0.0600, log loss -0.0500"
+    assert cli.main(["report", "--run-dir", str(run), "--summary", "test"]) == 2
+    assert "eval-test.json: not found: run `shogi-dnn evaluate" in capsys.readouterr().err

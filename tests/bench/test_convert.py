@@ -41,5 +41,26 @@ def test_bench_convert_bad_arguments(capsys: pytest.CaptureFixture) -> None:
     assert "installed backends" in err and "Traceback" not in err
 
 
-def test_default_corpus_is_the_bundled_sample() -> None:
-    assert bench_convert.DEFAULT_CORPUS.name == "sample" and bench_convert.DEFAULT_CORPUS.parent.name == "datasets"
+def test_default_corpus_is_the_bundled_archive() -> None:
+    assert bench_convert.DEFAULT_CORPUS.name == "gnushogi.tar.xz" and bench_convert.DEFAULT_CORPUS.is_file()
+    assert bench_convert.DEFAULT_CORPUS.parent.name == "datasets"
+
+
+def test_a_missing_corpus_is_one_line_without_class_names(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    assert cli.main(["bench", "convert", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'nowhere'}: no such file or folder" in err
+    assert "shogi_dnn." not in err and "ConfigError" not in err and "Traceback" not in err
+
+
+def test_a_failing_child_is_reported_without_class_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The --one child prints `shogi-dnn bench convert: error: ...`; an unexpected traceback's last line
+    loses its class name too."""
+    import subprocess
+
+    def fake_run(*args, **kwargs):
+        return subprocess.CompletedProcess(args, 1, "", "Traceback...\nshogi_dnn.errors.ConfigError: x.csa: bad")
+    monkeypatch.setattr(bench_convert.subprocess, "run", fake_run)
+    with pytest.raises(bench_convert.ConfigError) as info:
+        bench_convert._run_child(["x.csa"], "cshogi", 1, 100)
+    assert str(info.value) == "bench convert (cshogi, 1 worker) failed: x.csa: bad"

@@ -41,7 +41,7 @@ def one_error_line(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
     (["--set", "train.bogus=1"], "unknown key train.bogus"),
     (["--set", "optim.lr_scaling=cubic"], "must be one of none, linear, sqrt"),
     (["--set", "train.global_batch=30", "--simulate-devices", "4"], "30 is not divisible by 4 towers"),
-    (["--set", "data.num_groups=9"], "data.num_groups = 9"),
+    (["--set", "data.num_groups=20"], "data.num_groups = 20"),      # 840 rows: at most 13 groups of 64
 ])
 def test_config_errors_are_one_line(capsys: pytest.CaptureFixture, dataset: Path, tmp_path: Path,
                                     extra: list[str], message: str) -> None:

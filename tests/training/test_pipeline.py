@@ -267,6 +267,59 @@ def test_lane_errors_name_the_numbers(paths):
         _train(paths, 40, lanes=-1)
 
 
+@pytest.mark.parametrize("rows", [(0, TOTAL), (100, 400), (250, 251), (64, 128), (37, 700)])
+def test_a_row_span_streams_exactly_its_rows_seeded_and_resumable(paths, rows):
+    """A sample group is a row span of the shards (cut anywhere, even inside a chunk): its stream holds
+    each of its rows once, is a function of the seed, and a resume continues it exactly."""
+    def stream(seed=1, skip=0):
+        return _concat(list(pipeline.iter_stream(paths, seed=seed, shuffle_buffer=BUFFER, mirror=False,
+                                                 skip_samples=skip, rows=rows)))["ply"]
+    start, stop = rows
+    whole = stream()
+    np.testing.assert_array_equal(np.sort(whole), np.arange(start, stop))
+    np.testing.assert_array_equal(stream(), whole)
+    assert schedule.count_positions(paths, rows) == stop - start
+    for skip in (0, 1, (stop - start) // 2, stop - start):
+        np.testing.assert_array_equal(stream(skip=skip), whole[skip:])
+    batch = 20
+    got = _collect(_train(paths, batch, rows=rows))["ply"]
+    np.testing.assert_array_equal(got, whole[:(stop - start) // batch * batch])
+    assert schedule.count_batches(paths, batch, rows=rows) == len(got) // batch
+    if stop - start == TOTAL:                 # the whole span is the plain stream
+        np.testing.assert_array_equal(whole, _stream(paths)["ply"])
+
+
+@pytest.mark.parametrize("lanes", [2, 4])
+def test_a_row_span_with_lanes_counts_what_it_yields(paths, lanes):
+    rows = (37, 700)
+    for skip in (0, 40, 200):
+        got = len(list(_train(paths, 40, skip=skip, lanes=lanes, rows=rows).as_numpy_iterator()))
+        assert schedule.count_batches(paths, 40, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER, rows=rows) == got
+        assert got > 0
+
+
+def test_groups_of_a_stage_plan_cover_the_split_once(dataset):
+    """Four groups on three shards (cut by rows): every training row in exactly one group's stream."""
+    from shogi_dnn.config import from_dict
+    from shogi_dnn.training.stages import StagePlan
+
+    plan = StagePlan(dataset, from_dict({"data": {"num_groups": 4, "shuffle_buffer": BUFFER}}), 40)
+    seen = []
+    for index in range(4):
+        stage = plan.stage(0, index)
+        offsets = {p: int(o) for p, o in zip(paths_of(dataset), np.concatenate([[0], np.cumsum(TRAIN_SIZES)]))}
+        first = offsets[stage.paths[0]]
+        rows = _concat(list(pipeline.iter_stream(stage.paths, seed=stage.seed, shuffle_buffer=BUFFER, mirror=False,
+                                                 rows=stage.rows)))["ply"]
+        assert len(rows) in (TOTAL // 4, TOTAL // 4 + 1) and rows.min() >= first
+        seen.append(rows)
+    np.testing.assert_array_equal(np.sort(np.concatenate(seen)), np.arange(TOTAL))
+
+
+def paths_of(dataset: shards.Manifest) -> list:
+    return split_paths(dataset, "train")
+
+
 def test_eval_dataset_keeps_every_row_in_order(dataset):
     paths = split_paths(dataset, "validation")
     batches = list(pipeline.make_eval_dataset(paths, global_batch=64).as_numpy_iterator())

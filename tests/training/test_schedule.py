@@ -10,15 +10,34 @@ from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import schedule
 
 
-def test_split_groups_contiguous_balanced():
+def test_split_groups_cut_by_rows_whatever_the_shards():
     infos = [shards.ShardInfo(f"s{i}.h5", "train", n, 1, "") for i, n in enumerate([100, 100, 100, 100, 50, 50])]
-    groups = schedule.split_groups(infos, 3)
-    assert [s.path for g in groups for s in g] == [s.path for s in infos]
-    assert [sum(s.positions for s in g) for g in groups] == [200, 100, 200]  # cuts nearest 166 and 333
-    assert [len(g) for g in schedule.split_groups(infos, 6)] == [1] * 6
-    assert len(schedule.split_groups(infos, 1)[0]) == 6
-    with pytest.raises(ConfigError, match="num_groups = 7"):
-        schedule.split_groups(infos, 7)
+    groups = schedule.split_groups(infos, 3)                    # 500 rows: [0, 166), [166, 333), [333, 500)
+    assert [g.positions for g in groups] == [166, 167, 167]
+    assert [[s.path for s in g.shards] for g in groups] == [["s0.h5", "s1.h5"], ["s1.h5", "s2.h5", "s3.h5"],
+                                                            ["s3.h5", "s4.h5", "s5.h5"]]
+    assert [g.rows for g in groups] == [(0, 166), (66, 233), (33, 200)]
+    # More groups than shards: one shard holds several groups (the issue: 4 groups on 2 shards).
+    two = [shards.ShardInfo(f"t{i}.h5", "train", 1000, 1, "") for i in range(2)]
+    groups = schedule.split_groups(two, 4)
+    assert [(tuple(s.path for s in g.shards), g.rows) for g in groups] == [
+        (("t0.h5",), (0, 500)), (("t0.h5",), (500, 1000)), (("t1.h5",), (0, 500)), (("t1.h5",), (500, 1000))]
+    assert len(schedule.split_groups(infos, 1)) == 1 and schedule.split_groups(infos, 1)[0].rows == (0, 500)
+    assert [g.positions for g in schedule.split_groups(infos, 500)] == [1] * 500
+    with pytest.raises(ConfigError, match="num_groups = 501, but the training split has 500 positions"):
+        schedule.split_groups(infos, 501)
+
+
+def test_group_size_error_is_one_line_saying_what_to_change():
+    from shogi_dnn.training.stages import check_group_size
+
+    check_group_size(4 * 128, 4, 128)
+    with pytest.raises(ConfigError) as info:
+        check_group_size(4 * 128 - 1, 4, 128)
+    message = str(info.value)
+    assert "\n" not in message and "data.num_groups = 4" in message and "set data.num_groups to at most 3" in message
+    with pytest.raises(ConfigError, match="lower train.global_batch .* to at most 100"):
+        check_group_size(100, 1, 128)
 
 
 def test_group_order_is_a_seeded_permutation_per_epoch():
@@ -47,3 +66,13 @@ def test_schedule_does_not_import_tensorflow():
     code = "import sys, shogi_dnn.training.schedule, shogi_dnn.training.stages; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_corrupt_train_state_names_the_field_not_a_class() -> None:
+    from shogi_dnn.errors import RunError
+    from shogi_dnn.training.stages import TrainState
+
+    with pytest.raises(RunError) as info:
+        TrainState.from_dict({"step": 1}, "ckpt-1/state.json")
+    assert str(info.value).startswith("ckpt-1/state.json: corrupt train state (no field 'samples')")
+    assert "KeyError" not in str(info.value)

@@ -95,8 +95,10 @@ def test_stage_plan_bookkeeping(dataset: Path) -> None:
     assert state.epoch == 2 and state.step == 18 and state.samples == 18 * 32
     for epoch in (0, 1):                            # every group once per epoch
         assert sorted(g for e, g in visited if e == epoch) == [0, 1, 2]
-    with pytest.raises(ConfigError, match="num_groups"):
-        StagePlan(read_manifest(dataset), from_dict({"data": {"num_groups": 4}}), 32)
+    # Groups are cut by rows: 4 groups on 3 shards train, 17 groups of one update (32) need 544 > 540 rows.
+    assert StagePlan(read_manifest(dataset), from_dict({"data": {"num_groups": 4}}), 32).num_groups == 4
+    with pytest.raises(ConfigError, match="data.num_groups = 17 .* set data.num_groups to at most 16"):
+        StagePlan(read_manifest(dataset), from_dict({"data": {"num_groups": 17}}), 32)
     with pytest.raises(ConfigError, match="seed"):
         plan.check_resume(TrainState(seed=6))
 
