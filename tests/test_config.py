@@ -49,7 +49,7 @@ def test_bad_overrides_are_one_line_errors(overrides, message) -> None:
 
 @pytest.mark.parametrize("item, message", [
     ("optim.learning_rate=0.1", "--set optim.learning_rate=0.1: unknown key optim.learning_rate"),
-    ("optim.lr=-1", "--set optim.lr=-1: optim.lr must be positive"),
+    ("optim.lr=-1", "--set optim.lr=-1: optim.lr = -1.0 must be positive"),
     ("model.blocks=two", "--set model.blocks=two: model.blocks = 'two' must be int"),
 ])
 def test_set_errors_name_set_not_the_preset(tmp_path, item, message) -> None:

@@ -126,8 +126,8 @@ def summary_dict(summary: dict[str, SplitSummary]) -> dict[str, Any]:
 def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
     """A readable table: one block per split, then the endings over all splits."""
     data = summary_dict(summary)
-    lines = [f"{path}: {plural(data['games'], 'game')}, {plural(data['positions'], 'position')}, "
-             f"{plural(data['shards'], 'shard')}"]
+    lines = [(f"{path}: {plural(data['games'], 'game')}, {plural(data['positions'], 'position')}, "
+             f"{plural(data['shards'], 'shard')}")]
     lines.append(f"{'split':<11}{'shards':>7}{'games':>9}{'positions':>11}{'win':>8}{'loss':>8}{'draw':>8}"
                  f"{'moves/game':>12}")
     for name, s in data["splits"].items():

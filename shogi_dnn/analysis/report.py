@@ -295,8 +295,8 @@ def render_markdown(run_dir: Path, records: Sequence[dict[str, Any]], evals: dic
     run = run_files.read_run_json(run_dir)
     lines = [f"# Run report: {run_dir.name}", "",
              f"- data: `{run.get('data_dir', '?')}`",
-             f"- towers: {run.get('num_replicas', '?')} "
-             f"({', '.join(device_label(d) for d in run.get('devices', [])) or '?'})"]
+             (f"- towers: {run.get('num_replicas', '?')} "
+             f"({', '.join(device_label(d) for d in run.get('devices', [])) or '?'})")]
     lines += _training_lines(records)
     lines += _tower_lines(records, flags)
     lines += _validation_lines(records)

@@ -333,7 +333,7 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_p
     with pytest.raises(RunError, match=r"ckpt-00000004: cannot restore .*--resume-strict"):
         strict.run()
     with caplog.at_level("WARNING", logger="shogi_dnn.training.trainer"):
-        trainer, _ = train(config, dataset, run, devices=1, resume=True)
+        train(config, dataset, run, devices=1, resume=True)
     assert any("ckpt-00000004: cannot restore" in r.message and "previous checkpoint, ckpt-00000002" in r.message
                for r in caplog.records)
     assert (run / "model.keras").is_file()
