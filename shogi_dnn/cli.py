@@ -25,6 +25,8 @@ COMMANDS = {
     "report": "plots and report.md for a run",
     "predict": "win probability of a position or every move of a game",
     "bench": "throughput benchmarks: convert | train | scaling",
+    "plan": "time and cost of an epoch and a run on 1, 2, 4, 8 GPUs, before renting",
+    "export": "the model as ONNX or a TensorFlow SavedModel (compact inputs -> win probability)",
 }
 
 

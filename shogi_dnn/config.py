@@ -246,6 +246,17 @@ def global_batch(config: Config, num_replicas: int) -> int:
     return config.train.global_batch
 
 
+def scaled_lr(cfg: OptimConfig, update_batch: int) -> float:
+    """Peak learning rate for `update_batch` samples per update (global batch x micro-batches).
+
+    cfg.lr was tuned at cfg.base_global_batch; "linear" scales by update_batch / base, "sqrt" by its
+    square root, "none" keeps cfg.lr. (TensorFlow-free, for `plan`; training.towers re-exports it.)
+    """
+    ratio = update_batch / cfg.base_global_batch
+    factor = {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[cfg.lr_scaling]
+    return cfg.lr * factor
+
+
 def architecture_mismatch(saved: Config, current: Config) -> list[str]:
     """Model fields that differ between a checkpoint's config and the current one."""
     return [f"model.{f.name}: {getattr(saved.model, f.name)!r} -> {getattr(current.model, f.name)!r}"

@@ -11,6 +11,8 @@ TensorFlow-free (report and predict's argument checks use it before TensorFlow s
   RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables
   RUN/baselines.json            analysis.evaluate           baselines fitted on the training split (a cache)
   RUN/report.md, RUN/plots/     analysis.report             the report and its plots
+  RUN/export/model.onnx(.json)  training.export             `shogi-dnn export`: ONNX model and its sidecar
+  RUN/export/saved_model(.json) training.export             TensorFlow SavedModel directory and its sidecar
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ BASELINES_JSON = "baselines.json"     # evaluate's cache of the baselines fitted
 TB_DIR = "tb"
 REPORT_MD = "report.md"
 PLOTS_DIR = "plots"
+EXPORT_DIR = "export"                 # `shogi-dnn export`'s default folder
+EXPORT_ONNX = "model.onnx"
+EXPORT_SAVEDMODEL = "saved_model"
 CHECKPOINT_STATE = "state.json"       # inside RUN/checkpoints/ckpt-NNNNNNNN/
 CHECKPOINT_WEIGHTS = "weights"        # tf.train.Checkpoint prefix inside a checkpoint folder
 

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from shogi_dnn.config import OptimConfig, TrainConfig
+from shogi_dnn.config import OptimConfig, TrainConfig, scaled_lr   # scaled_lr: also towers.scaled_lr
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training.cluster import Cluster, replica_values
@@ -163,15 +163,6 @@ def local_values(strategy: tf.distribute.Strategy, per_replica: tf.Tensor) -> li
 # Learning rate and optimizer
 
 
-def scaled_lr(cfg: OptimConfig, update_batch: int) -> float:
-    """Peak learning rate for `update_batch` samples per update (global batch x micro-batches).
-
-    cfg.lr was tuned at cfg.base_global_batch; "linear" scales by update_batch / base, "sqrt" by its
-    square root, "none" keeps cfg.lr.
-    """
-    ratio = update_batch / cfg.base_global_batch
-    factor = {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[cfg.lr_scaling]
-    return cfg.lr * factor
 
 
 @keras.saving.register_keras_serializable(package="shogi_dnn")

@@ -1,0 +1,49 @@
+"""`shogi-dnn export --run-dir RUN --format onnx|savedmodel [--out PATH] [--checkpoint NAME] [--batch N]
+[--no-mirror-average]`: the run's model as ONNX or a TensorFlow SavedModel taking the compact inputs
+(board [B, 81] and hands [B, 14] uint8, side to move's view) and giving the side to move's win probability
+(mean over the position and its left-right mirror unless --no-mirror-average), with <PATH>.json describing
+the inputs and output (layout: shogi_dnn/training/export.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from shogi_dnn import run_files
+from shogi_dnn.errors import RunError
+
+FORMATS = ("onnx", "savedmodel")     # training.export.FORMATS (not imported: that module starts TensorFlow)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="shogi-dnn export", description=__doc__.split(":", 1)[1].strip())
+    parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
+    parser.add_argument("--format", required=True, choices=FORMATS, help="onnx (onnxruntime) or savedmodel")
+    parser.add_argument("--out", default=None, help="output file (onnx) or directory (savedmodel); default "
+                                                    "RUN/export/model.onnx or RUN/export/saved_model")
+    parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="a fixed batch size (default: dynamic, any batch)")
+    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
+                        help="output the mean over the position and its left-right mirror, as evaluate and "
+                             "predict do (on by default; --no-mirror-average: the model alone)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    if args.batch is not None and args.batch < 1:
+        raise RunError(f"--batch {args.batch}: must be at least 1 (omit it for a dynamic batch)")
+    run_dir = run_files.check_run_dir(args.run_dir)
+    cfg = run_files.read_config(run_dir)
+    from shogi_dnn.analysis.evaluate import load_run_model, model_source  # TensorFlow from here
+    from shogi_dnn.training import export
+
+    model = load_run_model(run_dir, args.checkpoint)
+    source = f"{run_dir} {model_source(run_dir, args.checkpoint)}"
+    out = export.default_path(run_dir, args.format) if args.out is None else args.out
+    path, sidecar = export.export_model(model, cfg.model, args.format, out, batch=args.batch,
+                                        mirror_average=args.mirror_average, source=source)
+    batch = f"batch {args.batch}" if args.batch is not None else "dynamic batch"
+    averaged = "mirror-averaged" if args.mirror_average else "no mirror averaging"
+    print(f"wrote {path} ({args.format}, {batch}, {averaged}) and {sidecar}")
+    return 0

@@ -1,0 +1,166 @@
+"""A trained value network out of Python: ONNX (onnxruntime, any language) or a TensorFlow SavedModel.
+
+The exported graph takes the compact inputs exactly as the training pipeline feeds the model and gives
+the win probability of the side to move (the sigmoid applied; by default the mean over the position and
+its left-right mirror, as evaluate and predict do; mirror_average=False: the model alone):
+
+  input   board            [B, 81] uint8   piece codes, side to move's view (features.py docstring)
+  input   hands            [B, 14] uint8   hand counts: own P L N S G B R, then the opponent's
+  output  win_probability  [B]     float32 P(the side to move wins), in [0, 1]
+
+B is dynamic (ONNX dim_param "batch") unless a fixed batch is asked for. The input planes (and the
+attack planes of model.features = "attacks") are computed inside the graph, as in training.
+
+Building the inputs from a position (features.encode_position does it in Python, TensorFlow-free):
+  square i = 0..80 in SFEN order: rank a..i top to bottom, file 9..1 left to right,
+             i = (rank - 1) * 9 + (9 - file) ('9a' = 0, '1a' = 8, '5e' = 40, '1i' = 80).
+  code      0 empty; 1..14 a piece of the side to move, 15..28 (14 + t) the opponent's, with the piece
+            type t = 1 P, 2 L, 3 N, 4 S, 5 G, 6 B, 7 R, 8 K, 9 +P, 10 +L, 11 +N, 12 +S, 13 +B, 14 +R.
+  Black to move: board[i] = code of square i (Black's pieces "own"); hands = Black's 7 counts then White's.
+  White to move: the board is rotated 180 degrees and the colours swapped, board[i] = code of square 80 - i
+            with White's pieces "own"; hands = White's 7 counts then Black's.
+
+ONNX: converted with tf2onnx (extra `export`) from a tf.function with an explicit input signature, opset
+ONNX_OPSET (the attack planes use BitwiseAnd/BitwiseOr, ONNX operators since opset 18; keras'
+model.export(format="onnx") refuses this functional model, and log-space mirror averaging would need
+Log1p, which tf2onnx does not convert, so the graph averages the two probabilities directly).
+Next to each export, `<path>.json` (SIDECAR_SUFFIX) describes the inputs and output (describe()).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from shogi_dnn import __version__, features, run_files
+from shogi_dnn.config import ModelConfig
+from shogi_dnn.errors import RunError
+from shogi_dnn.rules import NUM_SQUARES
+from shogi_dnn.training import model as model_lib
+
+FORMATS = ("onnx", "savedmodel")
+ONNX_OPSET = 18
+OUTPUT = "win_probability"
+BATCH_DIM = "batch"                   # ONNX name of the dynamic batch dimension
+SIDECAR_SUFFIX = ".json"
+SIGNATURE = "serving_default"         # the SavedModel's signature
+
+
+def default_path(run_dir: Path, fmt: str) -> Path:
+    """RUN/export/model.onnx or RUN/export/saved_model (run_files.EXPORT_DIR)."""
+    name = run_files.EXPORT_ONNX if fmt == "onnx" else run_files.EXPORT_SAVEDMODEL
+    return Path(run_dir) / run_files.EXPORT_DIR / name
+
+
+def sidecar_path(path: Path) -> Path:
+    """The description written next to an export: model.onnx -> model.onnx.json."""
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def serving_function(model: keras.Model, batch: int | None = None, mirror_average: bool = True):
+    """tf.function (board [B, 81] uint8, hands [B, 14] uint8) -> {OUTPUT: [B] float32 probability}."""
+    signature = [tf.TensorSpec((batch, NUM_SQUARES), tf.uint8, name=model_lib.INPUT_BOARD),
+                 tf.TensorSpec((batch, features.HAND_SIZE), tf.uint8, name=model_lib.INPUT_HANDS)]
+
+    @tf.function(input_signature=signature)
+    def serve(board, hands):
+        if not mirror_average:
+            logits = model({model_lib.INPUT_BOARD: board, model_lib.INPUT_HANDS: hands}, training=False)
+            return {OUTPUT: tf.reshape(tf.sigmoid(tf.cast(logits, tf.float32)), (-1,))}
+        both = {model_lib.INPUT_BOARD: tf.concat([board, model_lib.mirror_board(board)], axis=0),
+                model_lib.INPUT_HANDS: tf.concat([hands, hands], axis=0)}
+        p = tf.reshape(tf.sigmoid(tf.cast(model(both, training=False), tf.float32)), (2, -1))
+        return {OUTPUT: (p[0] + p[1]) / 2}
+
+    return serve, signature
+
+
+def export_onnx(model: keras.Model, path: Path, batch: int | None = None, mirror_average: bool = True) -> Path:
+    """Write the model as ONNX (opset ONNX_OPSET). Raises RunError if tf2onnx/onnx are not installed."""
+    try:
+        import tf2onnx
+    except ImportError as exc:
+        raise RunError(f"ONNX export needs tf2onnx and onnx: pip install 'shogi-dnn[export]' ({exc})") from exc
+    serve, signature = serving_function(model, batch, mirror_average)
+    proto, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=ONNX_OPSET)
+    if batch is None:
+        for value in list(proto.graph.input) + list(proto.graph.output):
+            dim = value.type.tensor_type.shape.dim[0]
+            dim.Clear()
+            dim.dim_param = BATCH_DIM
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(proto.SerializeToString())
+    tmp.replace(path)
+    return path
+
+
+def export_savedmodel(model: keras.Model, path: Path, batch: int | None = None,
+                      mirror_average: bool = True) -> Path:
+    """Write a TensorFlow SavedModel directory with the signature SIGNATURE (board, hands -> OUTPUT)."""
+    serve, _ = serving_function(model, batch, mirror_average)
+    module = tf.Module()
+    module.model = model               # tracks the weights
+    module.serve = serve
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tf.saved_model.save(module, str(tmp), signatures={SIGNATURE: serve})
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.replace(path)
+    return path
+
+
+def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_average: bool,
+             source: str = "") -> dict[str, Any]:
+    """The sidecar: what the export takes and gives, in the words of this module's docstring."""
+    shape = batch if batch is not None else BATCH_DIM
+    info: dict[str, Any] = {
+        "format": fmt,
+        "file": path.name,
+        "source": source,
+        "shogi_dnn_version": __version__,
+        "model": {"blocks": cfg.blocks, "filters": cfg.filters, "features": cfg.features,
+                  "value_head": cfg.value_head},
+        "inputs": [
+            {"name": model_lib.INPUT_BOARD, "dtype": "uint8", "shape": [shape, NUM_SQUARES],
+             "meaning": "piece codes from the side to move's view: 0 empty, 1..14 own piece type t "
+                        "(1 P 2 L 3 N 4 S 5 G 6 B 7 R 8 K 9 +P 10 +L 11 +N 12 +S 13 +B 14 +R), 15..28 "
+                        "opponent piece 14 + t; square i = (rank - 1) * 9 + (9 - file) (9a = 0, 1i = 80); "
+                        "White to move: board rotated 180 degrees (square 80 - i) and colours swapped"},
+            {"name": model_lib.INPUT_HANDS, "dtype": "uint8", "shape": [shape, features.HAND_SIZE],
+             "meaning": "pieces in hand: the side to move's P L N S G B R counts, then the opponent's"},
+        ],
+        "outputs": [{"name": OUTPUT, "dtype": "float32", "shape": [shape],
+                     "meaning": "probability that the side to move wins"
+                                + (" (mean over the position and its left-right mirror)" if mirror_average
+                                   else "")}],
+        "mirror_average": mirror_average,
+        "encoding": "shogi_dnn.features.encode_position(shogi_dnn.rules.new_position(sfen)) -> (board, hands); "
+                    "layout in shogi_dnn/features.py and shogi_dnn/training/export.py docstrings",
+    }
+    if fmt == "onnx":
+        info["opset"] = ONNX_OPSET
+    else:
+        info["signature"] = SIGNATURE
+    return info
+
+
+def export_model(model: keras.Model, cfg: ModelConfig, fmt: str, path: Path, batch: int | None = None,
+                 mirror_average: bool = True, source: str = "") -> tuple[Path, Path]:
+    """Export in `fmt` ("onnx" | "savedmodel") to `path` and write its sidecar; (path, sidecar path)."""
+    if fmt not in FORMATS:
+        raise RunError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
+    path = Path(path)
+    if fmt == "onnx":
+        export_onnx(model, path, batch, mirror_average)
+    else:
+        export_savedmodel(model, path, batch, mirror_average)
+    info = describe(fmt, path, cfg, batch, mirror_average, source)
+    sidecar = sidecar_path(path)
+    run_files.write_json_atomic(sidecar, info)
+    return path, sidecar

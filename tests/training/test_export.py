@@ -1,0 +1,153 @@
+"""`shogi-dnn export`: the ONNX file (onnxruntime) and the SavedModel (TensorFlow) give the Keras model's
+win probabilities on 1,000 real positions (tests/data records) within 1e-5, for both input feature sets,
+with and without mirror averaging; the README's onnxruntime example runs without TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shogi_dnn import kifu
+from shogi_dnn.analysis import predict
+from shogi_dnn.config import ModelConfig
+from tests.support.evalrun import make_random_run
+from tests.support.paths import DATA
+
+tf = pytest.importorskip("tensorflow")
+
+from shogi_dnn.training import export  # noqa: E402
+from shogi_dnn.training import model as model_lib  # noqa: E402
+
+POSITIONS = 1000
+TOLERANCE = 1e-5
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def real_positions(count: int = POSITIONS) -> tuple[np.ndarray, np.ndarray]:
+    """The first `count` positions of the records under tests/data (every game replayed), side to move's view."""
+    boards, hands = [], []
+    for path in sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix not in (".md",)):
+        try:
+            items = list(kifu.read_record_file(path))
+        except Exception:                     # noqa: BLE001 - not a record file
+            continue
+        for item in items:
+            if isinstance(item, Exception):
+                continue
+            game = predict.game_positions(item)
+            boards.append(game.board)
+            hands.append(game.hands)
+        if sum(len(b) for b in boards) >= count:
+            break
+    board, hand = np.concatenate(boards)[:count], np.concatenate(hands)[:count]
+    assert len(board) == count
+    return board, hand
+
+
+@pytest.fixture(scope="module")
+def positions() -> tuple[np.ndarray, np.ndarray]:
+    return real_positions()
+
+
+def keras_probability(model, board, hands, mirror_average: bool) -> np.ndarray:
+    logits = model_lib.value_logits(model, board, hands, mirror_average=mirror_average)
+    return tf.sigmoid(logits).numpy()
+
+
+def onnx_probability(path: Path, board, hands) -> np.ndarray:
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run([export.OUTPUT], {"board": board, "hands": hands})[0]
+
+
+def savedmodel_probability(path: Path, board, hands) -> np.ndarray:
+    loaded = tf.saved_model.load(str(path))
+    out = loaded.signatures[export.SIGNATURE](board=tf.constant(board), hands=tf.constant(hands))
+    return out[export.OUTPUT].numpy()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("feature_set", ["pieces", "attacks"])
+@pytest.mark.parametrize("mirror_average", [True, False])
+def test_both_formats_match_keras_on_real_positions(tmp_path, positions, feature_set, mirror_average) -> None:
+    pytest.importorskip("tf2onnx")
+    cfg = ModelConfig(blocks=1, filters=8, value_hidden=8, features=feature_set, batch_norm="local")
+    model = model_lib.build_model(cfg, seed=5)
+    board, hands = positions
+    expected = keras_probability(model, board, hands, mirror_average)
+    assert expected.std() > 1e-4            # a model that says something different per position
+
+    onnx_path, onnx_sidecar = export.export_model(model, cfg, "onnx", tmp_path / "m.onnx",
+                                                  mirror_average=mirror_average)
+    sm_path, sm_sidecar = export.export_model(model, cfg, "savedmodel", tmp_path / "sm",
+                                              mirror_average=mirror_average)
+    got_onnx = onnx_probability(onnx_path, board, hands)
+    got_sm = savedmodel_probability(sm_path, board, hands)
+    diff_onnx = float(np.abs(got_onnx - expected).max())
+    diff_sm = float(np.abs(got_sm - expected).max())
+    print(f"\n{feature_set} mirror_average={mirror_average}: {POSITIONS} positions, max |p - keras| "
+          f"onnx {diff_onnx:.3g}, savedmodel {diff_sm:.3g}")
+    assert got_onnx.shape == got_sm.shape == (POSITIONS,)
+    assert got_onnx.dtype == got_sm.dtype == np.float32
+    assert diff_onnx < TOLERANCE and diff_sm < TOLERANCE
+
+    info = json.loads(onnx_sidecar.read_text())
+    assert onnx_sidecar == tmp_path / "m.onnx.json" and sm_sidecar == tmp_path / "sm.json"
+    assert [i["name"] for i in info["inputs"]] == ["board", "hands"]
+    assert info["inputs"][0]["shape"] == ["batch", 81] and info["outputs"][0]["name"] == "win_probability"
+    assert info["mirror_average"] is mirror_average and info["model"]["features"] == feature_set
+    assert json.loads(sm_sidecar.read_text())["signature"] == export.SIGNATURE
+
+
+@pytest.mark.slow
+def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
+    """`shogi-dnn export` on a run (default paths, a fixed batch), then the README's example verbatim."""
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("tf2onnx")
+    from shogi_dnn import cli
+
+    run_dir = make_random_run(tmp_path / "RUN", tmp_path / "data", devices=1)
+    assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx"]) == 0
+    assert (run_dir / "export" / "model.onnx").is_file() and (run_dir / "export" / "model.onnx.json").is_file()
+    fixed = tmp_path / "fixed.onnx"
+    assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx", "--batch", "4",
+                     "--no-mirror-average", "--out", str(fixed)]) == 0
+    session = ort.InferenceSession(str(fixed), providers=["CPUExecutionProvider"])
+    assert [i.shape for i in session.get_inputs()] == [[4, 81], [4, 14]]
+    board, hands = positions
+    model = model_lib.load_model(run_dir / "model.keras")
+    got = session.run(None, {"board": board[:4], "hands": hands[:4]})[0]
+    np.testing.assert_allclose(got, keras_probability(model, board[:4], hands[:4], False), atol=TOLERANCE)
+    assert cli.main(["export", "--run-dir", str(run_dir), "--format", "savedmodel"]) == 0
+    assert (run_dir / "export" / "saved_model" / "saved_model.pb").is_file()
+    assert json.loads((run_dir / "export" / "saved_model.json").read_text())["format"] == "savedmodel"
+
+    # The README's example, run as written from the folder holding RUN/, in a fresh interpreter.
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Export"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    check = "\nimport sys\nassert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TF imported'\n"
+    env = dict(os.environ, PYTHONPATH=str(README.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, "-c", code + check], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    p = float(re.search(r"probability (\d\.\d+)", result.stdout).group(1))
+    assert 0.0 <= p <= 1.0
+    print("\n" + result.stdout.strip())
+
+
+def test_bad_batch_is_one_line_error(tmp_path, capsys) -> None:
+    from shogi_dnn import cli
+
+    run_dir = tmp_path / "RUN"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx", "--batch", "0"]) == 2
+    assert "--batch 0" in capsys.readouterr().err
