@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from shogi_dnn.config import OptimConfig, TrainConfig, scaled_lr   # scaled_lr: also towers.scaled_lr
+from shogi_dnn.config import OptimConfig, TrainConfig, scaled_lr  # scaled_lr: also towers.scaled_lr
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training.cluster import Cluster, replica_values

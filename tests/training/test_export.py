@@ -22,8 +22,8 @@ from tests.support.paths import DATA
 
 tf = pytest.importorskip("tensorflow")
 
-from shogi_dnn.training import export  # noqa: E402
-from shogi_dnn.training import model as model_lib  # noqa: E402
+from shogi_dnn.training import export
+from shogi_dnn.training import model as model_lib
 
 POSITIONS = 1000
 TOLERANCE = 1e-5
@@ -132,7 +132,7 @@ def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
     # The README's example, run as written from the folder holding RUN/, in a fresh interpreter.
     text = README.read_text(encoding="utf-8")
     section = text[text.index("### Export"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     check = "\nimport sys\nassert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TF imported'\n"
     env = dict(os.environ, PYTHONPATH=str(README.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run([sys.executable, "-c", code + check], cwd=tmp_path, env=env, capture_output=True,
