@@ -176,7 +176,8 @@ class DatasetWriter:
             self.state.shards[name] = {"sha256": digest, "content": content}
             self.state.save()
         self.report.timings["write_s"] += time.perf_counter() - start
-        info = shards.ShardInfo(name, split, len(positions[shards.KEY_WIN]), len(games), digest)
+        info = shards.shard_info(self.out / name, split, len(positions[shards.KEY_WIN]), len(games), digest,
+                                 table["game_id"])
         self.written.append(info)
         self.report.shards[split] = index + 1
         self.report.positions[split] = self.report.positions.get(split, 0) + info.positions
