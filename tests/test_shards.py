@@ -213,7 +213,8 @@ def test_verify_shards_names_the_shard_and_what_differs(tmp_path) -> None:
     (tmp_path / "other").mkdir()
     other = _dataset(tmp_path / "other", ((5, 3), (6, 4)))
     first.write_bytes(other.shard_path(other.shards[1]).read_bytes())
-    bogus = [       # as if the sizes happened to agree: the counts or the game ids tell them apartshards.ShardInfo(s.path, s.split, s.positions, s.games, s.sha256, -1, s.first_game, s.last_game)
+    # as if the sizes happened to agree: the counts or the game ids tell them apart
+    bogus = [shards.ShardInfo(s.path, s.split, s.positions, s.games, s.sha256, -1, s.first_game, s.last_game)
              for s in manifest.shards]
     with pytest.raises(ShardFormatError, match=r"train-00000.h5 .*: (num_positions|num_games|game ids) .*the "
                                                r"manifest says"):
