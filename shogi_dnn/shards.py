@@ -368,8 +368,15 @@ def write_manifest(root: str | Path, shards: Sequence[ShardInfo], settings: dict
     data = {"schema_version": SCHEMA_VERSION, "shards": [dataclasses.asdict(s) for s in shards],
             "settings": settings, "totals": totals}
     tmp = root / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, root / MANIFEST_NAME)
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, root / MANIFEST_NAME)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(exc):
+            raise disk_full(root / MANIFEST_NAME, len(text.encode("utf-8"))) from None
+        raise
     return root / MANIFEST_NAME
 
 

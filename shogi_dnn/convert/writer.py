@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn import shards
+from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, FileResult
 from shogi_dnn.features import EVAL_NONE
@@ -115,9 +116,16 @@ class ConvertState:
 
     def save(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "complete": self.complete,
-                                   "shards": self.shards}, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        text = json.dumps({"fingerprint": self.fingerprint, "complete": self.complete, "shards": self.shards},
+                          indent=1) + "\n"
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if is_disk_full(exc):
+                raise disk_full(self.path, len(text)) from None
+            raise
 
     def matches(self, out: Path, name: str, content: str) -> bool:
         """True when shard `name` was finished with this content and its file is intact."""
