@@ -64,9 +64,14 @@ def disk_full(path: object, needed: int | None = None) -> DiskFullError:
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     try:
-        free = f"{shutil.disk_usage(folder).free / 2**20:,.1f} MiB free"
+        free = f"{_size(shutil.disk_usage(folder).free)} free"
     except OSError:
         free = "free space unknown"
-    need = f"needs about {needed / 2**20:,.1f} MiB, " if needed else ""
+    need = f"needs about {_size(needed)}, " if needed else ""
     return DiskFullError(f"{path}: disk full ({need}{free} on {folder}); free some space and run the "
                          "same command again")
+
+
+def _size(n: int) -> str:
+    """Bytes for a message: KiB below a MiB, then MiB."""
+    return f"{n / 2**10:,.1f} KiB" if n < 2**20 else f"{n / 2**20:,.1f} MiB"

@@ -46,7 +46,7 @@ def test_convert_on_a_full_tmpfs_is_one_line_and_the_rerun_is_identical(small_fs
                      "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
-    assert "disk full (" in err[0] and "MiB free on" in err[0] and str(out) in err[0]
+    assert "disk full (needs about " in err[0] and "iB free on" in err[0] and str(out) in err[0]
     assert not list(out.glob("*.tmp")) and not (out / "manifest.json").exists()
     for path in out.glob("*.h5"):                    # every shard left is complete (it verifies)
         with shards.open_shard(path):
@@ -72,7 +72,7 @@ def test_a_failed_shard_write_leaves_no_partial_file(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(h5py.Group, "create_dataset", failing)
     out = tmp_path / "out"
-    with pytest.raises(DiskFullError, match=r"train-00001.h5: disk full \(needs about [\d.]+ MiB, [\d,.]+ MiB free"):
+    with pytest.raises(DiskFullError, match=r"train-00001.h5: disk full \(needs about [\d.]+ [KM]iB, [\d,.]+ [KM]iB free"):
         run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
     assert [p.name for p in out.glob("*.h5*")] == ["train-00000.h5"]
     monkeypatch.setattr(h5py.Group, "create_dataset", real)
