@@ -37,3 +37,41 @@ class ConfigError(ShogiDnnError, ValueError):
 
 class RunError(ShogiDnnError, RuntimeError):
     """A run directory or checkpoint is missing, corrupt or inconsistent with the request."""
+
+
+class DiskFullError(ShogiDnnError, OSError):
+    """A write ran out of disk space (or quota): names the path and the space needed or free.
+    The partial file is removed before this is raised, so nothing half-written looks valid."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True when an exception (OSError, h5py's RuntimeError, TensorFlow's ResourceExhaustedError or
+    OpError) reports a full disk or an exceeded quota."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc).lower()
+    return "no space left" in text or "disk quota exceeded" in text or "errno = 28" in text
+
+
+def disk_full(path: object, needed: int | None = None) -> DiskFullError:
+    """The one-line DiskFullError for a write of `path`: the space needed (an estimate) and free."""
+    import shutil
+    from pathlib import Path
+
+    folder = Path(str(path)).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = f"{_size(shutil.disk_usage(folder).free)} free"
+    except OSError:
+        free = "free space unknown"
+    need = f"needs about {_size(needed)}, " if needed else ""
+    return DiskFullError(f"{path}: disk full ({need}{free} on {folder}); free some space and run the "
+                         "same command again")
+
+
+def _size(n: int) -> str:
+    """Bytes for a message: KiB below a MiB, then MiB."""
+    return f"{n / 2**10:,.1f} KiB" if n < 2**20 else f"{n / 2**20:,.1f} MiB"

@@ -17,14 +17,17 @@ TensorFlow-free (report and predict's argument checks use it before TensorFlow s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from shogi_dnn.config import Config, from_dict
-from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.errors import ConfigError, RunError, disk_full, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +149,41 @@ def write_json_atomic(path: Path, data: dict[str, Any], *, sort_keys: bool = Fal
         sort_keys: sort object keys (the trainer's files and checkpoint state are written sorted).
         allow_nan: False for files other programs read as strict JSON (eval-<split>.json).
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False, allow_nan=allow_nan) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False, allow_nan=allow_nan) + "\n"
+    with atomic_path(path, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"),
+                     needed=len(text.encode("utf-8"))) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = None) -> Iterator[Path]:
+    """Write `path` through a temp file (yielded; `path.tmp` by default) renamed into place on success.
+    On any error the temp file (or folder) is removed, so nothing partial is left; a full disk is a
+    one-line DiskFullError naming `path` and the space needed (`needed` bytes, an estimate) or free."""
+    tmp = tmp or path.with_name(path.name + ".tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        if is_disk_full(exc):
+            raise disk_full(path, needed) from None
+        raise
+
+
+def remove_stale_temp_files(run_dir: Path) -> list[Path]:
+    """Remove the temp files a killed run left in RUN/ (`.tmp-<pid>-model.keras`, `.<name>.<pid>.tmp`,
+    `report.md.tmp`, `plots/*.tmp`): never valid files, and they may hold a lot of space. Returns them."""
+    run_dir = Path(run_dir)
+    stale = [*run_dir.glob(f".tmp-*-{MODEL_FILE}"), *run_dir.glob(".*.tmp"), *run_dir.glob(f"{REPORT_MD}.tmp"),
+             *(run_dir / PLOTS_DIR).glob("*.tmp")]
+    for path in stale:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return stale

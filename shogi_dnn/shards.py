@@ -1,6 +1,6 @@
 """HDF5 shards: the on-disk training format written by `convert` and read by the trainer.
 
-Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 2), N positions, G games:
+Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 3), N positions, G games:
 
   dataset              shape     dtype    meaning
   pieces               [N, 40]   uint8    one slot per piece of a set: square or hand, owner (features.py)
@@ -26,18 +26,24 @@ A position takes 58 bytes raw (45 of them the packed position, where dlshogi's 3
 32) and about 14 compressed in game order (datasets/README.md has the measurements). Readers get it
 back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA, the side to move's view of
 features.py): read_rows unpacks. Schema 1 stored board and hands as such
-(108 bytes a position raw); its shards are refused with a message to convert again.
+(108 bytes a position raw); schema 2 had no chunk checksums. Shards of either are refused with a message to
+convert again.
 
 `eval` is OPTIONAL_SCHEMA: written only when at least one position of the shard has an evaluation, so
 a shard of records without evaluations is byte-for-byte what it was before the dataset existed. It did
-not change SCHEMA_VERSION (still 2): older readers never open it, and readers here (read_rows,
+not change SCHEMA_VERSION (it came with 2): older readers never open it, and readers here (read_rows,
 read_stored, the training pipeline) give EVAL_NONE for every row of a shard without it.
 
-Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter; a reader
+Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter and
+checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it, so
+a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never data; a reader
 fetches whole chunks. Within a shard, positions are stored in game order (convert's default: consecutive
 positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`);
 the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
-`manifest.json` (MANIFEST_NAME) lists the shards.
+`manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
+bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
+will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,
+game id range, dataset shapes and dtypes, checksummed chunks) or with `full` also the sha256.
 """
 
 from __future__ import annotations
@@ -54,9 +60,9 @@ import h5py
 import numpy as np
 
 from shogi_dnn import features
-from shogi_dnn.errors import ShardFormatError
+from shogi_dnn.errors import ShardFormatError, disk_full, is_disk_full
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "validation", "test")
 CHUNK_ROWS = 4096
@@ -133,6 +139,21 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     stored = {**positions, KEY_PIECES: np.concatenate([p for p, _ in packed]),
               KEY_PROMOTED: np.concatenate([q for _, q in packed])}
     tmp = path.with_name(path.name + ".tmp")
+    try:
+        _write_file(tmp, split, n, stored, positions, games, chunk_rows)
+        digest = file_sha256(tmp)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)          # never a partial file left behind (a `.tmp` is never valid)
+        if is_disk_full(exc):
+            needed = sum(np.asarray(stored[k]).nbytes for k in STORED_SCHEMA) // 3   # ~compressed size
+            raise disk_full(path, needed) from None
+        raise
+    return digest
+
+
+def _write_file(tmp: Path, split: str, n: int, stored: dict[str, np.ndarray], positions: dict[str, np.ndarray],
+                games: dict[str, Sequence[Any]], chunk_rows: int) -> None:
     with _create_untimed_file(tmp) as f:
         f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
                        num_games=len(games["game_id"]))
@@ -140,7 +161,7 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
             data = np.asarray(stored[key], dtype=dtype).reshape((n, *row_shape))
             chunks = (max(1, min(chunk_rows, n)), *row_shape)
             f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
-                             shuffle=True, track_times=False)
+                             shuffle=True, fletcher32=True, track_times=False)
         for key, (row_shape, dtype, absent) in OPTIONAL_SCHEMA.items():
             if key not in positions:
                 continue
@@ -149,14 +170,11 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
                 continue
             chunks = (max(1, min(chunk_rows, n)), *row_shape)
             f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
-                             shuffle=True, track_times=False)
+                             shuffle=True, fletcher32=True, track_times=False)
         group = _create_untimed_group(f, GAMES_GROUP)
         for key, dtype in GAME_SCHEMA.items():
             group.create_dataset(key, data=np.asarray(games[key], dtype=object if dtype is _STR else dtype),
                                  dtype=dtype, track_times=False)
-    digest = file_sha256(tmp)
-    os.replace(tmp, path)
-    return digest
 
 
 # Byte-identical shards: HDF5 stamps every object header with its creation time unless told not to.
@@ -198,14 +216,30 @@ def open_shard(path: str | Path) -> h5py.File:
     """
     try:
         f = h5py.File(path, "r")
-    except OSError as exc:
-        raise ShardFormatError(f"{path}: not a readable HDF5 shard ({exc})") from exc
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        raise ShardFormatError(f"{path}: not a readable HDF5 shard ({_first_line(exc)})") from exc
+    try:
+        return _check_open(f, path)
+    except ShardFormatError:
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:   # damaged HDF5 metadata
+        f.close()
+        raise ShardFormatError(f"{path}: damaged HDF5 metadata ({_first_line(exc)}; convert again or copy "
+                               "the shard again)") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _check_open(f: h5py.File, path: str | Path) -> h5py.File:
     version = f.attrs.get("schema_version")
     version = int(version) if isinstance(version, (int, np.integer)) else version
     if version != SCHEMA_VERSION:
         f.close()
         raise ShardFormatError(f"{path}: schema_version {version!r}, this version reads {SCHEMA_VERSION}"
-                               f"{_RECONVERT if version == 1 else ''}")
+                               f"{_RECONVERT if version in OLD_SCHEMAS else ''}")
     for key, (row_shape, dtype) in STORED_SCHEMA.items():
         if key not in f or f[key].dtype != dtype or f[key].shape[1:] != row_shape:
             f.close()
@@ -219,6 +253,7 @@ def open_shard(path: str | Path) -> h5py.File:
     return f
 
 
+OLD_SCHEMAS = (1, 2)      # refused with _RECONVERT (2: no chunk checksums)
 _RECONVERT = " (written by an older shogi-dnn: run `shogi-dnn convert` on the records again)"
 
 
@@ -279,6 +314,9 @@ class ShardInfo:
     positions: int
     games: int
     sha256: str
+    bytes: int = -1            # file size (-1: not recorded)
+    first_game: int = -1       # smallest and largest game id of the shard (-1: not recorded)
+    last_game: int = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,8 +352,10 @@ def read_manifest(root: str | Path) -> Manifest:
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ShardFormatError(f"{path}: schema_version {data.get('schema_version')!r}, "
                                    f"this version reads {SCHEMA_VERSION}"
-                                   f"{_RECONVERT if data.get('schema_version') == 1 else ''}")
+                                   f"{_RECONVERT if data.get('schema_version') in OLD_SCHEMAS else ''}")
         shards = tuple(ShardInfo(**entry) for entry in data["shards"])
+        if len({s.path for s in shards}) != len(shards):
+            raise ShardFormatError(f"{path}: a shard is listed twice")
         return Manifest(root, shards, data.get("settings", {}), data.get("totals", {}))
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ShardFormatError(f"{path}: corrupt manifest ({exc})") from exc
@@ -328,6 +368,89 @@ def write_manifest(root: str | Path, shards: Sequence[ShardInfo], settings: dict
     data = {"schema_version": SCHEMA_VERSION, "shards": [dataclasses.asdict(s) for s in shards],
             "settings": settings, "totals": totals}
     tmp = root / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, root / MANIFEST_NAME)
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, root / MANIFEST_NAME)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(exc):
+            raise disk_full(root / MANIFEST_NAME, len(text.encode("utf-8"))) from None
+        raise
     return root / MANIFEST_NAME
+
+
+def shard_info(path: str | Path, split: str, positions: int, games: int, sha256: str,
+               game_ids: Sequence[int]) -> ShardInfo:
+    """The manifest entry of a shard just written (its size and game id range recorded for verify_shards)."""
+    path = Path(path)
+    ids = [int(i) for i in game_ids]
+    return ShardInfo(path.name, split, int(positions), int(games), sha256, path.stat().st_size,
+                     min(ids, default=-1), max(ids, default=-1))
+
+
+def read_error(path: str | Path, key: str, start: int, stop: int, exc: BaseException,
+               chunk_rows: int = CHUNK_ROWS) -> ShardFormatError:
+    """The one-line error for a chunk that cannot be read back (checksum mismatch, damaged compression)."""
+    return ShardFormatError(f"{path}: rows {start}-{stop - 1} (chunk {start // chunk_rows}) of dataset {key!r} "
+                            f"cannot be read: {_first_line(exc)} (the file is damaged: convert again, or copy "
+                            "the dataset again)")
+
+
+def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool = False) -> None:
+    """Check shards against their manifest entries before a job reads them (train, evaluate).
+
+    Cheap (default; metadata only, no chunk is decompressed): the file exists with the recorded size, opens
+    with this schema, and its split, positions, games, game id range and dataset shapes/dtypes match,
+    every position dataset checksummed (fletcher32). `full`: also the sha256 of the whole file.
+
+    Raises:
+        ShardFormatError: one line naming the first shard that differs and what differs.
+    """
+    for info in infos:
+        path = manifest.shard_path(info)
+        where = f"{path} (listed in {manifest.root / MANIFEST_NAME})"
+        if not path.is_file():
+            raise ShardFormatError(f"{where}: missing")
+        size = path.stat().st_size
+        if info.bytes >= 0 and size != info.bytes:
+            raise ShardFormatError(f"{where}: {size} bytes, the manifest says {info.bytes} (truncated, or "
+                                   "another file)")
+        with open_shard(path) as f:
+            try:
+                _verify_open(f, info)
+            except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
+                if isinstance(exc, ShardFormatError):
+                    raise ShardFormatError(f"{where}: {exc}") from None
+                raise ShardFormatError(f"{where}: damaged HDF5 metadata ({_first_line(exc)})") from exc
+        if full:
+            digest = file_sha256(path)
+            if digest != info.sha256:
+                raise ShardFormatError(f"{where}: sha256 {digest[:12]}..., the manifest says {info.sha256[:12]}...")
+
+
+def _verify_open(f: h5py.File, info: ShardInfo) -> None:
+    attrs = {"split": info.split, "num_positions": info.positions, "num_games": info.games}
+    for name, expected in attrs.items():
+        value = f.attrs.get(name)
+        value = value.decode() if isinstance(value, bytes) else value
+        value = int(value) if isinstance(value, (int, np.integer)) else value
+        if value != expected:
+            raise ShardFormatError(f"{name} is {value!r}, the manifest says {expected!r} (a shard of another "
+                                   "dataset?)")
+    for key in (*STORED_SCHEMA, *(k for k in OPTIONAL_SCHEMA if k in f)):
+        dataset = f[key]
+        if dataset.shape[0] != info.positions:
+            raise ShardFormatError(f"dataset {key!r} has {dataset.shape[0]} rows, the manifest says {info.positions}")
+        if not dataset.fletcher32:
+            raise ShardFormatError(f"dataset {key!r} has no chunk checksums (fletcher32){_RECONVERT}")
+    group = f[GAMES_GROUP]
+    for key, dtype in GAME_SCHEMA.items():
+        if key not in group or group[key].shape != (info.games,) or (
+                dtype is not _STR and group[key].dtype != dtype):
+            raise ShardFormatError(f"games/{key} missing or not {info.games} rows of {dtype}")
+    if info.first_game >= 0 and info.games:
+        ids = group["game_id"][:]
+        if (int(ids.min()), int(ids.max())) != (info.first_game, info.last_game):
+            raise ShardFormatError(f"game ids {int(ids.min())}-{int(ids.max())}, the manifest says "
+                                   f"{info.first_game}-{info.last_game} (a shard of another dataset?)")

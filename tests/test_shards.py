@@ -47,7 +47,7 @@ def make_shard_inputs(num_games: int = 3, seed: int = 0) -> tuple[dict, dict]:
 
 
 def test_schema_is_pinned() -> None:
-    assert shards.SCHEMA_VERSION == 2
+    assert shards.SCHEMA_VERSION == 3
     got = {k: (shape, dtype.name) for k, (shape, dtype) in shards.STORED_SCHEMA.items()}
     assert got == PINNED_STORED
     got = {k: (shape, dtype.name) for k, (shape, dtype) in shards.POSITION_SCHEMA.items()}
@@ -65,11 +65,11 @@ def test_written_file_matches_schema(tmp_path) -> None:
     assert digest == shards.file_sha256(tmp_path / "train-00000.h5")
     assert not list(tmp_path.glob("*.tmp"))
     with h5py.File(tmp_path / "train-00000.h5", "r") as f:
-        assert dict(f.attrs) == {"schema_version": 2, "split": "train", "num_positions": n, "num_games": 3}
+        assert dict(f.attrs) == {"schema_version": 3, "split": "train", "num_positions": n, "num_games": 3}
         assert sorted(k for k in f if k != "games") == sorted(PINNED_STORED)
         for key, (shape, dtype) in PINNED_STORED.items():
             assert f[key].shape == (n, *shape) and f[key].dtype == np.dtype(dtype)
-            assert f[key].compression == "gzip" and f[key].shuffle
+            assert f[key].compression == "gzip" and f[key].shuffle and f[key].fletcher32
         assert sorted(f["games"]) == sorted(PINNED_GAMES)
     back = shards.read_positions(tmp_path / "train-00000.h5")
     for key in PINNED_STORED.keys() & PINNED_POSITIONS.keys() | {"board", "hands"}:
@@ -127,7 +127,12 @@ def test_bad_files_are_rejected_with_the_path(tmp_path) -> None:
         shards.read_positions(old)
     with h5py.File(old, "w") as f:
         f.attrs["schema_version"] = 1
-    with pytest.raises(ShardFormatError, match="schema_version 1, this version reads 2 .*convert"):
+    with pytest.raises(ShardFormatError, match="schema_version 1, this version reads 3 .*convert"):
+        shards.read_positions(old)
+    with h5py.File(old, "w") as f:         # schema 2: no chunk checksums
+        f.attrs["schema_version"] = 2
+    with pytest.raises(ShardFormatError, match=r"old.h5: schema_version 2, this version reads 3 \(written by an "
+                                               r"older shogi-dnn: run `shogi-dnn convert` on the records again\)$"):
         shards.read_positions(old)
 
 
@@ -158,10 +163,98 @@ def test_manifest_round_trip_and_errors(tmp_path) -> None:
         shards.read_manifest(tmp_path)
     with pytest.raises(ShardFormatError, match="no manifest"):
         shards.read_manifest(tmp_path / "nowhere")
-    data = {"schema_version": 3, "shards": []}
+    data = {"schema_version": 4, "shards": []}
     (tmp_path / "manifest.json").write_text(json.dumps(data))
-    with pytest.raises(ShardFormatError, match="schema_version 3"):
+    with pytest.raises(ShardFormatError, match="schema_version 4"):
+        shards.read_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": 2, "shards": []}))
+    with pytest.raises(ShardFormatError, match="schema_version 2.*convert"):
         shards.read_manifest(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps({"schema_version": 1, "shards": []}))
     with pytest.raises(ShardFormatError, match="schema_version 1.*convert"):
         shards.read_manifest(tmp_path)
+
+
+def _dataset(root, sizes=((0, 3), (1, 4))):
+    """Two shards of a small dataset with their manifest (entries with size and game ids, as convert writes)."""
+    infos, game = [], 0
+    for index, (seed, games_count) in enumerate(sizes):
+        positions, games = make_shard_inputs(num_games=games_count, seed=seed)
+        games["game_id"] = [game + g for g in games["game_id"]]
+        positions["game"] = positions["game"] + game
+        game += games_count
+        path = root / f"train-{index:05d}.h5"
+        digest = shards.write_shard(path, "train", positions, games, chunk_rows=16)
+        infos.append(shards.shard_info(path, "train", len(positions["win"]), games_count, digest, games["game_id"]))
+    shards.write_manifest(root, infos, {}, {})
+    return shards.read_manifest(root)
+
+
+def flip_chunk_byte(path, key="pieces", chunk=1) -> None:
+    """Flip one byte in the middle of a stored chunk (damage on disk or in a copy)."""
+    with h5py.File(path, "r") as f:
+        info = f[key].id.get_chunk_info(chunk)
+    data = bytearray(path.read_bytes())
+    data[info.byte_offset + info.size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_verify_shards_names_the_shard_and_what_differs(tmp_path) -> None:
+    manifest = _dataset(tmp_path)
+    shards.verify_shards(manifest, manifest.shards, full=True)
+    first, second = (manifest.shard_path(s) for s in manifest.shards)
+    keep = first.read_bytes()
+    first.write_bytes(second.read_bytes())                 # a shard of the same split copied over another
+    with pytest.raises(ShardFormatError, match=r"train-00000.h5 \(listed in .*manifest.json\): \d+ bytes, the "
+                                               r"manifest says \d+") as info:
+        shards.verify_shards(manifest, manifest.shards)
+    assert "\n" not in str(info.value)
+    # another dataset's shard of the same size: the counts or game ids differ
+    (tmp_path / "other").mkdir()
+    other = _dataset(tmp_path / "other", ((5, 3), (6, 4)))
+    first.write_bytes(other.shard_path(other.shards[1]).read_bytes())
+    # as if the sizes happened to agree: the counts or the game ids tell them apart
+    bogus = [shards.ShardInfo(s.path, s.split, s.positions, s.games, s.sha256, -1, s.first_game, s.last_game)
+             for s in manifest.shards]
+    with pytest.raises(ShardFormatError, match=r"train-00000.h5 .*: (num_positions|num_games|game ids) .*the "
+                                               r"manifest says"):
+        shards.verify_shards(manifest, bogus)
+    first.write_bytes(keep[:len(keep) // 2])               # truncated
+    with pytest.raises(ShardFormatError, match="train-00000.h5 .*bytes, the manifest says"):
+        shards.verify_shards(manifest, manifest.shards)
+    first.unlink()
+    with pytest.raises(ShardFormatError, match="train-00000.h5 .*: missing"):
+        shards.verify_shards(manifest, manifest.shards)
+    first.write_bytes(keep)
+    flip_chunk_byte(first)                                 # same size: only the sha256 (--verify-shards) sees it
+    shards.verify_shards(manifest, manifest.shards)
+    with pytest.raises(ShardFormatError, match="train-00000.h5 .*: sha256 [0-9a-f]{12}..., the manifest says"):
+        shards.verify_shards(manifest, manifest.shards, full=True)
+
+
+def test_a_damaged_chunk_is_an_error_naming_the_shard_and_rows(tmp_path) -> None:
+    """fletcher32: a flipped byte inside a compressed chunk is refused when read, never returned as data."""
+    manifest = _dataset(tmp_path)
+    path = manifest.shard_path(manifest.shards[0])
+    flip_chunk_byte(path, "pieces", 1)
+    with shards.open_shard(path) as f:
+        shards.read_rows(f, 0, 16, ("board",))                  # chunk 0 is intact
+        with pytest.raises(OSError, match="filter returned failure"):
+            shards.read_rows(f, 16, 32, ("board",))
+    error = shards.read_error(path, "pieces", 16, 32, OSError("Can't read data\n(more)"), 16)
+    assert str(error).startswith(f"{path}: rows 16-31 (chunk 1) of dataset 'pieces' cannot be read: OSError: "
+                                 "Can't read data (the file is damaged")
+
+
+def test_damaged_metadata_is_a_one_line_shard_error(tmp_path) -> None:
+    manifest = _dataset(tmp_path)
+    path = manifest.shard_path(manifest.shards[0])
+    data = bytearray(path.read_bytes())
+    with h5py.File(path, "r") as f:                 # the object header of the games group
+        offset = f["games"].id.get_info().addr if hasattr(f["games"].id, "get_info") else h5py.h5o.get_info(
+            f["games"].id).addr
+    data[offset:offset + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    with pytest.raises(ShardFormatError, match="train-00000.h5") as info:
+        shards.verify_shards(manifest, manifest.shards[:1])
+    assert "\n" not in str(info.value)

@@ -39,11 +39,13 @@ SPLITS = (*shards.SPLITS, "all")
 MIN_EVAL_BATCH = 1024        # positions per global batch at least: fewer Python steps than a training batch
 
 
-def split_paths(data_dir: Path, split: str) -> list[Path]:
-    """Shard paths of a split of a dataset folder ("all": every shard).
+def split_paths(data_dir: Path, split: str, verify_full: bool = False) -> list[Path]:
+    """Shard paths of a split of a dataset folder ("all": every shard), checked against the manifest
+    (shards.verify_shards; `verify_full`: with their sha256).
 
     Raises:
         ConfigError: unknown split. RunError: the dataset has no shard in that split.
+        ShardFormatError: a shard differs from its manifest entry.
     """
     if split not in SPLITS:
         raise ConfigError(f"--split {split!r}: must be one of {', '.join(SPLITS)}")
@@ -51,6 +53,7 @@ def split_paths(data_dir: Path, split: str) -> list[Path]:
     infos = manifest.shards if split == "all" else manifest.split(split)
     if not infos:
         raise RunError(f"{data_dir}: the dataset has no {split!r} shards")
+    shards.verify_shards(manifest, infos, full=verify_full)
     return [manifest.shard_path(s) for s in infos]
 
 
@@ -167,14 +170,29 @@ def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Se
     scorers = [scoring.Scorer() for _ in range(strategy.num_replicas_in_sync)]
     dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch))
     total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
-    for batch in tqdm(dist, total=total, desc="evaluate", unit="batch", leave=False):
-        out = step(batch)
-        local = {k: [t.numpy() for t in strategy.experimental_local_results(v)] for k, v in out.items()}
-        for i, scorer in enumerate(scorers):
-            if not np.array_equal(local["ply"][i], local["ply_check"][i]):
-                raise RunError("evaluation rows and their game ratings went out of step (a pipeline bug)")
-            scorer.add(local["logit"][i], local["win"][i], local["ply"][i], local["rating"][i])
+    pipeline.take_read_error()            # clear: only this pass's errors count
+    try:
+        for batch in tqdm(dist, total=total, desc="evaluate", unit="batch", leave=False):
+            _score_batch(strategy, step, batch, scorers)
+    except tf.errors.OpError:      # a damaged chunk: the pipeline's one-line error, not TensorFlow's
+        error = pipeline.take_read_error()
+        if error is None:
+            raise
+        raise error from None
+    error = pipeline.take_read_error()    # the pipeline ended early on a damaged chunk: never a partial score
+    if error is not None:
+        raise error
     return scorers
+
+
+def _score_batch(strategy: tf.distribute.Strategy, step, batch, scorers: list[scoring.Scorer]) -> None:
+    """Add one distributed batch's predictions to the per-tower scorers."""
+    out = step(batch)
+    local = {k: [t.numpy() for t in strategy.experimental_local_results(v)] for k, v in out.items()}
+    for i, scorer in enumerate(scorers):
+        if not np.array_equal(local["ply"][i], local["ply_check"][i]):
+            raise RunError("evaluation rows and their game ratings went out of step (a pipeline bug)")
+        scorer.add(local["logit"][i], local["win"][i], local["ply"][i], local["rating"][i])
 
 
 def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines, str]:
@@ -188,6 +206,7 @@ def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines
         train = manifest.split("train")
         if not train:
             continue
+        shards.verify_shards(manifest, train)
         key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train]}
         cache = run_dir / run_files.BASELINES_JSON
         if cache.is_file():
@@ -207,16 +226,19 @@ def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
 
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
                  checkpoint: str | None = None, simulate_devices: int | None = None,
-                 global_batch: int | None = None, mirror_average: bool = False) -> dict[str, Any]:
+                 global_batch: int | None = None, mirror_average: bool = False,
+                 verify_shards: bool = False) -> dict[str, Any]:
     """Evaluate a run on a split and write RUN/eval-<split>.json. Returns the JSON as a dict.
 
     global_batch: positions per step over all towers (default eval_global_batch; rounded up to the towers).
     mirror_average: score the mean probability over each position and its left-right mirror (the model
     runs twice per position); recorded as the result's "mirror_average".
+    verify_shards: check the split's shards against the manifest with their full sha256 (a cheap check of
+    size, counts, schema and shapes is always made before the model is loaded).
     """
     run_dir = run_files.check_run_dir(run_dir)
     data_dir = run_files.data_dir(run_dir, data)
-    paths = split_paths(data_dir, split)
+    paths = split_paths(data_dir, split, verify_full=verify_shards)
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,9 +153,8 @@ def _non_finite_losses(records: Sequence[dict[str, Any]], gpus: int) -> list[boo
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=100)
-    os.replace(tmp, path)
+    with run_files.atomic_path(path) as tmp:      # a full disk: one line, no partial plot left
+        fig.savefig(tmp, format="png", dpi=100)
     return path
 
 
@@ -276,9 +274,8 @@ def write_report(run_dir: str | Path) -> Path:
     plots = make_plots(run_dir, records, evals)
     text = render_markdown(run_dir, records, evals, plots, find_unbalanced_towers(records))
     path = run_dir / run_files.REPORT_MD
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with run_files.atomic_path(path, needed=len(text.encode("utf-8"))) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return path
 
 

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "reported and the previous one used)")
     parser.add_argument("--resume-strict", action="store_true",
                         help="with --resume: stop with the error when the newest checkpoint is corrupt")
+    parser.add_argument("--verify-shards", action="store_true",
+                        help="check every shard's sha256 against the manifest at start-up (always checked: "
+                             "size, schema, split, row and game counts, shapes)")
     parser.add_argument("--workers", default=None, metavar="HOST:PORT,...",
                         help="multi-machine run: every worker's address, the chief first (same list on each "
                              "machine); a TF_CONFIG in the environment is used when this is absent")
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec),
                               strategy, resume=args.resume, resume_command=resume_command(args), stop=stop,
-                              strict_resume=args.resume_strict)
+                              strict_resume=args.resume_strict, verify_shards=args.verify_shards)
             trainer.run()
         except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
             if cluster_spec is not None and cluster.is_peer_lost(exc):

@@ -26,6 +26,7 @@ import numpy as np
 from shogi_dnn import shards
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, FileResult
+from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.kifu import RECORD_SUFFIXES
 from shogi_dnn.wording import plural
@@ -141,9 +142,16 @@ class ConvertState:
 
     def save(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "complete": self.complete,
-                                   "shards": self.shards}, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        text = json.dumps({"fingerprint": self.fingerprint, "complete": self.complete, "shards": self.shards},
+                          indent=1) + "\n"
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if is_disk_full(exc):
+                raise disk_full(self.path, len(text)) from None
+            raise
 
     def matches(self, out: Path, name: str, content: str) -> bool:
         """True when shard `name` was finished with this content and its file is intact."""
@@ -202,7 +210,8 @@ class DatasetWriter:
             self.state.shards[name] = {"sha256": digest, "content": content}
             self.state.save()
         self.report.timings["write_s"] += time.perf_counter() - start
-        info = shards.ShardInfo(name, split, len(positions[shards.KEY_WIN]), len(games), digest)
+        info = shards.shard_info(self.out / name, split, len(positions[shards.KEY_WIN]), len(games), digest,
+                                 table["game_id"])
         self.written.append(info)
         self.report.shards[split] = index + 1
         self.report.positions[split] = self.report.positions.get(split, 0) + info.positions

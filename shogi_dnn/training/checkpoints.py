@@ -25,12 +25,14 @@ import keras
 import tensorflow as tf
 
 from shogi_dnn.config import Config, from_dict
-from shogi_dnn.errors import RunError, ShogiDnnError
+from shogi_dnn.errors import RunError, ShogiDnnError, disk_full, is_disk_full
 from shogi_dnn.run_files import (
     CHECKPOINT_STATE,
     CHECKPOINT_WEIGHTS,
     CHECKPOINTS_DIR,
     MODEL_FILE,
+    atomic_path,
+    remove_stale_temp_files,
     write_json_atomic,
 )
 from shogi_dnn.training.stages import TrainState
@@ -125,6 +127,7 @@ class CheckpointManager:
         self.last_saved_step = -1
         for stale in self.root.glob(".tmp-ckpt-*"):     # saves cut short by a kill: never valid checkpoints
             shutil.rmtree(stale, ignore_errors=True)
+        remove_stale_temp_files(Path(run_dir))          # and a final model save or JSON write cut short
 
     def save(self, state: TrainState, config: Config) -> Path:
         """Write a checkpoint atomically (temp directory, then rename) and drop the oldest beyond `keep`."""
@@ -132,12 +135,18 @@ class CheckpointManager:
         final = self.root / checkpoint_name(state.step)
         tmp = self.root / f".tmp-{final.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        self.tracked.write(str(tmp / CHECKPOINT_WEIGHTS))
-        state_json = {"state": state.to_dict(), "config": config.to_dict(),
-                      "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        write_json_atomic(tmp / CHECKPOINT_STATE, state_json, sort_keys=True)
-        _fsync_tree(tmp)             # on disk before it gets its valid name (a power cut, not only a kill)
+        try:
+            tmp.mkdir()
+            self.tracked.write(str(tmp / CHECKPOINT_WEIGHTS))
+            state_json = {"state": state.to_dict(), "config": config.to_dict(),
+                          "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            write_json_atomic(tmp / CHECKPOINT_STATE, state_json, sort_keys=True)
+            _fsync_tree(tmp)         # on disk before it gets its valid name (a power cut, not only a kill)
+        except BaseException as exc:   # nothing half-written is left (a .tmp-ckpt-* is never restored anyway)
+            shutil.rmtree(tmp, ignore_errors=True)
+            if is_disk_full(exc) or isinstance(exc, tf.errors.ResourceExhaustedError):
+                raise disk_full(final, self._size_estimate()) from None
+            raise
         if final.exists():           # same step saved again (e.g. a stop right after a periodic save)
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -146,6 +155,11 @@ class CheckpointManager:
         for old in list_checkpoints(self.root.parent)[:-self.keep]:
             shutil.rmtree(old, ignore_errors=True)
         return final
+
+    def _size_estimate(self) -> int | None:
+        """Bytes a checkpoint takes: the newest one's size (None before the first)."""
+        found = list_checkpoints(self.root.parent)
+        return sum(p.stat().st_size for p in found[-1].rglob("*") if p.is_file()) if found else None
 
     def restore(self, path: Path) -> TrainState:
         """Load weights and optimizer state from a checkpoint (optimizer already built). Returns its state."""
@@ -177,7 +191,10 @@ def restore_model(run_dir: str | Path, checkpoint: str | None = None) -> keras.M
 def save_model(model: keras.Model, run_dir: Path) -> Path:
     """Save RUN/model.keras atomically (Keras format; load with model.load_model)."""
     final = Path(run_dir) / MODEL_FILE
-    tmp = final.with_name(f".tmp-{os.getpid()}-{MODEL_FILE}")
-    model.save(tmp)
-    os.replace(tmp, final)
+    needed = sum(int(v.numpy().nbytes) for v in model.weights)
+    try:
+        with atomic_path(final, tmp=final.with_name(f".tmp-{os.getpid()}-{MODEL_FILE}"), needed=needed) as tmp:
+            model.save(tmp)
+    except tf.errors.ResourceExhaustedError as exc:
+        raise disk_full(final, needed) from exc
     return final

@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 from shogi_dnn import features, shards
-from shogi_dnn.errors import ConfigError
+from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.rules import NUM_SQUARES
 from shogi_dnn.training import schedule
 from shogi_dnn.training.schedule import Chunk
@@ -63,6 +63,19 @@ MAX_OPEN_SHARDS = 64                 # HDF5 files a reader keeps open at once
 _SEED_CHUNK_ORDER, schedule.SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
 
 Batch = dict[str, np.ndarray]
+
+# Read errors of shards, remembered where tf.data cannot carry them: a generator's exception reaches the
+# consumer as a TensorFlow error with a traceback in its text (and in TensorFlow's log). ShardReader
+# records the one-line ShardFormatError here; the datasets' generators then end early (no traceback);
+# the trainer and evaluate take it (take_read_error) when the dataset ends or fails, and report it.
+_read_errors: collections.deque[ShardFormatError] = collections.deque(maxlen=16)
+
+
+def take_read_error() -> ShardFormatError | None:
+    """The first shard read error recorded since the last call (None: none), clearing the record."""
+    first = _read_errors[0] if _read_errors else None
+    _read_errors.clear()
+    return first
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -81,9 +94,19 @@ class ShardReader:
         """The rows of `chunks`, concatenated in order: arrays keyed as KEYS."""
         parts: dict[str, list[np.ndarray]] = {key: [] for key in _STORED_KEYS}
         for chunk in chunks:
-            f = self._file(chunk.shard)
+            try:
+                f = self._file(chunk.shard)
+            except ShardFormatError as exc:
+                _read_errors.append(exc)
+                raise
             for key in _STORED_KEYS:
-                parts[key].append(shards.read_stored(f, key, chunk.start, chunk.stop))
+                try:
+                    parts[key].append(shards.read_stored(f, key, chunk.start, chunk.stop))
+                except (OSError, RuntimeError, ValueError, KeyError) as exc:   # a chunk's checksum or filter
+                    error = shards.read_error(self._paths[chunk.shard], key, chunk.start, chunk.stop, exc,
+                                              _chunk_rows(f, key))
+                    _read_errors.append(error)
+                    raise error from None
         return shards.unpack_rows({key: np.concatenate(arrays) for key, arrays in parts.items()}, KEYS)
 
     def _file(self, index: int) -> h5py.File:
@@ -99,6 +122,13 @@ class ShardReader:
         for f in self._files.values():
             f.close()
         self._files.clear()
+
+
+def _chunk_rows(f: h5py.File, key: str) -> int:
+    try:
+        return int(f[key].chunks[0])
+    except Exception:   # noqa: BLE001 - only for the message
+        return shards.CHUNK_ROWS
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -244,6 +274,8 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
             for stack in _merge_lanes(streams, global_batch // lanes, batches):
                 # this worker's share [k, global_batch / workers] -> consecutive per-replica batches
                 yield {key: value.reshape((-1, batch, *value.shape[2:])) for key, value in stack.items()}
+        except ShardFormatError:
+            return      # recorded (take_read_error): the consumer sees the data end and reports it
         finally:
             reader.close()
 
@@ -302,7 +334,10 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
     batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
 
     def generate() -> Iterator[Batch]:
-        yield from _stack_batches(iter_sequential(paths, start, stop), batch, keep_partial=True)
+        try:
+            yield from _stack_batches(iter_sequential(paths, start, stop), batch, keep_partial=True)
+        except ShardFormatError:
+            return      # recorded (take_read_error): the consumer sees the data end and reports it
 
     return _from_stacks(generate, None)
 

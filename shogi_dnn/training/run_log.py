@@ -20,9 +20,11 @@ training; validation/loss, validation/accuracy, validation/gpuN/... for validati
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from shogi_dnn import run_files
+from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.training.stages import TrainState
 from shogi_dnn.training.towers import BUSY_KEY, METRIC_KEYS, local_values
 
@@ -140,8 +143,7 @@ class MetricsLog:
 
     def write(self, record: dict[str, Any]) -> None:
         if self.write_files:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            self._append(json.dumps(record) + "\n")
             self._tensorboard(record)
         log.info(console_line(record))
 
@@ -158,6 +160,21 @@ class MetricsLog:
                     # writes, without needing the tensorboard package at training time.
                     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
         self.writer.flush()
+
+    def _append(self, line: str) -> None:
+        """Append one line; on a full disk the file is cut back to its last whole line (a torn line is
+        never left) and the error is one line naming the file."""
+        size = self.path.stat().st_size if self.path.exists() else 0
+        try:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.truncate(self.path, size)
+            if is_disk_full(exc):
+                raise disk_full(self.path, len(line.encode("utf-8"))) from None
+            raise
 
     def truncate_after(self, step: int) -> None:
         """On resume: drop lines written after the checkpoint's step (they will be written again), and

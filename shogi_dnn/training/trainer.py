@@ -33,7 +33,7 @@ from tqdm import tqdm
 from shogi_dnn import __version__, run_files, shards
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config
-from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
 from shogi_dnn.training import cluster, pipeline, run_log, towers
 from shogi_dnn.training.checkpoints import (
     CheckpointManager,
@@ -101,11 +101,15 @@ class Trainer:
 
     def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
                  resume: bool = False, resume_command: str = "", stop: StopFlag | None = None,
-                 strict_resume: bool = False) -> None:
+                 strict_resume: bool = False, verify_shards: bool = False) -> None:
         self.config, self.strategy, self.run_dir = config, strategy, Path(run_dir)
         self.strict_resume = strict_resume      # refuse a corrupt newest checkpoint instead of the previous
         self.data_dir, self.resume, self.resume_command = Path(data_dir).resolve(), resume, resume_command
         self.manifest = shards.read_manifest(self.data_dir)
+        # Every shard this run reads (training and validation) against the manifest, before anything is
+        # built: a missing, truncated or foreign shard is one line now, not a lost stage later.
+        shards.verify_shards(self.manifest, self.manifest.split("train") + self.manifest.split("validation"),
+                             full=verify_shards)
         self.global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
         self.micro_batches = config.train.micro_batches
         self.update_batch = self.global_batch * self.micro_batches
@@ -131,6 +135,7 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, write_files=self.is_chief)   # the chief alone writes metrics
         self.stop = stop or StopFlag()   # given by the command: it catches signals from start-up on
         self.validation_paths = [self.manifest.shard_path(s) for s in self.manifest.split("validation")]
+        pipeline.take_read_error()               # clear: only this run's read errors count
 
     def _total_steps(self) -> int:
         """Planned updates of the whole run (every stage of every epoch): the lr decay's horizon."""
@@ -261,7 +266,10 @@ class Trainer:
         with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
                   disable=None, leave=False, dynamic_ncols=True) as bar:
             for done in range(1, remaining + 1):
-                interval.outputs.append(self.update(batches))
+                try:
+                    interval.outputs.append(self.update(batches))
+                except tf.errors.OpError as exc:
+                    self._data_error(exc, state, interval)
                 state = state.advance(1, self.update_batch)
                 bar.update()
                 if state.step % self.config.train.log_every_steps == 0 or done == remaining:
@@ -274,6 +282,27 @@ class Trainer:
                         self._log_train(state, interval)
                     return state, False
         return state, True
+
+    def _data_error(self, exc: tf.errors.OpError, state: TrainState, interval: _Interval | None) -> None:
+        """A failed input pipeline: a shard read error (pipeline.take_read_error) becomes one line, after
+        saving a checkpoint of the last good step where possible (one worker: a cluster's workers could not
+        agree on it any more); any other TensorFlow error is raised as it is."""
+        error = pipeline.take_read_error()
+        if error is None:
+            raise exc
+        self._read_failed(error, state, interval)
+
+    def _read_failed(self, error: ShardFormatError, state: TrainState, interval: _Interval | None) -> None:
+        saved = ""
+        if interval is not None and cluster.num_workers(self.strategy) == 1:
+            if interval.outputs:
+                self._check_finite(state, TowerSums.collect(self.strategy, interval.outputs))
+            if self.checkpoints.last_saved_step != state.step:
+                self.checkpoints.save(state, self.config)
+        if self.checkpoints.last_saved_step >= 0:
+            saved = f"; the last good checkpoint is step {self.checkpoints.last_saved_step}"
+        self.metrics.close()
+        raise ShardFormatError(f"{error}{saved}") from None
 
     def _stop_agreed(self) -> bool:
         """A stop request of this or any other worker, so that every worker stops at the same step
@@ -325,7 +354,13 @@ class Trainer:
             lambda ctx: pipeline.make_eval_dataset(self.validation_paths, global_batch=self.global_batch,
                                                    max_positions=self.config.data.validation_positions,
                                                    input_context=ctx))
-        outputs = [self.eval_step(batch) for batch in dataset]
+        try:
+            outputs = [self.eval_step(batch) for batch in dataset]
+        except tf.errors.OpError as exc:
+            self._data_error(exc, state, _Interval())   # the stage is trained: its end is a good checkpoint
+        failed = pipeline.take_read_error()             # the pipeline ended early on a damaged chunk
+        if failed is not None:
+            self._read_failed(failed, state, _Interval())
         sums = TowerSums.collect(self.strategy, outputs)               # waits for the pass
         self.metrics.write(summarise("validation", state, sums, self.devices,
                                      seconds=time.perf_counter() - start))

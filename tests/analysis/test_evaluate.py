@@ -201,3 +201,35 @@ def test_a_multi_worker_run_is_evaluated_on_this_machines_devices(planted, tmp_p
         assert len(got["per_gpu"]) == per_worker
         assert got["loss"] == pytest.approx(result["loss"], abs=1e-5)
         assert any("evaluating on this machine's CPU:0" in r.getMessage() for r in caplog.records)
+
+
+def test_foreign_or_damaged_shards_are_one_line_and_write_nothing(planted, tmp_path) -> None:
+    """A shard of another dataset copied in is refused before scoring (it used to be scored, overwriting
+    eval-<split>.json); a damaged chunk (fletcher32) is one line naming the shard and rows, not a traceback."""
+    import shutil
+
+    import h5py
+
+    from shogi_dnn.errors import ShardFormatError
+
+    manifest, run_dir, _ = planted
+    data = tmp_path / "data"
+    shutil.copytree(manifest.root, data)
+    before = (run_dir / "eval-test.json").exists()
+    (data / "test-00000.h5").write_bytes((data / "validation-00001.h5").read_bytes())
+    with pytest.raises(ShardFormatError, match=r"test-00000.h5 \(listed in .*\): .*the manifest says") as info:
+        evaluate.evaluate_run(run_dir, data, split="test", global_batch=32)
+    assert "\n" not in str(info.value) and (run_dir / "eval-test.json").exists() == before
+    shutil.copy(manifest.root / "test-00000.h5", data / "test-00000.h5")
+    path = data / "test-00000.h5"
+    with h5py.File(path, "r") as f:
+        chunk = f["pieces"].id.get_chunk_info(0)
+    raw = bytearray(path.read_bytes())
+    raw[chunk.byte_offset + chunk.size // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ShardFormatError, match=r"test-00000.h5: rows 0-\d+ \(chunk 0\) of dataset 'pieces' cannot be "
+                                               r"read") as info:
+        evaluate.evaluate_run(run_dir, data, split="test", global_batch=32)
+    assert "\n" not in str(info.value) and (run_dir / "eval-test.json").exists() == before
+    with pytest.raises(ShardFormatError, match=r"test-00000.h5 .*: sha256"):
+        evaluate.evaluate_run(run_dir, data, split="test", global_batch=32, verify_shards=True)

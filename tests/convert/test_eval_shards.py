@@ -19,9 +19,12 @@ from tests.support.paths import REPO
 
 CSA = REPO / "tests" / "data" / "csa"
 NO_EVAL_FILES = ("mogproject_001.csa", "ending_toryo.csa", "wars_October_J-michael_sun.csa")
-# sha256 of the one shard `shogi-dnn convert` wrote from NO_EVAL_FILES (default settings) with the writer
-# before evaluations existed (commit f0449e9), under this HDF5/h5py version.
-OLD_WRITER_SHA256 = "ad72e7fb6914126632872df513a0e0461e02af8df1670a44d45337c2a28b83c8"
+# sha256 of the one shard `shogi-dnn convert` writes from NO_EVAL_FILES (default settings), under this
+# HDF5/h5py version. The writer before evaluations existed (commit f0449e9, schema 2) gave
+# ad72e7fb6914126632872df513a0e0461e02af8df1670a44d45337c2a28b83c8, and the schema-2 writer with evaluations
+# gave the same bytes; schema 3 (fletcher32 chunk checksums) changes the bytes, so this is the schema-3
+# writer's hash, unchanged by evaluations all the same.
+OLD_WRITER_SHA256 = "3d0d39d6578052627dd6df41ff25a0e869a005d949a8d5f03c69a29cb5252cbb"
 OLD_WRITER_VERSIONS = ("1.14.6", "3.14.0")
 
 
@@ -73,9 +76,10 @@ def test_convert_stores_side_to_move_evals(tmp_path: Path, row_order: str) -> No
 
 
 def test_records_without_evals_give_unchanged_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No `eval` dataset, every other dataset as before, and (same HDF5) the very bytes of the old writer.
+    """No `eval` dataset, every other dataset as before, and (same HDF5) the very bytes pinned above.
     The inputs are named relative to tests/data (shards store each game's source path), so the hash does not
-    depend on where the repository is; the old writer (commit f0449e9) gave it for the same command."""
+    depend on where the repository is. Until schema 2 the old writer (commit f0449e9) gave the pinned bytes
+    for the same command; since schema 3 (fletcher32) the hash is the schema-3 writer's (see above)."""
     monkeypatch.chdir(CSA.parent)
     out = tmp_path / "out"
     report = run_convert([Path("csa") / name for name in NO_EVAL_FILES], out, workers=1)

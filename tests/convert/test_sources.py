@@ -138,3 +138,112 @@ def test_truncated_tar_gz_yields_members_then_error(tmp_path: Path) -> None:
     assert isinstance(items[-1], KifuError) and str(archive) in str(items[-1])
     good = [i for i in items if isinstance(i, SourceFile)]
     assert all(i.data == big[i.name.split(":")[-1]] for i in good)
+
+
+# -- hostile inputs: decompression bombs and bad symlinks --------------------------------------------
+
+GOOD = b"PI\n+\n+7776FU\n-3334FU\n%TORYO\n"
+
+
+@pytest.fixture
+def small_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Caps lowered 64x (4 MiB members, ratio 100 past 64 KiB) so a bomb takes a few MiB, not a GiB."""
+    from shogi_dnn.convert import sources
+
+    monkeypatch.setattr(sources, "MAX_MEMBER_BYTES", 4 << 20)
+    monkeypatch.setattr(sources, "RATIO_FLOOR_BYTES", 64 << 10)
+    monkeypatch.setattr(sources, "_BLOCK", 64 << 10)
+
+
+def _bomb_zip(path: Path, zeros: int) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a.csa", GOOD)
+        z.writestr("bomb.csa", bytes(zeros))            # zeros compress ~1000x
+        z.writestr("c.csa", GOOD)
+    return path
+
+
+def _reasons(items) -> dict[str, str]:
+    return {item.path if isinstance(item, KifuError) else item.name:
+            item.reason if isinstance(item, KifuError) else "ok" for item in items}
+
+
+def test_zip_bomb_is_skipped_with_a_reason_after_bounded_work(tmp_path: Path, small_caps: None) -> None:
+    import tracemalloc
+
+    path = _bomb_zip(tmp_path / "bomb.zip", 64 << 20)         # 64 MiB of zeros in a ~65 KB zip
+    assert path.stat().st_size < 200_000
+    tracemalloc.start()
+    got = _reasons(iter_sources([path]))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert got[f"{path}:a.csa"] == got[f"{path}:c.csa"] == "ok"
+    assert got[f"{path}:bomb.csa"].startswith("skipped: decompresses to more than")
+    assert peak < 16 << 20                       # the member's 64 MiB were never held
+
+
+def test_zip_member_over_the_size_cap_is_skipped_and_lying_headers_too(tmp_path: Path, small_caps: None,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from shogi_dnn.convert import sources
+
+    monkeypatch.setattr(sources, "MAX_RATIO", 10**9)              # only the size cap
+    path = _bomb_zip(tmp_path / "big.zip", 5 << 20)
+    got = _reasons(iter_sources([path]))
+    assert got[f"{path}:bomb.csa"] == ("skipped: decompresses to more than 4,194,304 bytes "
+                                       "(sources.MAX_MEMBER_BYTES)")
+    assert got[f"{path}:c.csa"] == "ok"
+    # a header declaring a small size does not help: the stream is counted as it is read
+    monkeypatch.setattr(sources, "_check_size", lambda size, compressed, real=sources._check_size:
+                        None if size == 5 << 20 else real(size, compressed))
+    assert _reasons(iter_sources([path]))[f"{path}:bomb.csa"].startswith("skipped: decompresses to more than")
+
+
+def test_tar_gz_bomb_stops_the_archive_and_big_plain_tar_members_are_skipped(tmp_path: Path,
+                                                                           small_caps: None) -> None:
+    def tar(path: Path, mode: str) -> Path:
+        with tarfile.open(path, mode) as t:
+            for name, data in (("a.csa", GOOD), ("bomb.csa", bytes(8 << 20)), ("c.csa", GOOD)):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        return path
+
+    gz = tar(tmp_path / "bomb.tar.gz", "w:gz")
+    got = _reasons(iter_sources([gz]))
+    assert got[f"{gz}:a.csa"] == "ok" and f"{gz}:c.csa" not in got
+    assert got[f"{gz}:bomb.csa"].endswith("the rest of the archive is not read")
+    plain = tar(tmp_path / "big.tar", "w")
+    got = _reasons(iter_sources([plain]))
+    assert got[f"{plain}:a.csa"] == got[f"{plain}:c.csa"] == "ok"
+    assert got[f"{plain}:bomb.csa"].startswith("skipped: decompresses to more than 4,194,304 bytes")
+
+
+def test_7z_bomb_is_skipped(tmp_path: Path, small_caps: None) -> None:
+    py7zr = pytest.importorskip("py7zr")
+    path = tmp_path / "bomb.7z"
+    with py7zr.SevenZipFile(path, "w") as z:
+        z.writestr(GOOD, "a.csa")
+        z.writestr(bytes(8 << 20), "bomb.csa")
+    got = _reasons(iter_sources([path]))
+    assert got[f"{path}:a.csa"] == "ok"
+    assert got[f"{path}:bomb.csa"].startswith("skipped: decompresses to more than")
+
+
+def test_looping_and_dangling_symlinks_are_skipped_while_the_rest_converts(tmp_path: Path) -> None:
+    from shogi_dnn.convert.run import run_convert
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "good.csa").write_bytes(GOOD)
+    (folder / "dangling.csa").symlink_to(folder / "nowhere.csa")
+    (folder / "loop.csa").symlink_to(folder / "loop.csa")
+    (folder / "link.csa").symlink_to(folder / "good.csa")          # a good link is read
+    assert [p.name for p in list_files([folder])] == ["good.csa", "link.csa"]
+    got = _reasons(iter_sources([folder]))
+    assert got[str(folder / "dangling.csa")].startswith("skipped: dangling symlink")
+    assert got[str(folder / "loop.csa")].startswith("skipped: symlink loop")
+    assert got[str(folder / "good.csa")] == got[str(folder / "link.csa")] == "ok"
+    assert _reasons(iter_sources([folder / "loop.csa"]))[str(folder / "loop.csa")].startswith("skipped: symlink")
+    report = run_convert([folder], tmp_path / "out", workers=1)
+    assert report.converted == 2 and report.files_unreadable == 2
+    assert any("dangling symlink" in e for e in report.errors) and any("symlink loop" in e for e in report.errors)

@@ -67,7 +67,9 @@ def material_dataset(root: Path, splits: dict[str, tuple[int, float, bool]], see
             name = f"{split}-{i:05d}.h5"
             digest = shards.write_shard(root / name, split, part, games_table(part[shards.KEY_GAME]),
                                         chunk_rows=64)
-            infos.append(shards.ShardInfo(name, split, len(rows), len(np.unique(part[shards.KEY_GAME])), digest))
+            table = games_table(part[shards.KEY_GAME])
+            infos.append(shards.shard_info(root / name, split, len(rows), len(table["game_id"]), digest,
+                                           table["game_id"]))
     shards.write_manifest(root, infos, {"planted": True}, {})
     return shards.read_manifest(root)
 

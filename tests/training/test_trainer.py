@@ -357,3 +357,60 @@ def test_non_finite_loss_stops_before_saving(dataset: Path, tmp_path: Path) -> N
     assert "\n" not in str(info.value)
     assert [p.name for p in checkpoints.list_checkpoints(tmp_path / "run")] == ["ckpt-00000002"]
     assert not (tmp_path / "run" / "model.keras").exists()
+
+
+def _flip_chunk_byte(path: Path, key: str = "pieces", chunk: int = 1) -> None:
+    import h5py
+    with h5py.File(path, "r") as f:
+        info = f[key].id.get_chunk_info(chunk)
+    data = bytearray(path.read_bytes())
+    data[info.byte_offset + info.size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_shards_are_checked_before_the_first_step(tmp_path: Path) -> None:
+    """A missing or truncated validation shard, or a training shard of another dataset, is one line at
+    start-up naming the shard (it used to surface after a whole stage, or never)."""
+    from shogi_dnn.errors import ShardFormatError
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[200, 160], validation=[100], chunk_rows=32)
+    validation = data / "validation-00000.h5"
+    keep = validation.read_bytes()
+    validation.write_bytes(keep[:len(keep) // 2])
+    with pytest.raises(ShardFormatError, match=r"validation-00000.h5 \(listed in .*\): \d+ bytes, the manifest "
+                                               r"says \d+") as info:
+        Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+    assert "\n" not in str(info.value)
+    validation.unlink()
+    with pytest.raises(ShardFormatError, match="validation-00000.h5 .*: missing"):
+        Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+    validation.write_bytes(keep)
+    _flip_chunk_byte(data / "train-00001.h5")
+    Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1))   # cheap: passes
+    with pytest.raises(ShardFormatError, match="train-00001.h5 .*: sha256"):
+        Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1), verify_shards=True)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_path: Path) -> None:
+    """fletcher32: a flipped byte in a training chunk is one ShardFormatError naming the shard and rows
+    (not a TensorFlow traceback), after a checkpoint of the last good step; resume works once it is fixed."""
+    from shogi_dnn.errors import ShardFormatError
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[200, 160, 180], validation=[100], chunk_rows=32)
+    shard = data / "train-00000.h5"
+    keep = shard.read_bytes()
+    _flip_chunk_byte(shard, "pieces", 3)
+    config = tiny_config(checkpoint_every_steps=100, max_steps_per_stage=6)
+    trainer = Trainer(config, data, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+    with pytest.raises(ShardFormatError, match=r"train-00000.h5: rows 96-127 \(chunk 3\) of dataset 'pieces' cannot "
+                                               r"be read: .*; the last good checkpoint is step \d+") as info:
+        trainer.run()
+    assert "\n" not in str(info.value) and "Traceback" not in str(info.value)
+    saved = checkpoints.list_checkpoints(tmp_path / "run")
+    assert saved and not list((tmp_path / "run" / "checkpoints").glob(".tmp-*"))
+    shard.write_bytes(keep)
+    resumed = Trainer(config, data, tmp_path / "run", towers.make_strategy(simulate_devices=1), resume=True).run()
+    assert not resumed.interrupted and (tmp_path / "run" / "model.keras").is_file()
