@@ -1,7 +1,8 @@
 """CSA records (V2, V2.1, V2.2 and V3.0) -> GameRecord, and GameRecord -> CSA V2.2 (`format_csa`).
 
 Covered: `N+`/`N-` names, `$EVENT` (other `$` keys are read and ignored), start positions given by
-`PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells), `P+`/`P-`
+`PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells; text after
+nine 3-character cells is ignored, as cshogi does, unless it reads as a tenth cell), `P+`/`P-`
 piece lines including `00AL`, the `+`/`-` side to move, `'` comments (floodgate's `'black_rate:`,
 `'white_rate:`, `'summary:` and `'** <score> <pv>` engine evaluations, see shogi_dnn.kifu.evals),
 `T` time lines (V3.0 fractions too), several statements on one line separated by commas, several
@@ -357,7 +358,30 @@ def _board_from_rows(game: _Game, path: str) -> list[int]:
 
 
 def _parse_row(text: str, number: int, path: str) -> list[int]:
-    """9 piece codes (file 9 first) from a `P1` row; cells are ` * ` or `+FU`, any spacing."""
+    """9 piece codes (file 9 first) from a `P1` row; cells are ` * ` or `+FU`, any spacing.
+
+    Text after nine well-formed 3-character cells is ignored, as cshogi's CSA parser does (it reads
+    the nine cells at fixed columns): `P1-KY-KE-GI-KI-OU-KI-GI-KE-KY *.` is the even-game rank 1.
+    Unless that text starts like a tenth cell (`-KY`, ` * `, ` *` at the end of the line): which cell
+    is one too many cannot be told, and the row is refused, as is any malformed cell.
+    """
+    try:
+        cells = _row_cells(text, number, path)
+    except KifuError as exc:
+        fixed = _fixed_row(text)
+        if fixed is None:
+            raise
+        return fixed if fixed else _refuse_extra_cell(text, number, path, exc)
+    if len(cells) != 9:
+        fixed = _fixed_row(text) if len(cells) > 9 else None
+        if fixed:
+            return fixed
+        raise KifuError(path, number, f"board row has {len(cells)} cells, expected 9")
+    return cells
+
+
+def _row_cells(text: str, number: int, path: str) -> list[int]:
+    """Every cell of a row, any spacing (KifuError at the first malformed one)."""
     cells: list[int] = []
     i = 0
     while i < len(text):
@@ -372,9 +396,34 @@ def _parse_row(text: str, number: int, path: str) -> list[int]:
             i += 3
         else:
             raise KifuError(path, number, f"bad board cell {text[i:i + 3]!r}")
-    if len(cells) != 9:
-        raise KifuError(path, number, f"board row has {len(cells)} cells, expected 9")
     return cells
+
+
+def _fixed_cell(cell: str) -> int | None:
+    """A well-formed 3-character cell (` * `, `+FU`, `-KY`) -> piece code (0: empty); else None."""
+    if cell == " * ":
+        return 0
+    if cell[:1] in ("+", "-") and cell[1:] in PIECE_TYPE:
+        return PIECE_TYPE[cell[1:]] + (rules.NUM_PIECE_TYPES if cell[0] == "-" else 0)
+    return None
+
+
+def _fixed_row(text: str) -> list[int] | None:
+    """The 9 cells at fixed columns followed by other text: the codes; [] when that text starts like a
+    tenth cell (ambiguous); None when the first 27 characters are not nine well-formed cells."""
+    if len(text) <= 27:
+        return None
+    codes = [_fixed_cell(text[k:k + 3]) for k in range(0, 27, 3)]
+    if any(code is None for code in codes):
+        return None
+    if _fixed_cell(text[27:30].ljust(3)) is not None:
+        return []
+    return codes        # type: ignore[return-value]
+
+
+def _refuse_extra_cell(text: str, number: int, path: str, exc: KifuError) -> list[int]:
+    raise KifuError(path, number, f"board row has text after its 9 cells that reads as a 10th cell "
+                                  f"{text[27:30]!r}: which cell is extra cannot be told") from exc
 
 
 def _board_from_pi(pi: tuple[int, str] | None, path: str) -> list[int]:

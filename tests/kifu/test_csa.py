@@ -234,6 +234,47 @@ def test_unnamed_pi_removal_keeps_the_code() -> None:
     assert record.start_sfen.startswith("lnsgkgs2/")
 
 
+def test_board_rows_with_trailing_text_read_as_cshogi_reads_them() -> None:
+    # ` *.`, trailing spaces, a tab, `.` and a comment-like tail after nine 3-character cells.
+    record = read_one("board_rows_trailing_text.csa")
+    assert record.start_sfen == STANDARD_START_SFEN and record.moves == ("7g7f", "3c3d")
+    assert record.winner is Winner.WHITE
+    cshogi_csa = pytest.importorskip("cshogi.CSA")     # the peer reads the nine cells at fixed columns
+    parsed = cshogi_csa.Parser.parse_file(str(CSA / "board_rows_trailing_text.csa"))
+    parsed = parsed[0] if isinstance(parsed, list) else parsed
+    assert parsed.sfen.split(" ")[:3] == STANDARD_START_SFEN.split(" ")[:3]
+
+
+EVEN_ROWS = ["-KY-KE-GI-KI-OU-KI-GI-KE-KY", " * -HI *  *  *  *  * -KA * ", "-FU-FU-FU-FU-FU-FU-FU-FU-FU",
+             " *  *  *  *  *  *  *  *  * ", " *  *  *  *  *  *  *  *  * ", " *  *  *  *  *  *  *  *  * ",
+             "+FU+FU+FU+FU+FU+FU+FU+FU+FU", " * +KA *  *  *  *  * +HI * ", "+KY+KE+GI+KI+OU+KI+GI+KE+KY"]
+
+
+def _board_with_rank1(row: str) -> str:
+    rows = [row] + EVEN_ROWS[1:]
+    return "".join(f"P{rank}{text}\n" for rank, text in enumerate(rows, start=1)) + "+\n+7776FU\n%TORYO\n"
+
+
+@pytest.mark.parametrize("row, reason", [
+    ("-KY-KE-GI-KI-OU-KI-GI-KE-XX *.", "bad board cell '-XX'"),          # a malformed cell
+    ("-KY-KE-GI-KI-OU-KI-GI-KE-K *.", "bad board cell"),                 # a cell cut short
+    ("-KY-KE-GI-KI-OU-KI-GI-KE-KY-KY", "10 cells"),                     # which cell is extra?
+    ("-KY-KE-GI-KI-OU-KI-GI-KE-KY *", "10 cells"),                      # a 10th empty cell
+    ("-KY-KE-GI-KI-OU-KI-GI-KE-KY * .", "10th cell ' * '"),
+    ("-KY-KE-GI-KI-OU-KI-GI-KE *.", "bad board cell"),                  # 8 cells and a tail
+])
+def test_board_rows_with_ambiguous_or_malformed_cells_are_refused(row: str, reason: str) -> None:
+    error = parse_one(_board_with_rank1(row))
+    assert isinstance(error, KifuError) and error.line == 1 and reason in error.reason, error
+
+
+@pytest.mark.parametrize("row", ["-KY-KE-GI-KI-OU-KI-GI-KE-KY *.", "-KY-KE-GI-KI-OU-KI-GI-KE-KY   ",
+                                 "-KY-KE-GI-KI-OU-KI-GI-KE-KY junk", "-KY-KE-GI-KI-OU-KI-GI-KE-KY+XX"])
+def test_board_rows_with_an_unambiguous_tail_are_read(row: str) -> None:
+    record = parse_one(_board_with_rank1(row))
+    assert isinstance(record, GameRecord) and record.start_sfen == STANDARD_START_SFEN, record
+
+
 def test_compact_board_rows_and_missing_turn_line() -> None:
     rows = ["-KY-KE-GI-KI-OU-KI-GI-KE-KY", " * -HI * * * * * -KA * ", "-FU" * 9, " * " * 9, " * " * 9,
             " * " * 9, "+FU" * 9, " * +KA * * * * * +HI * ", "+KY+KE+GI+KI+OU+KI+GI+KE+KY"]
