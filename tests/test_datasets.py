@@ -39,10 +39,14 @@ def test_sample_converts_every_game(tmp_path: Path) -> None:
     out = tmp_path / "sample"
     assert cli.main(["convert", str(SAMPLE), "--out", str(out), "--workers", "2", "--no-progress"]) == 0
     report = json.loads((out / REPORT_NAME).read_text())
-    assert report["files_read"] == 8 and report["errors"] == [] and report["skipped"] == {}
-    assert report["games_found"] == report["converted"] == 136        # 100 + 30 gnushogi, 6 real
+    # --dedup (default): GNU Shogi's self-play repeats itself, so 2 of its games are dropped as copies of
+    # an earlier one: gnushogi-0012.csa:1057 (114 moves) repeats gnushogi-0000.csa:402 and
+    # gnushogi-0012.csa:2805 (150 moves) repeats gnushogi-0012.csa:373.
+    assert report["files_read"] == 8 and report["errors"] == [] and report["skipped"] == {"duplicate": 2}
+    assert report["games_found"] == 136 and report["converted"] == 134   # 100 + 30 gnushogi, 6 real; - 2
     # 17,289 from ../shared/kifu-gnushogi/SUMMARY.tsv (plies + 1) + 883 from ../shared/kifu/DETAILS.tsv
-    assert report["positions_total"] == 18172
+    # = 18,172 read, less the 115 + 151 positions of the 2 duplicates
+    assert report["positions_total"] == 18172 - 115 - 151 == 17906
     sources = {s for info in shards.read_manifest(out).shards
                for s in shards.read_games(out / info.path)["source"]}
     assert sum(".kif" in s for s in sources) == 3 and sum("gnushogi" in s for s in sources) == 2

@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "chunks and buffers) or shuffled with --seed")
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="seed of the within-shard shuffle (--row-order shuffled)")
+    parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=defaults.dedup,
+                        help="drop a game whose start position and moves equal an earlier one's, across files "
+                             "and formats (the CSA and KIF copies of a game, a file copied twice); counted as "
+                             "skipped 'duplicate' (default: on; --no-dedup keeps every copy)")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--backend", default="auto", choices=("auto", "python-shogi", "cshogi"),
                         help="move-rules backend (default auto: cshogi when installed); same output")
@@ -61,7 +65,7 @@ def settings_from_args(args: argparse.Namespace) -> ConvertSettings:
                          endings=endings, draws=args.draws)
     return ConvertSettings(filters=filters, val_fraction=args.val_fraction, test_fraction=args.test_fraction,
                            shard_size=args.shard_size, seed=args.seed,
-                           row_order=args.row_order)
+                           row_order=args.row_order, dedup=args.dedup)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ DRAWS = ("keep", "drop")
 # Skip reasons, in report order.
 SKIP_ERROR, SKIP_NO_RESULT, SKIP_RATING, SKIP_MOVES, SKIP_ENDING, SKIP_DRAW = (
     "error", "no_result", "min_rating", "min_moves", "ending", "draw")
+SKIP_DUPLICATE = "duplicate"       # the start position and moves of an earlier kept game (--dedup)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +82,7 @@ class ConvertSettings:
     row_order: str = "game"            # "game": rows in game order (compresses 2.2x better; the pipeline
                                        # shuffles chunks and buffers) or "shuffled": seeded row shuffle
     seed: int = 0                      # seed of the within-shard shuffle (row_order "shuffled" only)
+    dedup: bool = True                 # drop a game whose start position and moves equal an earlier one's
 
     def __post_init__(self) -> None:
         if not (0 <= self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
@@ -102,6 +104,30 @@ class ConvertSettings:
 def game_key(record: GameRecord) -> bytes:
     """sha1 of the start position and the moves: equal for duplicate games, stable across runs."""
     return hashlib.sha1((record.start_sfen + "\n" + " ".join(record.moves)).encode("utf-8")).digest()
+
+
+class Deduplicator:
+    """`--dedup`: which kept games repeat an earlier one (same `game_key`: start position and moves),
+    across files and formats (the CSA and KIF copies of one game, a file copied twice).
+
+    Only the parent asks, in input order, so the first copy is kept and the result is the same for any
+    number of workers. 8 bytes of each key are remembered (about 100 bytes a game in a Python set; two
+    different games share them with odds of about n^2 / 2^65, 1e-7 for 2 million games).
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.seen: set[int] = set()
+
+    def is_duplicate(self, key: bytes) -> bool:
+        """True when a game with this key was seen before (always False when disabled); remembers it."""
+        if not self.enabled:
+            return False
+        short = int.from_bytes(key[:8], "big")
+        if short in self.seen:
+            return True
+        self.seen.add(short)
+        return False
 
 
 def assign_split(key: bytes, val_fraction: float, test_fraction: float) -> str:

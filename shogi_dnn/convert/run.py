@@ -14,6 +14,10 @@ games; it is closed once it holds at least `shard_size` positions and its rows a
 Split: by a stable hash of the game (start SFEN and moves), so reruns give the same split and duplicate
 games land in the same split.
 
+Dedup (settings.dedup, default on; --no-dedup): the parent drops a kept game whose hash (start SFEN and
+moves) equals an earlier kept game's, across files and formats; it sees results in input order, so the
+first copy is kept for any number of workers. Counted as skipped "duplicate" in the report.
+
 Resume: after each shard, DIR/convert-state.json records its sha256 and a digest of its contents.
 A rerun with the same inputs and settings re-reads the inputs but skips writing every shard whose
 file still matches; a shard cut off mid-write is only ever a `.tmp` file (write_shard renames it).
@@ -36,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import shards
-from shogi_dnn.convert.filters import DRAWS, RATING_OF, ConvertSettings, GameFilter, assign_split, game_key
+from shogi_dnn.convert.filters import (DRAWS, RATING_OF, SKIP_DUPLICATE, ConvertSettings, Deduplicator, GameFilter,
+                                      assign_split, game_key)
 from shogi_dnn.convert.sources import iter_sources, list_files
 from shogi_dnn.convert.worker import SourcePiece, iter_results, process_file, split_source
 from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
@@ -215,10 +220,14 @@ def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSett
     """Stream every piece through the workers into the writer; the shards in manifest order."""
     report = writer.report
     bar = _Progress(_progress_total(inputs), progress)
+    dedup = Deduplicator(settings.dedup)        # decided here, in input order: any worker count alike
     try:
         for result in iter_results(_pieces(inputs), settings, report.backend, workers):
             report.add_file(result)
             for game in result.games:
+                if dedup.is_duplicate(game.key):
+                    report.skipped[SKIP_DUPLICATE] += 1
+                    continue
                 writer.add(game)
             if result.last:
                 bar.update(report, writer)

@@ -37,6 +37,7 @@ class ConvertedGame:
     split: str
     row: tuple
     positions: EncodedGame
+    key: bytes = b""           # filters.game_key: the parent drops repeats with it (--dedup)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,8 +168,9 @@ def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Ca
             continue
         finally:
             result.encode_s += time.perf_counter() - start
-        split = assign_split(game_key(item), settings.val_fraction, settings.test_fraction)
-        result.games.append(ConvertedGame(split, _game_row(item), positions))
+        key = game_key(item)
+        split = assign_split(key, settings.val_fraction, settings.test_fraction)
+        result.games.append(ConvertedGame(split, _game_row(item), positions, key))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result.peak_rss_mib = usage.ru_maxrss / 1024   # Linux: KiB
     result.pid, result.cpu_s = os.getpid(), usage.ru_utime + usage.ru_stime

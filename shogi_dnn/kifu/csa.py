@@ -1,14 +1,17 @@
 """CSA records (V2, V2.1, V2.2 and V3.0) -> GameRecord, and GameRecord -> CSA V2.2 (`format_csa`).
 
 Covered: `N+`/`N-` names, `$EVENT` (other `$` keys are read and ignored), start positions given by
-`PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells), `P+`/`P-`
+`PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells; text after
+nine 3-character cells is ignored, as cshogi does, unless it reads as a tenth cell), `P+`/`P-`
 piece lines including `00AL`, the `+`/`-` side to move, `'` comments (floodgate's `'black_rate:`,
 `'white_rate:`, `'summary:` and `'** <score> <pv>` engine evaluations, see shogi_dnn.kifu.evals),
 `T` time lines (V3.0 fractions too), several statements on one line separated by commas, several
 games in one file separated by a `/` line, every `%` special move, and
 Shogi Wars' non-standard endings (`SENTE_WIN_TORYO`, `GOTE_WIN_TIMEOUT`, `DRAW_SENNICHI`, ...).
 
-Results: the `%` ending decides; a floodgate `'summary:` line is used only when there is none.
+Results: the `%` ending decides (a floodgate `'summary:` line that contradicts it is ignored); the
+summary is used only when there is no `%` ending, its entries matched to the players by the `N+`/`N-`
+names (not by their order); a summary that names neither player order makes the game a KifuError.
 Every move is replayed with `shogi_dnn.rules` and checked legal; a bad game is yielded as a
 KifuError (file, line, ply) and parsing continues with the next game of the file.
 """
@@ -141,6 +144,7 @@ class _Game:
     moves: list[tuple[int, str]] = dataclasses.field(default_factory=list)     # (line, token)
     ending: tuple[int, str] | None = None
     summary: str = ""
+    summary_line: int = 0
     evals: dict[int, int] = dataclasses.field(default_factory=dict)   # position index -> Black-view score
     pending: str = ""                                        # header whose value is on the next line
     has_content: bool = False                                # anything beyond comments and a version
@@ -202,7 +206,7 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
     """Record what one (stripped, non-empty) line says into `game`; raise KifuError if it is bad."""
     head = line[0]
     if head == "'":
-        _read_comment(game, line[1:])
+        _read_comment(game, line[1:], number)
         return
     if head == "V" and line[1:2].isdigit():
         return
@@ -247,7 +251,7 @@ def _set_header(game: _Game, key: str, value: str) -> None:
         game.event = value
 
 
-def _read_comment(game: _Game, comment: str) -> None:
+def _read_comment(game: _Game, comment: str, number: int = 0) -> None:
     """floodgate: `'black_rate:name+hash:3500.0`, `'white_rate:...`, `'summary:toryo:a win:b lose`,
     `'** 123 -3334FU` (an engine's evaluation, see shogi_dnn.kifu.evals)."""
     for key in ("black_rate:", "white_rate:"):
@@ -262,7 +266,7 @@ def _read_comment(game: _Game, comment: str) -> None:
                 game.white_rating = rating
             return
     if comment.startswith("summary:"):
-        game.summary = comment[len("summary:"):]
+        game.summary, game.summary_line = comment[len("summary:"):], number
     elif comment.startswith("**"):
         _read_eval(game, comment)
 
@@ -354,7 +358,30 @@ def _board_from_rows(game: _Game, path: str) -> list[int]:
 
 
 def _parse_row(text: str, number: int, path: str) -> list[int]:
-    """9 piece codes (file 9 first) from a `P1` row; cells are ` * ` or `+FU`, any spacing."""
+    """9 piece codes (file 9 first) from a `P1` row; cells are ` * ` or `+FU`, any spacing.
+
+    Text after nine well-formed 3-character cells is ignored, as cshogi's CSA parser does (it reads
+    the nine cells at fixed columns): `P1-KY-KE-GI-KI-OU-KI-GI-KE-KY *.` is the even-game rank 1.
+    Unless that text starts like a tenth cell (`-KY`, ` * `, ` *` at the end of the line): which cell
+    is one too many cannot be told, and the row is refused, as is any malformed cell.
+    """
+    try:
+        cells = _row_cells(text, number, path)
+    except KifuError as exc:
+        fixed = _fixed_row(text)
+        if fixed is None:
+            raise
+        return fixed if fixed else _refuse_extra_cell(text, number, path, exc)
+    if len(cells) != 9:
+        fixed = _fixed_row(text) if len(cells) > 9 else None
+        if fixed:
+            return fixed
+        raise KifuError(path, number, f"board row has {len(cells)} cells, expected 9")
+    return cells
+
+
+def _row_cells(text: str, number: int, path: str) -> list[int]:
+    """Every cell of a row, any spacing (KifuError at the first malformed one)."""
     cells: list[int] = []
     i = 0
     while i < len(text):
@@ -369,9 +396,34 @@ def _parse_row(text: str, number: int, path: str) -> list[int]:
             i += 3
         else:
             raise KifuError(path, number, f"bad board cell {text[i:i + 3]!r}")
-    if len(cells) != 9:
-        raise KifuError(path, number, f"board row has {len(cells)} cells, expected 9")
     return cells
+
+
+def _fixed_cell(cell: str) -> int | None:
+    """A well-formed 3-character cell (` * `, `+FU`, `-KY`) -> piece code (0: empty); else None."""
+    if cell == " * ":
+        return 0
+    if cell[:1] in ("+", "-") and cell[1:] in PIECE_TYPE:
+        return PIECE_TYPE[cell[1:]] + (rules.NUM_PIECE_TYPES if cell[0] == "-" else 0)
+    return None
+
+
+def _fixed_row(text: str) -> list[int] | None:
+    """The 9 cells at fixed columns followed by other text: the codes; [] when that text starts like a
+    tenth cell (ambiguous); None when the first 27 characters are not nine well-formed cells."""
+    if len(text) <= 27:
+        return None
+    codes = [_fixed_cell(text[k:k + 3]) for k in range(0, 27, 3)]
+    if any(code is None for code in codes):
+        return None
+    if _fixed_cell(text[27:30].ljust(3)) is not None:
+        return []
+    return codes        # type: ignore[return-value]
+
+
+def _refuse_extra_cell(text: str, number: int, path: str, exc: KifuError) -> list[int]:
+    raise KifuError(path, number, f"board row has text after its 9 cells that reads as a 10th cell "
+                                  f"{text[27:30]!r}: which cell is extra cannot be told") from exc
 
 
 def _board_from_pi(pi: tuple[int, str] | None, path: str) -> list[int]:
@@ -512,7 +564,7 @@ def csa_move_to_usi(position: rules.Position, token: str) -> str:
 def _result(game: _Game, position: rules.Position, path: str) -> tuple[Winner, Ending]:
     """Winner and ending: the `%`/Shogi Wars ending first, else a floodgate summary, else none."""
     if game.ending is None:
-        return _summary_result(game.summary)
+        return _summary_result(game, path)
     number, token = game.ending
     wars = WARS_ENDING.match(token)
     if wars and token not in SPECIAL_MOVES:
@@ -549,16 +601,42 @@ def _wars_result(match: re.Match[str], number: int, path: str) -> tuple[Winner, 
     return (Winner.BLACK if side == "SENTE_WIN" else Winner.WHITE), ending
 
 
-def _summary_result(summary: str) -> tuple[Winner, Ending]:
-    """floodgate `summary:toryo:black_name win:white_name lose` -> (BLACK, RESIGN); unusable -> none."""
-    parts = summary.split(":")
+def _summary_result(game: _Game, path: str) -> tuple[Winner, Ending]:
+    """A floodgate summary `summary:toryo:alice win:bob lose` -> (winner, ending); no summary or an
+    unknown kind -> no result.
+
+    shogi-server writes Black's entry first, but the line names the players, so each entry is matched
+    against the `N+`/`N-` names rather than trusted by position (a record with the entries swapped
+    still gets the right winner). Entries that match neither order of the players (no names, other
+    names, or one name for both players with a win/lose outcome, whose order cannot be told) cannot
+    label the game: KifuError naming the summary line (only used when there is no `%` ending).
+    """
+    parts = game.summary.split(":")
     ending = SUMMARY_KINDS.get(parts[0].strip()) if len(parts) >= 3 else None
     if ending is None:
         return Winner.UNKNOWN, Ending.NONE
-    outcome = (parts[1].rsplit(" ", 1)[-1].strip(), parts[2].rsplit(" ", 1)[-1].strip())
-    winner = {("win", "lose"): Winner.BLACK, ("lose", "win"): Winner.WHITE,
-              ("draw", "draw"): Winner.DRAW}.get(outcome)
-    return (Winner.UNKNOWN, Ending.NONE) if winner is None else (winner, ending)
+    entries = [part.strip().rsplit(" ", 1) for part in parts[1:3]]
+    if any(len(entry) != 2 for entry in entries):
+        return Winner.UNKNOWN, Ending.NONE
+    (first, first_outcome), (second, second_outcome) = ((n.strip(), o.strip()) for n, o in entries)
+    outcome = {("win", "lose"): "first", ("lose", "win"): "second", ("draw", "draw"): "draw"}.get(
+        (first_outcome, second_outcome))
+    if outcome is None:
+        return Winner.UNKNOWN, Ending.NONE
+    if outcome == "draw" and {first, second} == {game.black, game.white}:
+        return Winner.DRAW, ending
+    names = (first, second)
+    if names == (game.black, game.white) and game.black != game.white:
+        first_is = Winner.BLACK
+    elif names == (game.white, game.black) and game.black != game.white:
+        first_is = Winner.WHITE
+    else:
+        same = " (the same name for both players: the order cannot be told)" if game.black == game.white else ""
+        raise KifuError(path, game.summary_line or game.start_line,
+                        f"summary names {first!r} and {second!r} do not match the players "
+                        f"N+{game.black!r} N-{game.white!r}{same}; no % ending: the result is unknown")
+    other = Winner.WHITE if first_is is Winner.BLACK else Winner.BLACK
+    return (first_is if outcome == "first" else other), ending
 
 
 # Piece moves for the check test: (steps, slides) as (file delta, forward delta); forward is towards

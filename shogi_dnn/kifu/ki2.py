@@ -33,7 +33,9 @@ def read_ki2_move_line(state: GameState, line: str, line_no: int) -> bool:
         return False
     for mark, token in _TOKEN.findall(_SAME.sub("同", line)):
         if state.finished:
-            break
+            if state.outcome is not None and not state.in_variation and token in ja.RESULT_WORDS:
+                state.set_result(token, line_no)   # a second result word: checked against the first
+            continue
         try:
             _read_token(state, MARKS[mark], token, line_no)
         except KifuError as exc:

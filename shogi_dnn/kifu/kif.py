@@ -6,7 +6,9 @@ diagram (`後手の持駒：`, nine `|...|` rows, `先手の持駒：`, `後手�
 summary line `まで90手で後手の勝ち`. Comments (`*`) are skipped except the engine evaluations GUIs
 write (ShogiHome, ShogiGUI, Shogidokoro; see shogi_dnn.kifu.evals); bookmarks (`&`) and `#` lines
 are skipped; the `変化：N手` variation blocks after the main line are ignored. A new header after moves starts the
-next game (files with several games concatenated).
+next game (files with several games concatenated). Every result word and まで line of the main line
+must name the same winner (投了 + まで…で先手の勝ち is fine): conflicting ones (投了 then 中断, or a
+まで…で中断 line after 投了) make the game a KifuError naming the line that disagrees.
 
 The line-level machinery here (`GameState`, `read_games`) is shared with the KI2 reader, which only
 reads its move lines differently.
@@ -58,7 +60,12 @@ class GameState:
     last_to: str = ""                    # destination of the last move, for 同
     outcome: ja.Outcome | None = None    # from a result word
     outcome_turn: int = BLACK            # side to move when the result word was read
+    outcome_line: int = 0
     summary: re.Match[str] | None = None
+    summary_line: int = 0
+    # Result words and まで lines after the first of each kind: (line, text, Outcome or まで match);
+    # they must agree with the first ones on the winner (see _check_results).
+    later_results: list[tuple[int, str, ja.Outcome | re.Match[str]]] = dataclasses.field(default_factory=list)
     max_moves_comment: bool = False
     in_variation: bool = False
     error: KifuError | None = None
@@ -110,9 +117,13 @@ class GameState:
         self.last_to = usi[2:4]
 
     def set_result(self, word: str, line: int) -> None:
-        """A result word read where the next move would be."""
+        """A result word read where the next move would be (after the first: kept to be checked)."""
+        if self.outcome is not None:
+            self.later_results.append((line, word, ja.RESULT_WORDS[word]))
+            return
         self.outcome = ja.RESULT_WORDS[word]
         self.outcome_turn = self.board(line).turn
+        self.outcome_line = line
 
 
 def start_sfen(state: GameState, line: int) -> str:
@@ -226,7 +237,7 @@ def _read_line(state: GameState, line: str, line_no: int, read_move_line: LineHa
         state.shogidokoro |= head == "#" and "Shogidokoro" in line
         return
     if state.illegal_pending and "反則" in line:
-        _accept_recorded_foul(state)      # a まで line after it is still read: its winner prevails
+        _accept_recorded_foul(state, line_no)     # a まで line or result word after it must agree
     state.illegal_pending = False
     if head == "*":
         state.max_moves_comment |= "最大手数" in line
@@ -263,21 +274,24 @@ def _read_eval(state: GameState, line: str) -> None:
     state.evals.setdefault(ply, score)
 
 
-def _accept_recorded_foul(state: GameState) -> None:
+def _accept_recorded_foul(state: GameState, line_no: int = 0) -> None:
     """An illegal last move followed by `*反則手にて終局`, a 反則 result word or a `まで…反則…` line is
     the game's result, not a broken record: the side that played it lost."""
     state.error = None
     state.illegal_pending = False
     state.outcome = ja.Outcome(Ending.ILLEGAL_MOVE, ja.Mover.OPPONENT)
     state.outcome_turn = state.board(state.start_line).turn
+    state.outcome_line = line_no
 
 
 def _read_result_line(state: GameState, line: str, line_no: int) -> bool:
     match = ja.SUMMARY_LINE.match(line)
     if match is None:
         return False
+    if not state.in_variation and state.summary is not None:
+        state.later_results.append((line_no, match.group(0).strip(), match))
     if not state.in_variation and state.summary is None:
-        state.summary = match
+        state.summary, state.summary_line = match, line_no
         try:
             state.board(line_no)
         except KifuError as exc:
@@ -309,6 +323,10 @@ def finish_game(state: GameState) -> GameRecord | KifuError:
         position = state.board(state.start_line)
     except KifuError as exc:
         return exc
+    try:
+        _check_results(state, position)
+    except KifuError as exc:
+        return exc
     winner, ending = _result(state, position)
     handicap = ja.handicap_name(state.start)
     return GameRecord(
@@ -338,6 +356,34 @@ def _result(state: GameState, position: Position) -> tuple[Winner, Ending]:
     if ending is Ending.JISHOGI and state.max_moves_comment:
         ending = Ending.MAX_MOVES
     return winner, ending
+
+
+def _check_results(state: GameState, position: Position) -> None:
+    """Every result word and まで line of the main line must name the same winner (or all none):
+    `投了` then `中断`, or `投了` and `まで…で中断`, is conflicting result information, which never
+    becomes a label. Raises KifuError naming the first line that disagrees with the first result."""
+    claims: list[tuple[int, str, Winner]] = []
+    if state.outcome is not None:
+        word = next((w for w, o in ja.RESULT_WORDS.items() if o is state.outcome), "反則")
+        claims.append((state.outcome_line, word, _relative_winner(state.outcome.winner, state.outcome_turn)))
+    if state.summary is not None:
+        claims.append((state.summary_line, state.summary.group(0).strip(),
+                       _summary_result(state.summary, position)[0]))
+    for line, text, item in state.later_results:
+        winner = (_relative_winner(item.winner, state.outcome_turn) if isinstance(item, ja.Outcome)
+                  else _summary_result(item, position)[0])
+        claims.append((line, text, winner))
+    claims.sort(key=lambda claim: claim[0])
+    for line, text, winner in claims[1:]:
+        first_line, first_text, first_winner = claims[0]
+        if winner is not first_winner:
+            raise KifuError(state.path, line, f"conflicting results: {text!r} ({_said(winner)}) contradicts "
+                                              f"{first_text!r} on line {first_line} ({_said(first_winner)})")
+
+
+def _said(winner: Winner) -> str:
+    return {Winner.BLACK: "black wins", Winner.WHITE: "white wins", Winner.DRAW: "a draw",
+            Winner.UNKNOWN: "no result"}[winner]
 
 
 def _relative_winner(mover: ja.Mover, turn: int) -> Winner:
@@ -372,10 +418,12 @@ def read_kif_move_line(state: GameState, line: str, line_no: int) -> bool:
     match = _MOVE_LINE.match(line)
     if match is None:
         return False
-    if state.finished:
-        return True
     tokens = _SAME.sub("同", match.group(2)).split()
     token = tokens[0].rstrip("+").lstrip("▲△☗☖") if tokens else ""   # some sites write `1 ▲７六歩(77)`
+    if state.finished:
+        if state.outcome is not None and not state.in_variation and token in ja.RESULT_WORDS:
+            state.set_result(token, line_no)       # a second result word: checked against the first
+        return True
     try:
         if token in ja.RESULT_WORDS:
             state.set_result(token, line_no)
@@ -450,6 +498,9 @@ def format_kif(record: GameRecord) -> str:
 
     Raises:
         IllegalMoveError: a move of the record is not legal (records from `parse` never have one).
+        ValueError: the result word of the record's ending, read for the side to move, would name
+            another winner than the record's (e.g. RESIGN won by the side to move): the two markers
+            would conflict (`parse` refuses such a game), as format_csa refuses it.
     """
     name = ja.handicap_name(record.start_sfen)
     black_key, white_key = ("先手", "後手") if name in (None, "平手") else ("下手", "上手")
@@ -464,6 +515,9 @@ def format_kif(record: GameRecord) -> str:
         previous = usi[2:4]
     plies = len(record.moves)
     word = _ending_word(record, position.turn)
+    if word in ja.RESULT_WORDS and _relative_winner(ja.RESULT_WORDS[word].winner, position.turn) is not record.winner:
+        raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by {record.winner.value} "
+                         f"as KIF with {'black' if position.turn == BLACK else 'white'} to move")
     if word:
         if record.ending is Ending.MAX_MOVES:
             lines.append("*最大手数に到達したため引き分け")

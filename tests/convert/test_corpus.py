@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -56,7 +57,7 @@ def _reader_counts(root: Path) -> tuple[collections.Counter, int, int]:
 
 def test_gnushogi_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
     root = shared_dir / "kifu-gnushogi"
-    report = run_convert([root], tmp_path / "g", SETTINGS, workers=2)
+    report = run_convert([root], tmp_path / "g", dataclasses.replace(SETTINGS, dedup=False), workers=2)
     summary = list(csv.DictReader((root / "SUMMARY.tsv").open(encoding="utf-8"), delimiter="\t"))
     kif_files = sorted((root / "kif").glob("*.kif"))
     assert report.errors == [] and report.skipped == {}
@@ -69,11 +70,19 @@ def test_gnushogi_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
     kif_positions = sum(n + 1 for s, n, _ in games if s.endswith(".kif"))
     assert sum(report.positions.values()) == csa_positions + kif_positions
     assert len([g for g in games if g[0].endswith(".kif")]) == len(kif_files)
+    # --dedup (the default): each of the 189 kif/*.kif files is a copy of a CSA game (read after the CSA
+    # files), and GNU Shogi's self-play repeats 138 of its CSA games (133 across files, 5 within one file):
+    # 327 duplicates dropped, carrying 43,415 positions.
+    dedup = run_convert([root], tmp_path / "d", SETTINGS, workers=2)
+    assert len(kif_files) == 189 and dedup.skipped == {"duplicate": 189 + 138}
+    assert dedup.games_found == report.games_found and dedup.converted == report.converted - 327 == 1748
+    assert sum(dedup.positions.values()) == sum(report.positions.values()) - 43_415
+    assert not [g for g in _games(tmp_path / "d") if g[0].endswith(".kif")]
 
 
 def test_real_kifu_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
     root = shared_dir / "kifu"
-    report = run_convert([root], tmp_path / "k", SETTINGS, workers=2)
+    report = run_convert([root], tmp_path / "k", dataclasses.replace(SETTINGS, dedup=False), workers=2)
     good, no_result, errors = _reader_counts(root)
     assert report.converted == sum(good.values()) and report.skipped["no_result"] == no_result
     assert len(report.errors) == errors == report.skipped["error"] + _file_level(report.errors)
@@ -84,6 +93,11 @@ def test_real_kifu_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
     missing = [r["local_path"] for r in details if r["kind"] == "real_game" and r["winner"] != "unknown"
                and (str(root / r["local_path"]), int(r["mainline_moves"]), r["winner"]) not in converted]
     assert set(missing) <= DETAILS_DISAGREE, missing
+    # --dedup (the default): the repositories share games in several formats (the same game as KI2 and
+    # KIF, CSA and KIF, USI and KIF, ...): 36 of the 124 good games repeat an earlier one's start and moves.
+    dedup = run_convert([root], tmp_path / "d", SETTINGS, workers=2)
+    assert dedup.skipped["duplicate"] == 36 and dedup.converted == sum(good.values()) - 36 == 88
+    assert dedup.skipped["no_result"] == no_result and dedup.errors == report.errors
 
 
 def _file_level(errors: list[str]) -> int:

@@ -197,6 +197,21 @@ def test_summary_lines(line: str, winner: Winner, ending: Ending) -> None:
     assert (record.winner, record.ending) == (winner, ending)
 
 
+@pytest.mark.parametrize(("tail", "line", "reason"), [
+    ("まで3手で先手の勝ち\nまで3手で中断\n", 8, "'まで3手で中断' (no result) contradicts 'まで3手で先手の勝ち' on line 7"),
+    ("△投了 ▲中断\nまで3手で先手の勝ち\n", 7, "'中断' (no result) contradicts '投了' on line 7 (black wins)"),
+])
+def test_conflicting_end_markers_are_an_error(tail: str, line: int, reason: str) -> None:
+    # Lines: 4 header lines, a blank one, the moves on line 6, then the end markers.
+    (error,) = parse_all(HEADER + "▲７六歩    △３四歩    ▲２六歩\n" + tail)
+    assert isinstance(error, KifuError) and error.line == line and reason in error.reason, error
+
+
+def test_consistent_end_markers_are_read() -> None:
+    record = parse_one(HEADER + "▲７六歩    △３四歩    ▲２六歩\nまで3手で先手の勝ち\nまで3手で先手の勝ち\n")
+    assert (record.winner, record.ending) == (Winner.BLACK, Ending.RESIGN)
+
+
 @pytest.mark.parametrize(("name", "plies", "winner", "ending", "handicap"), [
     ("20091203.ki2", 172, Winner.WHITE, Ending.RESIGN, ""),          # Shift_JIS
     ("7mai.ki2u", 2, Winner.UNKNOWN, Ending.INTERRUPTED, "左七枚落ち"),
