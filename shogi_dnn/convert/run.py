@@ -40,8 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import shards
-from shogi_dnn.convert.filters import (DRAWS, RATING_OF, SKIP_DUPLICATE, ConvertSettings, Deduplicator, GameFilter,
-                                      assign_split, game_key)
+from shogi_dnn.convert.filters import (
+    DRAWS,
+    RATING_OF,
+    SKIP_DUPLICATE,
+    ConvertSettings,
+    Deduplicator,
+    GameFilter,
+    assign_split,
+    game_key,
+)
 from shogi_dnn.convert.sources import iter_sources, list_files
 from shogi_dnn.convert.worker import SourcePiece, iter_results, process_file, split_source
 from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
