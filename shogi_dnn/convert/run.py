@@ -53,7 +53,7 @@ from shogi_dnn.convert.filters import (
 from shogi_dnn.convert.sources import iter_sources, list_files
 from shogi_dnn.convert.worker import SourcePiece, iter_results, process_file, split_source
 from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
-from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.errors import ConfigError, KifuError, disk_full, is_disk_full
 from shogi_dnn.rules import resolve_backend
 
 # The job's public names, re-exported so that callers need only `shogi_dnn.convert.run`.
@@ -89,7 +89,8 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
     if state is not None:
         return state
     ours = [p for p in out.iterdir() if SHARD_PATTERN.match(p.name) or p.name in (
-        shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp")]
+        shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp",
+        REPORT_NAME + ".tmp")]
     others = [p for p in out.iterdir() if p not in ours]
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset converted from other inputs or settings; "
@@ -261,8 +262,15 @@ def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: 
     manifest_settings = {**settings.to_dict(), "inputs": [str(p) for p in inputs]}
     shards.write_manifest(out, written, manifest_settings, totals)
     tmp = out / (REPORT_NAME + ".tmp")
-    tmp.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, out / REPORT_NAME)
+    text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out / REPORT_NAME)
+    except OSError as exc:                  # no half-written report, and a full disk is one line
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(exc):
+            raise disk_full(out / REPORT_NAME, len(text)) from None
+        raise
     state.complete = True
     state.save()
 

@@ -80,3 +80,27 @@ def test_a_failed_shard_write_leaves_no_partial_file(tmp_path: Path, monkeypatch
     reference = tmp_path / "reference"
     run_convert([CSA], reference, ConvertSettings(shard_size=300), workers=1)
     assert _files(out) == _files(reference)
+
+
+def test_a_full_disk_at_the_report_is_one_line_and_leaves_no_temp(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC when convert-report.json is written (the last file of a conversion): one line, no .tmp left,
+    and the rerun completes with the same shards."""
+    real = Path.write_text
+
+    def failing(self, text, *args, **kwargs):
+        if self.name == "convert-report.json.tmp":
+            real(self, text[:10], *args, **kwargs)         # a partial write, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", failing)
+    out = tmp_path / "out"
+    with pytest.raises(DiskFullError, match=r"convert-report.json: disk full"):
+        run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
+    assert not list(out.glob("*.tmp"))
+    monkeypatch.setattr(Path, "write_text", real)
+    run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
+    reference = tmp_path / "reference"
+    run_convert([CSA], reference, ConvertSettings(shard_size=300), workers=1)
+    assert _files(out) == _files(reference) and (out / "convert-report.json").is_file()
