@@ -105,7 +105,7 @@ def test_eval_target_keys_defaults_and_validation(tmp_path) -> None:
                                (["train.eval_weight=much"], r"train\.eval_weight = 'much' must be float")):
         with pytest.raises(ConfigError, match=message) as info:
             cfg.load_config(None, overrides)
-        assert "\n" not in str(info.value) and str(info.value).startswith("defaults: ")
+        assert "\n" not in str(info.value) and str(info.value).startswith(f"--set {overrides[0]}: ")
 
 
 @pytest.mark.parametrize("section, line, message", [

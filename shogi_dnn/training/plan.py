@@ -153,7 +153,7 @@ def group_positions(manifest: shards.Manifest, cfg: Config) -> tuple[int, ...]:
     train = manifest.split("train")
     if not train:
         raise ConfigError(f"{manifest.root}: the dataset has no training shards")
-    return tuple(sum(s.positions for s in group) for group in schedule.split_groups(train, cfg.data.num_groups))
+    return tuple(group.positions for group in schedule.split_groups(train, cfg.data.num_groups))
 
 
 def _epoch(cfg: Config, groups: Sequence[int], fit: ThroughputFit, devices: int,

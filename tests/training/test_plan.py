@@ -34,17 +34,17 @@ def test_table_matches_a_hand_computation(dataset) -> None:
     result = plan.make_plan(dataset, cfg, PUBLISHED, devices=[1, 2], price_per_device_hour=0.9,
                             machine_prices={2: 1.5})
     one, two = result.rows
-    assert result.train_positions == 10000 and result.group_positions == (3000, 2000, 2500, 2500)
-    # 1 device: B = 100, update = 200 positions; updates 15 + 10 + 12 + 12 = 49 per epoch.
+    assert result.train_positions == 10000 and result.group_positions == (2500, 2500, 2500, 2500)   # cut by rows
+    # 1 device: B = 100, update = 200 positions; updates 12 + 12 + 12 + 12 = 48 per epoch.
     rate1 = 100 / (100 / 258 + 0.054)                       # 226.45 positions/s
-    epoch1 = 49 * 200 / rate1
-    assert (one.global_batch, one.per_gpu_batch, one.update_batch, one.updates_per_epoch) == (100, 100, 200, 49)
+    epoch1 = 48 * 200 / rate1
+    assert (one.global_batch, one.per_gpu_batch, one.update_batch, one.updates_per_epoch) == (100, 100, 200, 48)
     assert one.rate == pytest.approx(rate1) and one.epoch_seconds == pytest.approx(epoch1)
     assert one.stage_seconds == pytest.approx(epoch1 / 4) and one.run_seconds == pytest.approx(3 * epoch1)
     assert one.per_gpu_b90 == pytest.approx(9 * 258 * 0.054) and one.fraction_v0 == pytest.approx(100 / (100 + 258 * 0.054))
     assert one.epoch_cost == pytest.approx(0.9 * epoch1 / 3600) and one.run_cost == pytest.approx(2.7 * epoch1 / 3600)
     assert one.lr == pytest.approx(0.02 * 200 / 256) and one.speedup == 1.0 and one.efficiency == 1.0
-    # 2 devices: B = 200, update = 400; updates 7 + 5 + 6 + 6 = 24.
+    # 2 devices: B = 200, update = 400; updates 6 + 6 + 6 + 6 = 24.
     rate2 = 200 / (200 / 514 + 0.15)                        # 371.0 positions/s
     epoch2 = 24 * 400 / rate2
     assert (two.global_batch, two.per_gpu_batch, two.update_batch, two.updates_per_epoch) == (200, 100, 400, 24)
