@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import shlex
 from pathlib import Path
 
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config, load_config
-from shogi_dnn.errors import RunError
+from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import cluster, throughput
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "reported and the previous one used)")
     parser.add_argument("--resume-strict", action="store_true",
                         help="with --resume: stop with the error when the newest checkpoint is corrupt")
+    parser.add_argument("--price-per-hour", type=float, default=0.0, metavar="PRICE",
+                        help="what the machine costs an hour (any currency): the console line and metrics.jsonl "
+                             "then carry the cost so far and at the end, beside the ETA")
     parser.add_argument("--verify-shards", action="store_true",
                         help="check every shard's sha256 against the manifest at start-up (always checked: "
                              "size, schema, split, row and game counts, shapes)")
@@ -63,12 +67,16 @@ def resume_command(args: argparse.Namespace) -> str:
         parts += ["--devices", args.devices]
     if args.workers:
         parts += ["--workers", args.workers, "--worker-index", str(args.worker_index)]
+    if args.price_per_hour:
+        parts += ["--price-per-hour", f"{args.price_per_hour:g}"]
     return shlex.join(parts + ["--resume"])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = load_config(Path(args.config), args.set)      # config errors before TensorFlow starts
+    if not (args.price_per_hour >= 0 and math.isfinite(args.price_per_hour)):
+        raise ConfigError(f"--price-per-hour {args.price_per_hour}: must be a number >= 0")
     cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
@@ -90,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec),
                               strategy, resume=args.resume, resume_command=resume_command(args), stop=stop,
-                              strict_resume=args.resume_strict, verify_shards=args.verify_shards)
+                              strict_resume=args.resume_strict, verify_shards=args.verify_shards,
+                              price_per_hour=args.price_per_hour)
             trainer.run()
         except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
             if cluster_spec is not None and cluster.is_peer_lost(exc):

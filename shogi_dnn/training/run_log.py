@@ -95,6 +95,42 @@ def summarise(kind: str, state: TrainState, sums: TowerSums, devices: Sequence[s
     return record
 
 
+def eta_fields(remaining_updates: tuple[int, int, int], update_batch: int, positions_per_s: float | None,
+               elapsed_s: float, price_per_hour: float = 0.0) -> dict[str, float]:
+    """Expected seconds to the end of the stage, the epoch and the run at the measured rate, and, with a
+    price, the cost so far (this process: since the start or the resume) and at the end.
+
+    Args:
+        remaining_updates: optimizer updates left in the stage, the epoch and the run.
+        update_batch: positions per update; positions_per_s: the rate of the last log interval.
+    Returns:
+        {eta_stage_s, eta_epoch_s, eta_run_s[, cost_so_far, cost_at_end]} ({} without a rate).
+    """
+    if not positions_per_s:
+        return {}
+    stage, epoch, run = (updates * update_batch / positions_per_s for updates in remaining_updates)
+    fields = {"eta_stage_s": stage, "eta_epoch_s": epoch, "eta_run_s": run}
+    if price_per_hour > 0:
+        fields["cost_so_far"] = price_per_hour * elapsed_s / 3600
+        fields["cost_at_end"] = price_per_hour * (elapsed_s + run) / 3600
+    return fields
+
+
+def duration(seconds: float) -> str:
+    """`42s`, `7m05s`, `3h12m`, `2d04h`: a compact duration for the console."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
 def _short(value: float) -> str:
     for unit, size in (("M", 1e6), ("k", 1e3)):
         if abs(value) >= size:
@@ -122,6 +158,11 @@ def console_line(record: dict[str, Any]) -> str:
         head += f" pos/s={_short(record['positions_per_s'])}"
     if "lr" in record:
         head += f" lr={record['lr']:.4g}"
+    if "eta_run_s" in record:
+        head += (f" eta stage {duration(record['eta_stage_s'])} epoch {duration(record['eta_epoch_s'])} "
+                 f"run {duration(record['eta_run_s'])}")
+    if "cost_at_end" in record:
+        head += f" cost {record['cost_so_far']:.2f} -> {record['cost_at_end']:.2f}"
     gpus = record["per_gpu"]
     if len(gpus) > 1:
         head += (" | gpu loss " + " ".join(_fmt(g["loss"], 3) for g in gpus)

@@ -42,7 +42,7 @@ from shogi_dnn.training.checkpoints import (
     save_model,
 )
 from shogi_dnn.training.model import build_model
-from shogi_dnn.training.run_log import MetricsLog, TowerSums, summarise
+from shogi_dnn.training.run_log import MetricsLog, TowerSums, eta_fields, summarise
 from shogi_dnn.training.stages import Stage, StagePlan, TrainState
 from shogi_dnn.wording import plural
 
@@ -101,8 +101,9 @@ class Trainer:
 
     def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
                  resume: bool = False, resume_command: str = "", stop: StopFlag | None = None,
-                 strict_resume: bool = False, verify_shards: bool = False) -> None:
+                 strict_resume: bool = False, verify_shards: bool = False, price_per_hour: float = 0.0) -> None:
         self.config, self.strategy, self.run_dir = config, strategy, Path(run_dir)
+        self.started, self.price_per_hour = time.perf_counter(), price_per_hour   # ETA and cost (run_log)
         self.strict_resume = strict_resume      # refuse a corrupt newest checkpoint instead of the previous
         self.data_dir, self.resume, self.resume_command = Path(data_dir).resolve(), resume, resume_command
         self.manifest = shards.read_manifest(self.data_dir)
@@ -139,8 +140,17 @@ class Trainer:
 
     def _total_steps(self) -> int:
         """Planned updates of the whole run (every stage of every epoch): the lr decay's horizon."""
-        return sum(self.plan.stage(epoch, index).updates
-                   for epoch in range(self.plan.epochs) for index in range(self.plan.num_groups))
+        self.stage_updates = [[self.plan.stage(epoch, index).updates for index in range(self.plan.num_groups)]
+                              for epoch in range(self.plan.epochs)]      # also the ETA's (_remaining_updates)
+        return sum(map(sum, self.stage_updates))
+
+    def _remaining_updates(self, state: TrainState) -> tuple[int, int, int]:
+        """Updates left in the current stage, epoch and run (from the plan, no data read)."""
+        done_in_stage = state.position // self.update_batch
+        this_stage = max(0, self.stage_updates[state.epoch][state.stage] - done_in_stage)
+        epoch = this_stage + sum(self.stage_updates[state.epoch][state.stage + 1:])
+        run = epoch + sum(sum(later) for later in self.stage_updates[state.epoch + 1:])
+        return this_stage, epoch, run
 
     def run(self) -> TrainResult:
         """Train every remaining stage; validate and checkpoint after each. Returns early on a signal."""
@@ -336,8 +346,10 @@ class Trainer:
         sums = TowerSums.collect(self.strategy, interval.outputs)       # waits for the interval's steps
         self._check_finite(state, sums)
         seconds = time.perf_counter() - interval.start
-        self.metrics.write(summarise("train", state, sums, self.devices, seconds=seconds,
-                                     lr=towers.current_lr(self.optimizer)))
+        record = summarise("train", state, sums, self.devices, seconds=seconds, lr=towers.current_lr(self.optimizer))
+        record.update(eta_fields(self._remaining_updates(state), self.update_batch, record.get("positions_per_s"),
+                                 time.perf_counter() - self.started, self.price_per_hour))
+        self.metrics.write(record)
         return _Interval()
 
     def _validate(self, state: TrainState) -> None:
