@@ -36,6 +36,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from shogi_dnn import run_files
+from shogi_dnn.training import throughput
 
 SLOW_RATIO = 0.75
 SHARE_RATIO = 0.9
@@ -266,13 +267,51 @@ def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
     return plots
 
 
-def write_report(run_dir: str | Path) -> Path:
-    """Plots plus RUN/report.md (written atomically). Raises RunError for a missing/corrupt run."""
+@dataclasses.dataclass(frozen=True)
+class PlanCheck:
+    """What `shogi-dnn plan` predicted for this run's towers and batch against what the run measured."""
+
+    devices: int
+    global_batch: int
+    fit_devices: int
+    predicted: float          # positions/s of the fit at the run's global batch
+    measured: float           # median positions/s of the run's training log lines
+
+    @property
+    def ratio(self) -> float:
+        return self.measured / self.predicted
+
+    def text(self) -> str:
+        return (f"plan vs measured: {self.devices} tower(s), global batch {self.global_batch}: the fit for "
+                f"{self.fit_devices} device(s) predicts {self.predicted:,.0f} positions/s, the run measured "
+                f"{self.measured:,.0f} (median of its training lines): {self.ratio:.2f}x the plan")
+
+
+def plan_check(run_dir: str | Path, fits: dict[int, throughput.ThroughputFit]) -> PlanCheck | None:
+    """The plan's rate for the run's device count and global batch (run.json) against the measured median
+    positions/s of metrics.jsonl; None when the run logged no training rate."""
+    run = run_files.read_run_json(run_dir)
+    rates = [r["positions_per_s"] for r in run_files.read_metrics(run_dir)
+             if r.get("kind") == "train" and r.get("positions_per_s")]
+    devices, batch = int(run.get("num_replicas") or 1), int(run.get("global_batch") or 0)
+    if not rates or batch <= 0:
+        return None
+    fit = throughput.select_fit(fits, devices)
+    predicted = batch / float(fit.seconds_per_step(batch))
+    return PlanCheck(devices, batch, fit.devices, predicted, float(np.median(rates)))
+
+
+def write_report(run_dir: str | Path, fits: dict[int, throughput.ThroughputFit] | None = None) -> Path:
+    """Plots plus RUN/report.md (written atomically); with throughput fits (`bench scaling`) also the
+    plan-vs-measured line. Raises RunError for a missing/corrupt run."""
     run_dir = run_files.check_run_dir(run_dir)
     records = run_files.read_metrics(run_dir)
     evals = run_files.read_evals(run_dir)
     plots = make_plots(run_dir, records, evals)
     text = render_markdown(run_dir, records, evals, plots, find_unbalanced_towers(records))
+    check = plan_check(run_dir, fits) if fits else None
+    if check is not None:
+        text = text.rstrip("\n") + "\n\n## Plan vs measured\n\n" + check.text() + "\n"
     path = run_dir / run_files.REPORT_MD
     with run_files.atomic_path(path, needed=len(text.encode("utf-8"))) as tmp:
         tmp.write_text(text, encoding="utf-8")

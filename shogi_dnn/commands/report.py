@@ -7,6 +7,7 @@ import argparse
 
 from shogi_dnn import run_files
 from shogi_dnn.analysis import report
+from shogi_dnn.training import throughput
 
 
 def main(argv: list[str]) -> int:
@@ -15,8 +16,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--summary", nargs="?", const="validation", default=None, metavar="SPLIT",
                         help="end with one table: model vs material vs side to move on an evaluated split "
                              "(default validation): accuracy, log loss, ECE, positions, games")
+    parser.add_argument("--scaling-fit", default=None, metavar="FILE|v0=..,t=..",
+                        help="the throughput fit `shogi-dnn plan` used (`bench scaling` JSON or inline): report.md "
+                             "then compares its predicted positions/s with what the run measured")
     args = parser.parse_args(argv)
-    path = report.write_report(args.run_dir)
+    fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
+    path = report.write_report(args.run_dir, fits)
+    if fits and (check := report.plan_check(args.run_dir, fits)) is not None:
+        print(check.text())
     for flag in report.find_unbalanced_towers(report.run_files.read_metrics(args.run_dir)):
         print(f"UNBALANCED TOWER: {flag.message}")
     print(f"wrote {path} and plots in {path.parent / run_files.PLOTS_DIR}")

@@ -155,3 +155,22 @@ def test_summary_is_one_table_with_positions_and_games(tmp_path, capsys) -> None
     assert table[4] == "model ahead of material: accuracy +0.0600, log loss -0.0500"
     assert cli.main(["report", "--run-dir", str(run), "--summary", "test"]) == 2
     assert "eval-test.json: not found: run `shogi-dnn evaluate" in capsys.readouterr().err
+
+
+def test_plan_vs_measured(tmp_path) -> None:
+    import json as json_mod
+
+    from shogi_dnn.analysis import report as report_mod
+    from shogi_dnn.training import throughput
+    from tests.support.metricsgen import write_metrics
+
+    write_metrics(tmp_path, gpus=2)                       # every train line: 2 x 1000 positions/s
+    (tmp_path / "run.json").write_text(json_mod.dumps({"num_replicas": 2, "global_batch": 64}))
+    fits = {1: throughput.ThroughputFit(1, 258.0, 0.054), 2: throughput.ThroughputFit(2, 514.0, 0.15)}
+    check = report_mod.plan_check(tmp_path, fits)
+    predicted = 64 / (64 / 514.0 + 0.15)
+    assert check.fit_devices == 2 and check.predicted == pytest.approx(predicted) and check.measured == 2000.0
+    assert check.ratio == pytest.approx(2000.0 / predicted)
+    path = report_mod.write_report(tmp_path, fits)
+    assert "## Plan vs measured" in path.read_text() and f"{predicted:,.0f} positions/s" in path.read_text()
+    assert "Plan vs measured" not in report_mod.write_report(tmp_path).read_text()      # no fit, no section
