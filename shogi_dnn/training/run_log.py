@@ -194,13 +194,18 @@ class MetricsLog:
         for i, gpu in enumerate(record["per_gpu"]):
             for key in ("loss", "accuracy", "positions_per_s"):
                 scalars[f"{prefix}gpu{i}/{key}"] = gpu.get(key)
-        with self.writer.as_default(step=record["step"]):
-            for name, value in scalars.items():
-                if value is not None:
-                    # tf.summary.write with the scalars plugin's metadata is what tf.summary.scalar
-                    # writes, without needing the tensorboard package at training time.
-                    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
-        self.writer.flush()
+        try:
+            with self.writer.as_default(step=record["step"]):
+                for name, value in scalars.items():
+                    if value is not None:
+                        # tf.summary.write with the scalars plugin's metadata is what tf.summary.scalar
+                        # writes, without needing the tensorboard package at training time.
+                        tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+            self.writer.flush()
+        except (tf.errors.OpError, OSError) as exc:   # the event files are rebuilt from metrics.jsonl on resume
+            if is_disk_full(exc):
+                raise disk_full(self.tb_dir, 4096) from None
+            raise
 
     def _append(self, line: str) -> None:
         """Append one line; on a full disk the file is cut back to its last whole line (a torn line is

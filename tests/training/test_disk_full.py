@@ -129,3 +129,21 @@ def test_json_and_report_writes_on_a_full_disk(tmp_path: Path, monkeypatch: pyte
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval-test.json"]
     assert json.loads(target.read_text()) == {"old": True}
+
+
+def test_tensorboard_write_on_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tensorflow as tf
+
+    from shogi_dnn.training.run_log import MetricsLog
+    from tests.support.metricsgen import write_metrics
+
+    (tmp_path / "src").mkdir()
+    record = json.loads(write_metrics(tmp_path / "src", gpus=1, steps=2).read_text().splitlines()[0])
+    log = MetricsLog(tmp_path / "run", write_files=True)
+
+    def full():
+        raise tf.errors.ResourceExhaustedError(None, None, "tb/events.out: No space left on device")
+    monkeypatch.setattr(log.writer, "flush", full)
+    with pytest.raises(DiskFullError, match=r"tb: disk full") as info:
+        log.write(record)
+    assert "\n" not in str(info.value)

@@ -34,8 +34,8 @@ def test_console_line_carries_eta_and_cost() -> None:
 
 
 def test_training_log_has_eta_counting_down_to_zero(tmp_path: Path) -> None:
-    from tests.training.test_trainer import tiny_config, train
     from tests.support.shardgen import make_dataset
+    from tests.training.test_trainer import tiny_config, train
 
     data = tmp_path / "data"
     make_dataset(data, train=[200, 160, 180], validation=[100], chunk_rows=32)
