@@ -21,8 +21,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="split the CPU into N logical devices and evaluate on N towers")
     parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
                         help="the model's probability is the mean over each position and its left-right mirror "
-                             "(two model runs per position; on by default: lower log loss, Brier and ECE on every "
-                             "run measured, docs/accuracy.md)")
+                             "(two model runs per position; on by default: lower log loss and Brier on every run "
+                             "measured, docs/accuracy.md)")
     parser.add_argument("--verify-shards", action="store_true",
                         help="check every shard's sha256 against the manifest first (always checked: size, "
                              "schema, split, row and game counts, shapes)")
