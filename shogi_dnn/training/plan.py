@@ -32,6 +32,7 @@ from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import schedule, throughput
 from shogi_dnn.training.throughput import ThroughputFit
+from shogi_dnn.wording import format_duration
 
 DEFAULT_DEVICES = (1, 2, 4, 8)
 FLAG_BATCH = "batch<90%"
@@ -219,20 +220,6 @@ def make_plan(manifest: shards.Manifest, cfg: Config, fits: Mapping[int, Through
             speedup=speedup, efficiency=speedup / n, lr=config_lib.scaled_lr(cfg.optim, e["update_batch"]),
             flags=tuple(flags)))
     return Plan(str(manifest.root), sum(groups), groups, cfg.train.epochs, cfg.train.micro_batches, tuple(rows))
-
-
-def format_duration(seconds: float) -> str:
-    """3725 -> '1h02m', 95 -> '1m35s', 4.2 -> '4.2s', 200000 -> '2d07h'."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s"
 
 
 def _money(value: float | None) -> str:

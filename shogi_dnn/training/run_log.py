@@ -38,6 +38,7 @@ from shogi_dnn import run_files
 from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.training.stages import TrainState
 from shogi_dnn.training.towers import BUSY_KEY, METRIC_KEYS, local_values
+from shogi_dnn.wording import format_duration
 
 log = logging.getLogger(__name__)
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
@@ -116,21 +117,6 @@ def eta_fields(remaining_updates: tuple[int, int, int], update_batch: int, posit
     return fields
 
 
-def duration(seconds: float) -> str:
-    """`42s`, `7m05s`, `3h12m`, `2d04h`: a compact duration for the console."""
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
-
-
 def _short(value: float) -> str:
     for unit, size in (("M", 1e6), ("k", 1e3)):
         if abs(value) >= size:
@@ -159,8 +145,8 @@ def console_line(record: dict[str, Any]) -> str:
     if "lr" in record:
         head += f" lr={record['lr']:.4g}"
     if "eta_run_s" in record:
-        head += (f" eta stage {duration(record['eta_stage_s'])} epoch {duration(record['eta_epoch_s'])} "
-                 f"run {duration(record['eta_run_s'])}")
+        head += (f" eta stage {format_duration(record['eta_stage_s'])} epoch {format_duration(record['eta_epoch_s'])} "
+                 f"run {format_duration(record['eta_run_s'])}")
     if "cost_at_end" in record:
         head += f" cost {record['cost_so_far']:.2f} -> {record['cost_at_end']:.2f}"
     gpus = record["per_gpu"]

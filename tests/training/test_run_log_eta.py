@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shogi_dnn.training import run_log
+from shogi_dnn.wording import format_duration
 
 
 def test_eta_fields_from_the_measured_rate() -> None:
@@ -20,9 +21,9 @@ def test_eta_fields_from_the_measured_rate() -> None:
     assert run_log.eta_fields((1, 1, 1), 128, None, 10.0) == {}                      # no rate, no ETA
 
 
-@pytest.mark.parametrize("seconds, text", [(42.4, "42s"), (425, "7m05s"), (11520, "3h12m"), (187200, "2d04h")])
+@pytest.mark.parametrize("seconds, text", [(42.4, "42.4s"), (425, "7m05s"), (11520, "3h12m"), (187200, "2d04h")])
 def test_duration(seconds: float, text: str) -> None:
-    assert run_log.duration(seconds) == text
+    assert format_duration(seconds) == text          # one format for train's ETA and plan's table
 
 
 def test_console_line_carries_eta_and_cost() -> None:
@@ -30,7 +31,7 @@ def test_console_line_carries_eta_and_cost() -> None:
               "accuracy": 0.5, "positions_per_s": 640.0, "per_gpu": [{}],
               **run_log.eta_fields((10, 30, 100), 128, 640.0, 1800.0, 7.2)}
     line = run_log.console_line(record)
-    assert "eta stage 2s epoch 6s run 20s" in line and "cost 3.60 -> 3.64" in line
+    assert "eta stage 2.0s epoch 6.0s run 20.0s" in line and "cost 3.60 -> 3.64" in line
 
 
 def test_training_log_has_eta_counting_down_to_zero(tmp_path: Path) -> None:
