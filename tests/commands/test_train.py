@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from shogi_dnn.cli import main
+from tests.support.cli import one_error_line
 from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset
 
@@ -26,15 +27,6 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("data")
     make_dataset(root, train=[300, 260, 280], validation=[120], chunk_rows=64)
     return root
-
-
-def one_error_line(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("shogi-dnn train: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -7,21 +7,12 @@ import logging
 
 import pytest
 
-from shogi_dnn.cli import main
 from shogi_dnn.config import load_config
 from shogi_dnn.training import throughput
+from tests.support.cli import one_error_line
 from tests.support.paths import REPO
 
 SMOKE = str(REPO / "train" / "cpu-smoke.toml")
-
-
-def one_error_line(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("shogi-dnn train: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.mark.parametrize("extra, env, message", [
