@@ -41,8 +41,11 @@ record without evaluations.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
+
+from shogi_dnn import fast_encoding
 
 from shogi_dnn.kifu.evals import MATE_EVAL
 from shogi_dnn.kifu.record import GameRecord, Winner
@@ -55,6 +58,7 @@ from shogi_dnn.rules import (
     WHITE,
     IllegalMoveError,
     Position,
+    ShogiPosition,
     format_sfen,
     new_position,
 )
@@ -214,19 +218,37 @@ def game_labels(winner: Winner, first_turn: int, count: int) -> np.ndarray:
 def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGame:
     """Encode every position of a game with a result (before each move, plus the final one).
 
+    The readers have checked every move legal, so the positions follow from the start position and
+    the moves alone: with numba installed (extra `fast`) a compiled replay writes them
+    (fast_encoding.replay_game), else `position_factory`'s positions are read one by one. Both give
+    the same arrays (tests/test_fast_encoding.py).
+
     Raises:
-        ValueError: the record has no result, or a move is illegal (records are checked by the
-            readers, so this means a bug or a corrupted record).
+        ValueError: the record has no result, its start position holds more than one set of pieces,
+            or a move cannot be played (records are checked by the readers, so this means a bug or a
+            corrupted record).
     """
     if not record.has_result:
         raise ValueError(f"{record.source}: game has no result; it is not training data")
+    if fast_encoding.AVAILABLE:
+        board, hands, turn, move = _replay_compiled(record)
+    else:
+        board, hands, turn, move = _replay_positions(record, position_factory)
+    count = len(record.moves) + 1
+    start_ply = _start_arrays(record.start_sfen)[3]
+    ply = (start_ply + np.arange(count)).astype(np.int16)
+    return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, int(turn[0]), count),
+                       game_evals(record.evals, count))
+
+
+def _replay_positions(record: GameRecord, position_factory) -> tuple[np.ndarray, ...]:
+    """board, hands, turn, move arrays read from a rules backend's position after each move."""
     position = position_factory(record.start_sfen)
     count = len(record.moves) + 1
     board = np.empty((count, NUM_SQUARES), np.uint8)
     hands = np.empty((count, HAND_SIZE), np.uint8)
     turn = np.empty(count, np.uint8)
     move = np.full(count, MOVE_NONE, np.uint16)
-    start_ply = int(record.start_sfen.split()[3]) - 1 if len(record.start_sfen.split()) > 3 else 0
     for i in range(count):
         board[i], hands[i] = encode_position(position)
         if i == 0:
@@ -238,9 +260,74 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
                 position.push_usi(record.moves[i])
             except IllegalMoveError as exc:
                 raise ValueError(f"{record.source}: ply {i + 1}: {exc}") from exc
-    ply = (start_ply + np.arange(count)).astype(np.int16)
-    return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, int(turn[0]), count),
-                       game_evals(record.evals, count))
+    return board, hands, turn, move
+
+
+def _replay_compiled(record: GameRecord) -> tuple[np.ndarray, ...]:
+    """board, hands, turn, move arrays from fast_encoding.replay_game (see encode_game)."""
+    start_board, start_hands, first_turn, _ = _start_arrays(record.start_sfen)
+    table = _absolute_move_codes()
+    try:
+        moves = np.array([table[usi] for usi in record.moves], np.int64)
+    except KeyError as exc:
+        raise ValueError(f"{record.source}: malformed move {exc.args[0]!r}") from None
+    count = len(record.moves) + 1
+    board = np.empty((count, NUM_SQUARES), np.uint8)
+    hands = np.empty((count, HAND_SIZE), np.uint8)
+    move = np.empty(count, np.uint16)
+    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves.reshape(-1), board, hands, move)
+    if failed >= 0:
+        raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
+    turn = ((first_turn + np.arange(count)) % 2).astype(np.uint8)
+    return board, hands, turn, move
+
+
+@functools.lru_cache(maxsize=256)
+def _start_arrays(sfen: str) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """A start position as [81] uint8 codes and [14] uint8 hands (Black's view, Black's hand first),
+    the colour to move and the ply before it; checked to hold at most one set (check_piece_set).
+    Cached: a corpus has few start positions (the even game, a dozen handicaps).
+
+    Raises:
+        ValueError: an invalid SFEN or more pieces of a kind than one set.
+    """
+    try:
+        position = ShogiPosition(sfen)
+    except IllegalMoveError as exc:
+        raise ValueError(str(exc)) from exc
+    codes = np.asarray(position.piece_codes(), np.uint8)
+    black_hand, white_hand = position.hand_counts()
+    hands = np.asarray(black_hand + white_hand, np.uint8)
+    turn = position.turn
+    viewed = _SWAP_COLOURS[codes[_ROTATE]] if turn == WHITE else codes
+    check_piece_set(viewed, hands if turn == BLACK else np.concatenate([hands[NUM_HAND_TYPES:], hands[:NUM_HAND_TYPES]]))
+    fields = sfen.split()
+    start_ply = int(fields[3]) - 1 if len(fields) > 3 else 0
+    codes.flags.writeable = hands.flags.writeable = False
+    return codes, hands, turn, start_ply
+
+
+def absolute_move_code(usi: str) -> int:
+    """A USI move's code from Black's view whoever plays it (fast_encoding's input; encode_move gives
+    the mover's view). Raises KeyError for a malformed move."""
+    return _absolute_move_codes()[usi]
+
+
+@functools.lru_cache(maxsize=1)
+def _absolute_move_codes() -> dict[str, int]:
+    """Every well-formed USI move (board moves with and without `+`, drops) -> its absolute code."""
+    names = [_square_usi(index, BLACK) for index in range(NUM_SQUARES)]
+    table = {}
+    for origin, origin_name in enumerate(names):
+        for destination, destination_name in enumerate(names):
+            if origin != destination:
+                code = (origin * NUM_SQUARES + destination) * 2
+                table[origin_name + destination_name] = code
+                table[origin_name + destination_name + "+"] = code + 1
+    for i, letter in enumerate("PLNSGBR"):
+        for destination, destination_name in enumerate(names):
+            table[f"{letter}*{destination_name}"] = ((NUM_SQUARES + i) * NUM_SQUARES + destination) * 2
+    return table
 
 
 def game_evals(evals, count: int) -> np.ndarray:
@@ -283,9 +370,16 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
     Raises:
         ValueError: a position holds more pieces of a kind than one set has.
     """
-    board = np.asarray(board, np.uint8)
-    hands = np.asarray(hands, np.uint8)
+    board = np.ascontiguousarray(board, np.uint8)
+    hands = np.ascontiguousarray(hands, np.uint8)
     n = board.shape[0]
+    if fast_encoding.AVAILABLE:
+        pieces = np.empty((n, NUM_SLOTS), np.uint8)
+        promoted = np.empty((n, PROMOTED_BYTES), np.uint8)
+        row = fast_encoding.pack_rows(board, hands, pieces, promoted)
+        if row >= 0:
+            check_piece_set(board[row], hands[row])      # raises, naming the kind
+        return pieces, promoted
     base = _CODE_BASE[board]                                                    # [N, 81] type 0..8
     on_board = np.bincount((np.arange(n)[:, None] * _NUM_KINDS + base).ravel(),
                            minlength=n * _NUM_KINDS).reshape(n, _NUM_KINDS).astype(np.int16)
