@@ -141,7 +141,8 @@ class _Game:
     rows: dict[int, tuple[int, str]] = dataclasses.field(default_factory=dict)   # rank -> (line, text)
     piece_lines: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)  # (line, colour, text)
     turn: int | None = None
-    moves: list[tuple[int, str]] = dataclasses.field(default_factory=list)     # (line, token)
+    moves: list[str] = dataclasses.field(default_factory=list)                 # tokens (`+7776FU`)
+    move_lines: list[int] = dataclasses.field(default_factory=list)            # the line of each
     ending: tuple[int, str] | None = None
     summary: str = ""
     summary_line: int = 0
@@ -164,6 +165,12 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     game: _Game | None = None
     found = 0
     for number, raw in enumerate(text.split("\n"), start=1):
+        # The hot path (most lines of a record): a move alone on its line, in a game's move list.
+        if len(raw) == 7 and raw[0] in "+-" and game is not None and game.ending is None \
+                and game.error is None and game.has_content and not game.pending:
+            game.moves.append(raw)
+            game.move_lines.append(number)
+            continue
         line = raw.strip()
         if not line:
             continue
@@ -213,7 +220,8 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
     game.has_content = True
     pending, game.pending = game.pending, ""
     if len(line) == 7 and head in "+-" and game.ending is None:
-        game.moves.append((number, line))            # the common case: one move on its own line
+        game.moves.append(line)                      # a move on its own line (parse's fast path too)
+        game.move_lines.append(number)
         return
     if head in "+-%T" or WARS_ENDING.match(line):
         # Statements are separated by commas (Shogi Wars: tabs); a `'` starts a trailing comment.
@@ -309,7 +317,8 @@ def _read_token(game: _Game, token: str, number: int, path: str) -> None:
     elif token[0] in "+-" and len(token) == 7:
         if game.ending is not None:
             raise KifuError(path, number, f"move {token} after the end of the game ({game.ending[1]})")
-        game.moves.append((number, token))
+        game.moves.append(token)
+        game.move_lines.append(number)
     else:
         raise KifuError(path, number, f"unrecognised statement {token[:40]!r}")
 
@@ -337,7 +346,7 @@ def _start_position(game: _Game, path: str) -> tuple[str, str]:
     _apply_piece_lines(game, board, hands, path)
     turn = game.turn
     if turn is None:                              # Shogi Wars and small test files omit the `+` line
-        turn = rules.WHITE if game.moves and game.moves[0][1][0] == "-" else rules.BLACK
+        turn = rules.WHITE if game.moves and game.moves[0][0] == "-" else rules.BLACK
     sfen = _to_sfen(board, hands, turn)
     board_field = sfen.split(" ", 1)[0]
     handicap = HANDICAP_BOARDS.get(board_field, "") if not any(map(any, hands)) else ""
@@ -514,18 +523,32 @@ def _build_record(game: _Game, path: str) -> GameRecord:
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:
     """Play every move on `position` (legality checked by push_usi); USI moves in order.
 
+    A position with `push_csa_moves` (the cshogi backend) plays runs of moves in one call; the move it
+    stops at (malformed, illegal, by the wrong side) is played here the reference way, which gives
+    the error (or plays it, should the fast path be stricter), and the run goes on after it.
     A last move that is illegal and followed by %ILLEGAL_MOVE / %±ILLEGAL_ACTION is the recorded
     offence, not a broken record: it is dropped, and the ending decides the result.
     """
+    tokens = game.moves
     usi_moves: list[str] = []
-    for ply, (number, token) in enumerate(game.moves, start=1):
+    fast = getattr(position, "push_csa_moves", None)
+    ply = 0
+    while ply < len(tokens):
+        if fast is not None:
+            played = fast(tokens[ply:] if ply else tokens)
+            usi_moves += played
+            ply += len(played)
+            if ply == len(tokens):
+                break
+        token = tokens[ply]
+        ply += 1
         try:
             usi = csa_move_to_usi(position, token)
             position.push_usi(usi)
         except rules.IllegalMoveError as exc:
-            if ply == len(game.moves) and game.ending is not None and game.ending[1] in ILLEGAL_ENDINGS:
+            if ply == len(tokens) and game.ending is not None and game.ending[1] in ILLEGAL_ENDINGS:
                 break
-            raise KifuError(path, number, f"{token}: {exc}", ply) from exc
+            raise KifuError(path, game.move_lines[ply - 1], f"{token}: {exc}", ply) from exc
         usi_moves.append(usi)
     return usi_moves
 

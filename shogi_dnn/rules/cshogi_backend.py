@@ -8,6 +8,10 @@ tests/rules/test_backends.py checks that both backends give the same positions, 
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Sequence
+
 import cshogi
 import numpy as np
 
@@ -25,6 +29,19 @@ _CODE = np.zeros(32, np.uint8)
 for _cs, _t in _TYPE.items():
     _CODE[_cs] = _t
     _CODE[_cs + _WHITE_OFFSET] = _t + NUM_PIECE_TYPES
+# A run of well-formed CSA move tokens, each followed by "\n" (push_csa_moves matches them all at once).
+_CSA_TOKENS = re.compile(r"(?:[+-](?:00|[1-9][1-9])[1-9][1-9](?:FU|KY|KE|GI|KI|KA|HI|OU|TO|NY|NK|NG|UM|RY)\n)*")
+# cshogi's 32-bit move: destination bits 0-6, origin 7-13 (81 + type - 1 for a drop), promotion bit 14,
+# the moved piece's type bits 16-19 (cshogi numbering: 1 P, 2 L, 3 N, ...).
+_PROMOTION = 1 << 14
+_LAST_RANKS = (frozenset((0, 1)), frozenset((7, 8)))    # ranks (0 = a) where a knight may not stop
+_USI_CACHE: dict[int, str] = {}                          # 16-bit move -> USI
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_sfen(sfen: str) -> str:
+    """python-shogi's normalised SFEN (it validates it first); cached: a corpus has few start positions."""
+    return ShogiPosition(sfen).sfen()
 
 
 class CshogiPosition:
@@ -36,7 +53,7 @@ class CshogiPosition:
         # python-shogi validates and normalises the SFEN first: both backends then accept the same
         # start positions, and cshogi never sees a string that could abort the process.
         try:
-            self._board = cshogi.Board(ShogiPosition(sfen).sfen())
+            self._board = cshogi.Board(_checked_sfen(sfen))
         except (RuntimeError, ValueError) as exc:
             raise IllegalMoveError(f"invalid SFEN {sfen!r}: {exc}") from exc
 
@@ -48,6 +65,45 @@ class CshogiPosition:
                 or (usi.endswith("+") and not self._may_promote(usi)) or self._dead_piece(usi):
             raise IllegalMoveError(f"illegal move {usi}")
         self._board.push(move)
+
+    def push_csa_moves(self, tokens: Sequence[str]) -> list[str]:
+        """Play CSA move tokens (`+7776FU`) in order; the USI of those played. Stops before the first
+        that is malformed, by the side not to move, names the wrong piece, or is illegal (push_usi's
+        checks: cshogi's is_legal, the promotion zone, a piece that could never move again), leaving
+        it to the caller's reference path (kifu.csa), which gives its error."""
+        if not tokens:
+            return []
+        valid = _CSA_TOKENS.match("\n".join(tokens) + "\n").end() // 8
+        board = self._board
+        turn = board.turn
+        move_from_csa, is_legal, push = board.move_from_csa, board.is_legal, board.push
+        sign = "-" if turn else "+"
+        played = []
+        for token in tokens[:valid] if valid < len(tokens) else tokens:
+            if token[0] != sign:
+                break
+            move = move_from_csa(token[1:])
+            if not move or not is_legal(move):
+                break
+            destination_rank = (move & 0x7F) % 9
+            if move & _PROMOTION:
+                zone = (0, 1, 2) if turn == 0 else (6, 7, 8)
+                if destination_rank not in zone and ((move >> 7) & 0x7F) % 9 not in zone:
+                    break
+            elif destination_rank in _LAST_RANKS[turn]:
+                origin = (move >> 7) & 0x7F
+                kind = origin - 80 if origin >= 81 else (move >> 16) & 0xF
+                last = destination_rank == (0 if turn == 0 else 8)
+                if kind == 3 or (kind in (1, 2) and last):
+                    break
+            push(move)
+            usi = _USI_CACHE.get(move & 0xFFFF)
+            if usi is None:
+                usi = _USI_CACHE[move & 0xFFFF] = cshogi.move_to_usi(move)
+            played.append(usi)
+            turn ^= 1
+            sign = "-" if turn else "+"
+        return played
 
     def _may_promote(self, usi: str) -> bool:
         """cshogi's is_legal accepts '+' anywhere; promotion needs the zone and a promotable piece."""
