@@ -220,7 +220,7 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
 
     The readers have checked every move legal, so the positions follow from the start position and
     the moves alone: with numba installed (extra `fast`) a compiled replay writes them
-    (fast_encoding.replay_game), else `position_factory`'s positions are read one by one. Both give
+    (fast_encoding.replay_game, C), else `position_factory`'s positions are read one by one. Both give
     the same arrays (tests/test_fast_encoding.py).
 
     Raises:
@@ -275,7 +275,7 @@ def _replay_compiled(record: GameRecord) -> tuple[np.ndarray, ...]:
     board = np.empty((count, NUM_SQUARES), np.uint8)
     hands = np.empty((count, HAND_SIZE), np.uint8)
     move = np.empty(count, np.uint16)
-    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves.reshape(-1), board, hands, move)
+    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move)
     if failed >= 0:
         raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
     turn = ((first_turn + np.arange(count)) % 2).astype(np.uint8)
@@ -379,6 +379,7 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
         row = fast_encoding.pack_rows(board, hands, pieces, promoted)
         if row >= 0:
             check_piece_set(board[row], hands[row])      # raises, naming the kind
+            raise ValueError(f"row {row}: a piece code outside 0..{NUM_PIECE_CODES - 1}")
         return pieces, promoted
     base = _CODE_BASE[board]                                                    # [N, 81] type 0..8
     on_board = np.bincount((np.arange(n)[:, None] * _NUM_KINDS + base).ravel(),
