@@ -125,6 +125,8 @@ _SQUARES = {f"{f}{r}": (rules.square_index(f, r), rules.square_usi(f, r)) for f 
 _TIME = re.compile(r"^T\d*(\.\d*)?$")
 _WARS_TIME = re.compile(r"^L\d+$")
 _TOKEN_SPLIT = re.compile(r"[,\s]+")
+# Consecutive lines that each hold one well-formed move (`+7776FU`): parse's hot path.
+_MOVE_RUN = re.compile(r"(?:[+-][0-9]{4}[A-Z]{2}\n)+")
 
 
 @dataclasses.dataclass
@@ -164,13 +166,24 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     """
     game: _Game | None = None
     found = 0
-    for number, raw in enumerate(text.split("\n"), start=1):
-        # The hot path (most lines of a record): a move alone on its line, in a game's move list.
+    lines = text.split("\n")
+    index, offset = 0, 0                  # the line's index and the offset of its first character
+    while index < len(lines):
+        raw = lines[index]
+        number = index + 1
+        # The hot path (most lines of a record): moves alone on their lines, in a game's move list,
+        # taken as one run of well-formed lines by a regex (a move line it does not match goes alone).
         if len(raw) == 7 and raw[0] in "+-" and game is not None and game.ending is None \
                 and game.error is None and game.has_content and not game.pending:
-            game.moves.append(raw)
-            game.move_lines.append(number)
+            run = _MOVE_RUN.match(text, offset)
+            tokens = run.group().split("\n")[:-1] if run else [raw]
+            game.moves += tokens
+            game.move_lines += range(number, number + len(tokens))
+            index += len(tokens)
+            offset += 8 * len(tokens)
             continue
+        index += 1
+        offset += len(raw) + 1
         line = raw.strip()
         if not line:
             continue
@@ -332,8 +345,25 @@ def _standard_codes() -> list[int]:
 STANDARD_CODES = _standard_codes()
 
 
+_PI_STARTS: dict[tuple[str | None, int | None, bool], tuple[str, str]] = {}   # _start_position of PI games
+_PI_STARTS_MAX = 1024
+
+
 def _start_position(game: _Game, path: str) -> tuple[str, str]:
-    """(start SFEN, handicap name) from the PI / P1..P9 / P+ P- lines and the side to move."""
+    """(start SFEN, handicap name) from the PI / P1..P9 / P+ P- lines and the side to move.
+    Games given by a `PI` line alone (nearly all) are looked up once per distinct line and side."""
+    if game.rows or game.piece_lines:
+        return _build_start_position(game, path)
+    key = (None if game.pi is None else game.pi[1], game.turn, bool(game.moves) and game.moves[0][0] == "-")
+    start = _PI_STARTS.get(key)
+    if start is None:
+        start = _build_start_position(game, path)          # raises for a bad PI line, naming it
+        if len(_PI_STARTS) < _PI_STARTS_MAX:
+            _PI_STARTS[key] = start
+    return start
+
+
+def _build_start_position(game: _Game, path: str) -> tuple[str, str]:
     if game.pi is not None and game.rows:
         raise KifuError(path, game.pi[0], "both PI and P1..P9 give the start position")
     if game.rows:

@@ -34,8 +34,30 @@ _CSA_TOKENS = re.compile(r"(?:[+-](?:00|[1-9][1-9])[1-9][1-9](?:FU|KY|KE|GI|KI|K
 # cshogi's 32-bit move: destination bits 0-6, origin 7-13 (81 + type - 1 for a drop), promotion bit 14,
 # the moved piece's type bits 16-19 (cshogi numbering: 1 P, 2 L, 3 N, ...).
 _PROMOTION = 1 << 14
-_LAST_RANKS = (frozenset((0, 1)), frozenset((7, 8)))    # ranks (0 = a) where a knight may not stop
-_USI_CACHE: dict[int, str] = {}                          # 16-bit move -> USI
+_ALTERNATING = ("+-" * 513, "-+" * 513)                  # the signs of a move list, by the first mover
+# By mover and 16-bit move: 1 when push_csa_moves must look closer (a promotion, or a destination on
+# the mover's last two ranks, where a pawn, lance or knight may be stuck); cshogi's square is
+# (file - 1) * 9 + rank - 1.
+_NEEDS_CHECK = tuple(bytes(int(bool(m & _PROMOTION) or (m & 0x7F) % 9 in ranks) for m in range(1 << 16))
+                     for ranks in ((0, 1), (7, 8)))
+
+
+@functools.lru_cache(maxsize=1)
+def _usi_table() -> np.ndarray:
+    """[65536] object: the USI of each 16-bit cshogi move (None where none is)."""
+    table = np.full(1 << 16, None, object)
+    for origin in range(81 + 7):
+        for destination in range(81):
+            for promote in (0, 1):
+                move = destination | origin << 7 | promote << 14
+                if origin != destination and not (origin >= 81 and promote):
+                    table[move] = cshogi.move_to_usi(move)
+    return table
+
+
+def _usi_of(moves: list[int]) -> list[str]:
+    """The USI of cshogi moves."""
+    return _usi_table()[np.asarray(moves, np.int64) & 0xFFFF].tolist() if moves else []
 
 
 @functools.lru_cache(maxsize=1024)
@@ -73,37 +95,39 @@ class CshogiPosition:
         it to the caller's reference path (kifu.csa), which gives its error."""
         if not tokens:
             return []
-        valid = _CSA_TOKENS.match("\n".join(tokens) + "\n").end() // 8
+        joined = "\n".join(tokens) + "\n"
+        count = _CSA_TOKENS.match(joined).end() // 8           # well-formed tokens (8 characters each)
         board = self._board
         turn = board.turn
+        signs, expected = joined[0:8 * count:8], _ALTERNATING[turn][:count]
+        if signs != expected:                                   # a move by the side not to move
+            count = next(i for i, (a, b) in enumerate(zip(signs, expected)) if a != b)
         move_from_csa, is_legal, push = board.move_from_csa, board.is_legal, board.push
-        sign = "-" if turn else "+"
-        played = []
-        for token in tokens[:valid] if valid < len(tokens) else tokens:
-            if token[0] != sign:
-                break
+        needs_check, other_check = _NEEDS_CHECK[turn], _NEEDS_CHECK[1 - turn]
+        moves: list[int] = []
+        append = moves.append
+        for token in tokens[:count] if count < len(tokens) else tokens:
             move = move_from_csa(token[1:])
             if not move or not is_legal(move):
                 break
-            destination_rank = (move & 0x7F) % 9
-            if move & _PROMOTION:
-                zone = (0, 1, 2) if turn == 0 else (6, 7, 8)
-                if destination_rank not in zone and ((move >> 7) & 0x7F) % 9 not in zone:
-                    break
-            elif destination_rank in _LAST_RANKS[turn]:
-                origin = (move >> 7) & 0x7F
-                kind = origin - 80 if origin >= 81 else (move >> 16) & 0xF
-                last = destination_rank == (0 if turn == 0 else 8)
-                if kind == 3 or (kind in (1, 2) and last):
-                    break
+            if needs_check[move & 0xFFFF] and not self._promotes_and_lands_well(move, board.turn):
+                break
             push(move)
-            usi = _USI_CACHE.get(move & 0xFFFF)
-            if usi is None:
-                usi = _USI_CACHE[move & 0xFFFF] = cshogi.move_to_usi(move)
-            played.append(usi)
-            turn ^= 1
-            sign = "-" if turn else "+"
-        return played
+            append(move)
+            needs_check, other_check = other_check, needs_check
+        return _usi_of(moves)
+
+    @staticmethod
+    def _promotes_and_lands_well(move: int, turn: int) -> bool:
+        """What cshogi's is_legal lets through: a promotion outside the zone, and a pawn, lance or
+        knight (moved or dropped) where it could never move again."""
+        destination_rank, origin = (move & 0x7F) % 9, (move >> 7) & 0x7F
+        if move & _PROMOTION:
+            zone = (0, 1, 2) if turn == 0 else (6, 7, 8)
+            return destination_rank in zone or origin % 9 in zone
+        kind = origin - 80 if origin >= 81 else (move >> 16) & 0xF       # cshogi: 1 P, 2 L, 3 N
+        distance = destination_rank if turn == 0 else 8 - destination_rank   # 0 = the last rank
+        return not (kind == 3 and distance <= 1 or kind in (1, 2) and distance == 0)
 
     def _may_promote(self, usi: str) -> bool:
         """cshogi's is_legal accepts '+' anywhere; promotion needs the zone and a promotable piece."""
