@@ -196,10 +196,256 @@ static PyObject *pack_rows(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(result);
 }
 
+
+/* ---- play_csa: CSA move tokens checked legal and played (a conservative subset of the reference) ----
+ *
+ * The package's board: square = row * 9 + col, row 0 = rank a (White's side), col 0 = file 9; codes
+ * 1..14 Black's piece of type t (1 P, 2 L, 3 N, 4 S, 5 G, 6 B, 7 R, 8 K, 9 +P, 10 +L, 11 +N, 12 +S,
+ * 13 +B, 14 +R), 14 + t White's. Black moves towards row 0.
+ *
+ * A move is accepted only when the reference (python-shogi's rules, which cshogi's backend matches)
+ * certainly accepts it; anything this code does not decide (a pawn drop that gives check, which may be
+ * a pawn-drop mate; capturing a king; a side without a king) stops the run, and the caller's reference
+ * path judges that move. Never more lenient than the reference: tests/rules/test_native.py compares
+ * every candidate move of thousands of real positions.
+ */
+static const int DR[8] = {-1, -1, 0, 1, 1, 1, 0, -1};
+static const int DC[8] = {0, 1, 1, 1, 0, -1, -1, -1};
+/* Directions a piece steps (one square) and slides (any distance), in its owner's orientation:
+ * bit d = direction d above for Black (0 forward, 2 right, 4 back, 6 left); White's are turned by 4. */
+static const uint8_t STEP[15] = {0, 0x01, 0x00, 0x00, 0xAB, 0xD7, 0x00, 0x00, 0xFF, 0xD7, 0xD7, 0xD7, 0xD7, 0x55, 0xAA};
+static const uint8_t SLIDE[15] = {0, 0x00, 0x01, 0x00, 0x00, 0x00, 0xAA, 0x55, 0x00, 0x00, 0x00, 0x00, 0x00, 0xAA, 0x55};
+static const char *CSA_NAMES[15] = {"", "FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
+
+static inline int colour_of(uint8_t code) { return code > NUM_TYPES; }
+static inline int type_of(uint8_t code) { return code > NUM_TYPES ? code - NUM_TYPES : code; }
+
+/* Is `square` attacked by a piece of `colour`? */
+static int attacked(const uint8_t *board, int square, int colour) {
+    int row = square / 9, col = square % 9;
+    for (int g = 0; g < 8; g++) {
+        int direction = colour == 0 ? (g + 4) & 7 : g;          /* the attacker's move, in its orientation */
+        int r = row + DR[g], c = col + DC[g];
+        for (int distance = 1; r >= 0 && r < 9 && c >= 0 && c < 9; distance++, r += DR[g], c += DC[g]) {
+            uint8_t code = board[r * 9 + c];
+            if (code == 0)
+                continue;
+            if (colour_of(code) == colour) {
+                int t = type_of(code);
+                if ((distance == 1 && ((STEP[t] | SLIDE[t]) >> direction & 1)) || (SLIDE[t] >> direction & 1))
+                    return 1;
+            }
+            break;
+        }
+    }
+    int r = colour == 0 ? row + 2 : row - 2;                     /* knights */
+    if (r >= 0 && r < 9) {
+        uint8_t knight = (uint8_t)(3 + NUM_TYPES * colour);
+        if ((col > 0 && board[r * 9 + col - 1] == knight) || (col < 8 && board[r * 9 + col + 1] == knight))
+            return 1;
+    }
+    return 0;
+}
+
+static int find_king(const uint8_t *board, int colour) {
+    uint8_t king = (uint8_t)(8 + NUM_TYPES * colour);
+    for (int s = 0; s < NUM_SQUARES; s++)
+        if (board[s] == king)
+            return s;
+    return -1;
+}
+
+static int name_type(const char *name) {
+    for (int t = 1; t <= NUM_TYPES; t++)
+        if (name[0] == CSA_NAMES[t][0] && name[1] == CSA_NAMES[t][1])
+            return t;
+    return 0;
+}
+
+
+/* Can a piece of type t and `colour` on `from` move to `to` (geometry and blocked slides only)? */
+static int reaches(const uint8_t *board, int from, int to, int t, int colour) {
+    static const int DIRECTION[9] = {7, 0, 1, 6, -1, 2, 5, 4, 3};
+    int from_row = from / 9, dr = to / 9 - from_row, dc = to % 9 - from % 9;
+    if (from == to)
+        return 0;
+    if (t == 3)                                                   /* an unpromoted knight */
+        return dr == (colour == 0 ? -2 : 2) && (dc == 1 || dc == -1);
+    int adr = dr < 0 ? -dr : dr, adc = dc < 0 ? -dc : dc;
+    if (!(dr == 0 || dc == 0 || adr == adc))
+        return 0;
+    int sr = (dr > 0) - (dr < 0), sc = (dc > 0) - (dc < 0);
+    int g = DIRECTION[(sr + 1) * 3 + (sc + 1)];
+    int direction = colour == 0 ? g : (g + 4) & 7;
+    int distance = adr > adc ? adr : adc;
+    if (distance == 1)
+        return (STEP[t] | SLIDE[t]) >> direction & 1;
+    if (!(SLIDE[t] >> direction & 1))
+        return 0;
+    for (int k = 1; k < distance; k++)
+        if (board[(from_row + sr * k) * 9 + from % 9 + sc * k] != 0)
+            return 0;
+    return 1;
+}
+
+/* After a pawn drop that checks the king of `defender` on `king`: can it escape, exactly (the king
+ * stepping to a square no piece attacks once it has left its own, or another piece taking the pawn on
+ * `pawn` without exposing the king)? 1 when it certainly can, which every reference also sees (they
+ * may see more escapes, never fewer), so the drop is not a pawn-drop mate. */
+static int can_escape(uint8_t *board, int king, int pawn, int defender) {
+    uint8_t king_code = board[king];
+    int row = king / 9, col = king % 9;
+    board[king] = 0;
+    for (int g = 0; g < 8; g++) {
+        int r = row + DR[g], c = col + DC[g];
+        if (r < 0 || r > 8 || c < 0 || c > 8)
+            continue;
+        int square = r * 9 + c;
+        uint8_t there = board[square];
+        if (there != 0 && colour_of(there) == defender)
+            continue;
+        board[square] = king_code;
+        int safe = !attacked(board, square, 1 - defender);
+        board[square] = there;
+        if (safe) {
+            board[king] = king_code;
+            return 1;
+        }
+    }
+    board[king] = king_code;
+    uint8_t pawn_code = board[pawn];
+    for (int s = 0; s < NUM_SQUARES; s++) {
+        uint8_t code = board[s];
+        if (code == 0 || colour_of(code) != defender || type_of(code) == 8 || !reaches(board, s, pawn, type_of(code), defender))
+            continue;
+        board[s] = 0;
+        board[pawn] = code;
+        int safe = !attacked(board, king, 1 - defender);
+        board[s] = code;
+        board[pawn] = pawn_code;
+        if (safe)
+            return 1;
+    }
+    return 0;
+}
+
+/* Rows from the mover's last rank: 0 = the last rank. */
+static inline int rows_to_go(int row, int colour) { return colour == 0 ? row : 8 - row; }
+
+static int can_stay(int t, int row, int colour) {                /* a piece that can still move */
+    int left = rows_to_go(row, colour);
+    return !(((t == 1 || t == 2) && left == 0) || (t == 3 && left <= 1));
+}
+
+/* One token; 1 and the move played (board, hands, *code updated) when accepted, else 0, unchanged. */
+static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token, int64_t *code) {
+    if (token[0] != (turn ? '-' : '+'))
+        return 0;
+    int f1 = token[1] - '0', r1 = token[2] - '0', f2 = token[3] - '0', r2 = token[4] - '0';
+    int named = name_type(token + 5);
+    if (f2 < 1 || f2 > 9 || r2 < 1 || r2 > 9 || named == 0)
+        return 0;
+    int to = (r2 - 1) * 9 + (9 - f2), to_row = r2 - 1, offset = NUM_TYPES * turn;
+    int king = find_king(board, turn);
+    if (king < 0 || find_king(board, 1 - turn) < 0)
+        return 0;                                                 /* left to the reference */
+    uint8_t target = board[to];
+    if (f1 == 0 && r1 == 0) {                                     /* a drop */
+        if (named > 7 || target != 0 || held[HAND_KINDS * turn + named - 1] == 0 || !can_stay(named, to_row, turn))
+            return 0;
+        if (named == 1) {
+            for (int r = 0; r < 9; r++)                           /* two pawns on a file */
+                if (board[r * 9 + to % 9] == 1 + offset)
+                    return 0;
+        }
+        board[to] = (uint8_t)(named + offset);
+        if (attacked(board, king, 1 - turn)) {
+            board[to] = 0;
+            return 0;
+        }
+        int ahead = to + (turn == 0 ? -9 : 9);                    /* a pawn that gives check: mate? */
+        if (named == 1 && board[ahead] == 8 + NUM_TYPES * (1 - turn) && !can_escape(board, ahead, to, 1 - turn)) {
+            board[to] = 0;
+            return 0;                                             /* maybe a pawn-drop mate: the reference's */
+        }
+        held[HAND_KINDS * turn + named - 1]--;
+        *code = ((int64_t)(NUM_SQUARES + named - 1) * NUM_SQUARES + to) * 2;
+        return 1;
+    }
+    if (f1 < 1 || f1 > 9 || r1 < 1 || r1 > 9)
+        return 0;
+    int from = (r1 - 1) * 9 + (9 - f1), from_row = r1 - 1;
+    uint8_t piece = board[from];
+    if (piece == 0 || colour_of(piece) != turn || from == to)
+        return 0;
+    int t = type_of(piece), promote;
+    if (named == t)
+        promote = 0;
+    else if (PROMOTES_TO[t] != 0 && named == PROMOTES_TO[t])
+        promote = 1;
+    else
+        return 0;
+    if (target != 0 && (colour_of(target) == turn || type_of(target) == 8))
+        return 0;                                                 /* own piece; a king is the reference's */
+    if (promote) {
+        int zone_from = rows_to_go(from_row, turn) <= 2, zone_to = rows_to_go(to_row, turn) <= 2;
+        if (!zone_from && !zone_to)
+            return 0;
+    } else if (!can_stay(t, to_row, turn)) {
+        return 0;
+    }
+    if (!reaches(board, from, to, t, turn))
+        return 0;
+    board[from] = 0;
+    board[to] = (uint8_t)((promote ? PROMOTES_TO[t] : t) + offset);
+    if (attacked(board, t == 8 ? to : king, 1 - turn)) {
+        board[from] = piece;
+        board[to] = target;
+        return 0;
+    }
+    if (target != 0)
+        held[HAND_KINDS * turn + UNPROMOTED[type_of(target)] - 1]++;
+    *code = ((int64_t)from * NUM_SQUARES + to) * 2 + promote;
+    return 1;
+}
+
+static PyObject *play_csa(PyObject *self, PyObject *args) {
+    Py_buffer board, hands, tokens, codes;
+    int turn;
+    if (!PyArg_ParseTuple(args, "w*w*iy*w*", &board, &hands, &turn, &tokens, &codes))
+        return NULL;
+    Py_ssize_t count = tokens.len / 8, played = -2;
+    if (check_size(&board, NUM_SQUARES, "board") && check_size(&hands, 2 * HAND_KINDS, "hands")
+        && check_size(&tokens, count * 8, "tokens") && check_size(&codes, count * (Py_ssize_t)sizeof(int64_t), "codes")) {
+        if (turn != 0 && turn != 1) {
+            PyErr_SetString(PyExc_ValueError, "turn must be 0 or 1");
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            const char *text = tokens.buf;
+            int64_t *out = codes.buf;
+            for (played = 0; played < count; played++) {
+                if (!play_token(board.buf, hands.buf, turn, text + 8 * played, out + played))
+                    break;
+                turn = 1 - turn;
+            }
+            Py_END_ALLOW_THREADS
+        }
+    }
+    PyBuffer_Release(&board);
+    PyBuffer_Release(&hands);
+    PyBuffer_Release(&tokens);
+    PyBuffer_Release(&codes);
+    if (played == -2)
+        return NULL;
+    return PyLong_FromSsize_t(played);
+}
+
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
      "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes) -> -1 or a ply"},
     {"pack_rows", pack_rows, METH_VARARGS, "pack_rows(board, hands, pieces, promoted) -> -1 or a row"},
+    {"play_csa", play_csa, METH_VARARGS,
+     "play_csa(board, hands, turn, tokens, codes) -> moves played (board and hands updated in place)"},
     {NULL, NULL, 0, NULL},
 };
 

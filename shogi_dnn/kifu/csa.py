@@ -27,6 +27,7 @@ from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
+from shogi_dnn.rules.native import new_csa_position
 
 # CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
 CSA_PIECES = ("FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY")
@@ -538,7 +539,7 @@ def _to_sfen(board: list[int], hands: list[list[int]], turn: int) -> str:
 def _build_record(game: _Game, path: str) -> GameRecord:
     start_sfen, handicap = _start_position(game, path)
     try:
-        position = rules.new_position(start_sfen)
+        position = new_csa_position(start_sfen)
     except rules.IllegalMoveError as exc:
         raise KifuError(path, game.start_line, f"bad start position: {exc}") from exc
     moves = _replay(game, position, path)
@@ -553,7 +554,8 @@ def _build_record(game: _Game, path: str) -> GameRecord:
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:
     """Play every move on `position` (legality checked by push_usi); USI moves in order.
 
-    A position with `push_csa_moves` (the cshogi backend) plays runs of moves in one call; the move it
+    A position with `push_csa_moves` (rules.native's compiled checker, or the cshogi backend) plays runs
+    of moves in one call; the move it
     stops at (malformed, illegal, by the wrong side) is played here the reference way, which gives
     the error (or plays it, should the fast path be stricter), and the run goes on after it.
     A last move that is illegal and followed by %ILLEGAL_MOVE / %±ILLEGAL_ACTION is the recorded

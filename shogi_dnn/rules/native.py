@@ -1,0 +1,132 @@
+"""The compiled CSA move checker (`play_csa` of the C extension shogi_dnn._encode): the CSA reader's
+hot path, when the extension was built at install time.
+
+`NativeGame` is a position for the CSA reader: `push_csa_moves` plays runs of CSA move tokens in C,
+checking each legal on the way (the move geometry, blocked slides, the promotion zone, pieces that
+could never move again, two pawns on a file, the mover's king left in check). The C code accepts a
+move only when the reference rules certainly accept it (tests/rules/test_native.py compares it with
+python-shogi on every candidate move of real positions); what it does not decide (a pawn drop that
+gives check, which may be a pawn-drop mate; a position without both kings) stops the run, and that
+one move goes through the reference backend (`push_usi`: cshogi or python-shogi), which also words
+every error. So a record reads exactly as it does without the extension, only faster.
+
+SHOGI_DNN_NATIVE=0 turns it off (the readers then use the rules backend for every move).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from shogi_dnn.rules.factory import new_position
+from shogi_dnn.rules.position import NUM_PIECE_TYPES, NUM_SQUARES, format_sfen
+from shogi_dnn.rules.pyshogi_backend import ShogiPosition
+
+try:
+    from shogi_dnn._encode import play_csa as _play_csa
+except ImportError:                      # no C compiler at install time
+    _play_csa = None
+
+NATIVE_ENV = "SHOGI_DNN_NATIVE"
+HAND_KINDS = 7
+_DROP_LETTERS = "PLNSGBR"
+
+
+def enabled() -> bool:
+    """True when the extension is built and SHOGI_DNN_NATIVE is not 0."""
+    return _play_csa is not None and os.environ.get(NATIVE_ENV, "1") != "0"
+
+
+def _square_usi(index: int) -> str:
+    return f"{9 - index % 9}{chr(ord('a') + index // 9)}"
+
+
+@functools.lru_cache(maxsize=1)
+def _usi_table() -> np.ndarray:
+    """USI of every absolute move code ((origin * 81 + destination) * 2 + promote; origin 81 + i a
+    drop of P L N S G B R[i]), as an object array indexed by the code."""
+    table = np.full((NUM_SQUARES + HAND_KINDS) * NUM_SQUARES * 2, None, object)
+    for destination in range(NUM_SQUARES):
+        to = _square_usi(destination)
+        for origin in range(NUM_SQUARES):
+            code = (origin * NUM_SQUARES + destination) * 2
+            table[code] = _square_usi(origin) + to
+            table[code + 1] = table[code] + "+"
+        for kind, letter in enumerate(_DROP_LETTERS):
+            table[((NUM_SQUARES + kind) * NUM_SQUARES + destination) * 2] = f"{letter}*{to}"
+    return table
+
+
+@functools.lru_cache(maxsize=1024)
+def _start(sfen: str) -> tuple[bytes, bytes, int]:
+    """A start position's board codes, hands (Black's, then White's) and side to move; python-shogi
+    validates it first (IllegalMoveError for a bad SFEN). Cached: a corpus has few start positions."""
+    position = ShogiPosition(sfen)
+    black, white = position.hand_counts()
+    return bytes(position.piece_codes()), bytes(black + white), position.turn
+
+
+class NativeGame:
+    """A position for the CSA reader (the part of rules.Position it uses, plus `push_csa_moves`)."""
+
+    def __init__(self, sfen: str) -> None:
+        board, hands, turn = _start(sfen)
+        self._board = np.frombuffer(board, np.uint8).copy()          # [81] codes, Black's view
+        self._hands = np.frombuffer(hands, np.uint8).copy()          # [14] Black's P..R, White's P..R
+        self._turn = turn
+
+    def push_csa_moves(self, tokens: Sequence[str]) -> list[str]:
+        """Play CSA move tokens (`+7776FU`) in order while the C checker accepts them; their USI."""
+        if not tokens:
+            return []
+        codes = np.empty(len(tokens), np.int64)
+        text = ("\n".join(tokens) + "\n").encode("ascii", "replace")
+        if len(text) != 8 * len(tokens):             # a token that is not 7 characters: the reference's
+            return []
+        played = _play_csa(self._board, self._hands, self._turn, text, codes)
+        self._turn ^= played & 1
+        return _usi_table()[codes[:played]].tolist()
+
+    def push_usi(self, usi: str) -> None:
+        """One move through the reference backend (its legality check and error words)."""
+        position = new_position(self.sfen())
+        position.push_usi(usi)                       # IllegalMoveError: the caller reports it
+        black, white = position.hand_counts()
+        self._board = np.asarray(position.piece_codes(), np.uint8)
+        self._hands = np.asarray(black + white, np.uint8)
+        self._turn = position.turn
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    def sfen(self) -> str:
+        return format_sfen(self._board.tolist(), self._hands[:HAND_KINDS].tolist(),
+                           self._hands[HAND_KINDS:].tolist(), self._turn)
+
+    def piece_codes(self) -> list[int]:
+        return self._board.tolist()
+
+    def piece_type_at(self, square: int) -> tuple[int, int] | None:
+        code = int(self._board[square])
+        if code == 0:
+            return None
+        colour, piece_type = divmod(code - 1, NUM_PIECE_TYPES)
+        return piece_type + 1, colour
+
+
+def new_csa_position(sfen: str):
+    """The CSA reader's position: a NativeGame when enabled(), else the rules backend's.
+
+    Raises:
+        IllegalMoveError: an invalid SFEN.
+    """
+    if enabled():
+        return NativeGame(sfen)
+    return new_position(sfen)
+
+
+__all__ = ["NATIVE_ENV", "NativeGame", "enabled", "new_csa_position"]
