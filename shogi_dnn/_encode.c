@@ -27,6 +27,20 @@ static const uint8_t PROMOTES_TO[15] = {0, 9, 10, 11, 12, 0, 13, 14, 0, 0, 0, 0,
 static const uint8_t UNPROMOTED[15] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 6, 7};
 static const int KIND_FIRST_SLOT[9] = {0, 0, 18, 22, 26, 30, 34, 36, 38};
 static const int KIND_SLOTS[9] = {0, 18, 4, 4, 4, 4, 2, 2, 2};
+/* Own <-> opponent codes: 0 stays 0, 1..14 <-> 15..28 (codes past 28 are mapped to 0: never valid). */
+static uint8_t SWAP_COLOURS[256];
+/* By piece code: its kind 1..8 (0 for empty or an invalid code), promoted flag, opponent flag. */
+static uint8_t CODE_KIND[256], CODE_PROMOTED[256], CODE_OPPONENT[256];
+
+static void init_tables(void) {
+    for (int code = 1; code <= 2 * NUM_TYPES; code++) {
+        int opponent = code > NUM_TYPES, t = opponent ? code - NUM_TYPES : code;
+        SWAP_COLOURS[code] = (uint8_t)(opponent ? t : t + NUM_TYPES);
+        CODE_KIND[code] = UNPROMOTED[t];
+        CODE_PROMOTED[code] = t > 8;
+        CODE_OPPONENT[code] = opponent ? SLOT_OPPONENT : 0;
+    }
+}
 
 static int check_size(Py_buffer *buffer, Py_ssize_t bytes, const char *name) {
     if (buffer->len != bytes) {
@@ -47,10 +61,8 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
             memcpy(row, squares, NUM_SQUARES);
             memcpy(hand, held, 2 * HAND_KINDS);
         } else {
-            for (int s = 0; s < NUM_SQUARES; s++) {
-                uint8_t code = squares[NUM_SQUARES - 1 - s];
-                row[s] = code == 0 ? 0 : (code <= NUM_TYPES ? code + NUM_TYPES : code - NUM_TYPES);
-            }
+            for (int s = 0; s < NUM_SQUARES; s++)
+                row[s] = SWAP_COLOURS[squares[NUM_SQUARES - 1 - s]];
             memcpy(hand, held + HAND_KINDS, HAND_KINDS);
             memcpy(hand + HAND_KINDS, held, HAND_KINDS);
         }
@@ -139,27 +151,29 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
 static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *pieces, uint8_t *promoted, Py_ssize_t n) {
     for (Py_ssize_t r = 0; r < n; r++) {
         const uint8_t *row = board + r * NUM_SQUARES, *hand = hands + r * 2 * HAND_KINDS;
-        uint8_t *out = pieces + r * SLOTS, *flags = promoted + r * PROMOTED_BYTES;
-        int placed[9] = {0};
-        memset(flags, 0, PROMOTED_BYTES);
-        for (int s = 0; s < NUM_SQUARES; s++) {
+        uint8_t out[128];         /* slots 0..39; up to 119 on an overfull row (refused below); 127: empty squares */
+        int placed[9] = {0}, next[9];
+        uint64_t flags = 0;
+        for (int kind = 0; kind < 9; kind++)
+            next[kind] = kind ? KIND_FIRST_SLOT[kind] : 127;
+        for (int s = 0; s < NUM_SQUARES; s++) {                    /* branch-free: empty squares too */
             uint8_t code = row[s];
-            if (code == 0)
-                continue;
-            if (code > 2 * NUM_TYPES)
-                return r;
-            int opponent = code > NUM_TYPES;
-            int piece_type = opponent ? code - NUM_TYPES : code;
-            int kind = UNPROMOTED[piece_type];
-            if (placed[kind] == KIND_SLOTS[kind])
-                return r;
-            int slot = KIND_FIRST_SLOT[kind] + placed[kind]++;
-            out[slot] = (uint8_t)(s | (opponent ? SLOT_OPPONENT : 0));
-            if (piece_type > 8)
-                flags[slot >> 3] |= (uint8_t)(1u << (slot & 7));
+            int kind = CODE_KIND[code], slot = next[kind];
+            out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
+            flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+            next[kind] = slot + (kind != 0);
+            placed[kind]++;
         }
         for (int kind = 1; kind <= 8; kind++) {
-            int slot = KIND_FIRST_SLOT[kind] + placed[kind], end = KIND_FIRST_SLOT[kind] + KIND_SLOTS[kind];
+            placed[kind] = next[kind] - KIND_FIRST_SLOT[kind];
+            if (placed[kind] > KIND_SLOTS[kind])
+                return r;
+        }
+        for (int s = 0; s < NUM_SQUARES; s++)                      /* an invalid code is refused */
+            if (row[s] > 2 * NUM_TYPES)
+                return r;
+        for (int kind = 1; kind <= 8; kind++) {
+            int slot = next[kind], end = KIND_FIRST_SLOT[kind] + KIND_SLOTS[kind];
             if (kind <= HAND_KINDS) {
                 int own = hand[kind - 1], other = hand[HAND_KINDS + kind - 1];
                 if (placed[kind] + own + other > KIND_SLOTS[kind])
@@ -172,6 +186,10 @@ static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *piec
             while (slot < end)
                 out[slot++] = SLOT_ABSENT;
         }
+        memcpy(pieces + r * SLOTS, out, SLOTS);
+        flags &= ((uint64_t)1 << SLOTS) - 1;
+        for (int b = 0; b < PROMOTED_BYTES; b++)
+            promoted[r * PROMOTED_BYTES + b] = (uint8_t)(flags >> (8 * b));
     }
     return -1;
 }
@@ -452,4 +470,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_encode", "Compiled kernels of shogi_dnn.features.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__encode(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__encode(void) {
+    init_tables();
+    return PyModule_Create(&module);
+}

@@ -231,9 +231,8 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
     if not record.has_result:
         raise ValueError(f"{record.source}: game has no result; it is not training data")
     if fast_encoding.AVAILABLE:
-        board, hands, turn, move = _replay_compiled(record)
-    else:
-        board, hands, turn, move = _replay_positions(record, position_factory)
+        return _encode_compiled(record)
+    board, hands, turn, move = _replay_positions(record, position_factory)
     count = len(record.moves) + 1
     start_ply = _start_arrays(record.start_sfen)[3]
     ply = (start_ply + np.arange(count)).astype(np.int16)
@@ -263,23 +262,50 @@ def _replay_positions(record: GameRecord, position_factory) -> tuple[np.ndarray,
     return board, hands, turn, move
 
 
-def _replay_compiled(record: GameRecord) -> tuple[np.ndarray, ...]:
-    """board, hands, turn, move arrays from fast_encoding.replay_game (see encode_game)."""
-    start_board, start_hands, first_turn, _ = _start_arrays(record.start_sfen)
-    table = _absolute_move_codes()
+def _encode_compiled(record: GameRecord) -> EncodedGame:
+    """encode_game with fast_encoding.replay_game; the per-position columns that only depend on the
+    side to move, the result and the ply are slices of shared read-only arrays (a game costs a few
+    numpy calls, not one per column and position)."""
+    start_board, start_hands, first_turn, start_ply = _start_arrays(record.start_sfen)
+    count = len(record.moves) + 1
     try:
-        moves = np.array([table[usi] for usi in record.moves], np.int64)
+        moves = np.fromiter(map(_absolute_move_codes().__getitem__, record.moves), np.int64, count - 1)
     except KeyError as exc:
         raise ValueError(f"{record.source}: malformed move {exc.args[0]!r}") from None
-    count = len(record.moves) + 1
     board = np.empty((count, NUM_SQUARES), np.uint8)
     hands = np.empty((count, HAND_SIZE), np.uint8)
     move = np.empty(count, np.uint16)
     failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move)
     if failed >= 0:
         raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
-    turn = ((first_turn + np.arange(count)) % 2).astype(np.uint8)
-    return board, hands, turn, move
+    if count > _SHARED_LENGTH or not 0 <= start_ply <= _SHARED_LENGTH:
+        turn = ((first_turn + np.arange(count)) % 2).astype(np.uint8)
+        ply = (start_ply + np.arange(count)).astype(np.int16)
+        return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, first_turn, count),
+                           game_evals(record.evals, count))
+    if record.winner is Winner.DRAW:
+        win = _SHARED_DRAWS[:count]
+    else:
+        winning_colour = BLACK if record.winner is Winner.BLACK else WHITE
+        win = _SHARED_WINS[int(winning_colour != first_turn)][:count]
+    evals = game_evals(record.evals, count) if record.evals else _SHARED_NO_EVALS[:count]
+    return EncodedGame(board, hands, _SHARED_TURNS[first_turn][:count], _SHARED_PLIES[start_ply:start_ply + count],
+                       move, win, evals)
+
+
+def _shared(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+# Read-only columns that games share as slices (_encode_compiled); longer games compute their own.
+_SHARED_LENGTH = 4096
+_SHARED_TURNS = tuple(_shared(((np.arange(_SHARED_LENGTH) + first) % 2).astype(np.uint8)) for first in (0, 1))
+_SHARED_WINS = tuple(_shared(np.where(np.arange(_SHARED_LENGTH) % 2 == loser, LABEL_LOSS, LABEL_WIN).astype(np.float32))
+                     for loser in (1, 0))       # [0]: the first mover wins, [1]: it loses
+_SHARED_DRAWS = _shared(np.full(_SHARED_LENGTH, LABEL_DRAW, np.float32))
+_SHARED_PLIES = _shared(np.arange(2 * _SHARED_LENGTH + 1, dtype=np.int16))
+_SHARED_NO_EVALS = _shared(np.full(_SHARED_LENGTH, EVAL_NONE, np.int16))
 
 
 @functools.lru_cache(maxsize=256)
@@ -378,8 +404,10 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
         promoted = np.empty((n, PROMOTED_BYTES), np.uint8)
         row = fast_encoding.pack_rows(board, hands, pieces, promoted)
         if row >= 0:
+            if int(board[row].max()) >= NUM_PIECE_CODES:
+                raise ValueError(f"row {row}: a piece code outside 0..{NUM_PIECE_CODES - 1}")
             check_piece_set(board[row], hands[row])      # raises, naming the kind
-            raise ValueError(f"row {row}: a piece code outside 0..{NUM_PIECE_CODES - 1}")
+            raise ValueError(f"row {row}: more pieces than one set")
         return pieces, promoted
     base = _CODE_BASE[board]                                                    # [N, 81] type 0..8
     on_board = np.bincount((np.arange(n)[:, None] * _NUM_KINDS + base).ravel(),

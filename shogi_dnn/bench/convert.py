@@ -6,6 +6,12 @@ Reports positions/s with all workers and per worker, positions per CPU-second (w
 even on a busy machine), peak memory (the parent's, and the largest
 of one worker; the whole job peaks near parent + workers x worker), and the time split between
 parsing, encoding (both summed over workers, CPU-side) and writing shards (parent).
+
+`--peer` runs, alternating with `convert --workers 1`, a dlshogi-style converter on cshogi
+(shogi_dnn/bench/peer_hcpe.py, or `--peer-script PATH` taking the same arguments and printing
+"N positions in S s"), both on the same CSA files (an archive's CSA members are extracted to a temp
+folder first), `--repeats` times each, and prints both rates per run, their min and median, and the
+ratio of the medians: what one core of each does in the same session.
 """
 
 from __future__ import annotations
@@ -41,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated rules backends (default: every installed one)")
     parser.add_argument("--shard-size", type=int, default=100_000, help="positions per shard")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
+    parser.add_argument("--peer", action="store_true",
+                        help="compare `convert --workers 1` with a dlshogi-style converter on cshogi (see above)")
+    parser.add_argument("--peer-script", metavar="PATH", default=None,
+                        help="the peer to run instead of the built-in one: `PATH OUT FILES...`, printing "
+                             "'N positions in S s' (e.g. a reference copy kept beside the repository)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each with --peer (default 3)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)   # internal: one measurement
     return parser
 
@@ -48,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int) -> dict[str, Any]:
     """Convert `corpus` into a temp folder in this process; timings and peak memory (MiB)."""
     from shogi_dnn.convert.run import ConvertSettings, run_convert
+    _warm_imports(backend)
     cpu_before = _cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as out:
         start = time.perf_counter()
@@ -69,6 +82,15 @@ def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int)
             "encode_s": round(report.timings.get("encode_s", 0.0), 3),
             "write_s": round(report.timings.get("write_s", 0.0), 3),
             "peak_rss_parent_mib": round(self_rss, 1), "peak_rss_worker_mib": round(child_rss, 1)}
+
+
+def _warm_imports(backend: str) -> None:
+    """Import what the job imports on first use, so a measurement counts converting, not importing
+    (as the peer's: its rate starts after its imports)."""
+    import tqdm  # noqa: F401
+    import shogi_dnn.rules.native  # noqa: F401
+    if backend == "cshogi":
+        import shogi_dnn.rules.cshogi_backend  # noqa: F401
 
 
 def _cpu_seconds() -> float:
@@ -102,6 +124,89 @@ def format_table(results: list[dict[str, Any]]) -> str:
     return "\n".join([head, *rows])
 
 
+_PEER_LINE = re.compile(r"(\d+) positions in ([\d.]+) s")
+
+
+def _run_peer(files: list[str], script: str | None) -> dict[str, Any]:
+    """One run of the peer on `files`; its positions and in-process seconds."""
+    with tempfile.TemporaryDirectory(prefix="bench-peer-") as out:
+        target = str(Path(out) / "out.hcpe")
+        cmd = ([sys.executable, script, target, *files] if script
+               else [sys.executable, "-m", "shogi_dnn.bench.peer_hcpe", target, *files])
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    found = _PEER_LINE.search(done.stdout)
+    if done.returncode != 0 or found is None:
+        tail = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(f"bench convert --peer: the peer failed: {tail}")
+    positions, seconds = int(found.group(1)), float(found.group(2))
+    return {"positions": positions, "seconds": seconds, "positions_per_s": round(positions / seconds, 1)}
+
+
+def _csa_corpus(corpus: list[str], scratch: Path) -> list[str]:
+    """The CSA files of the corpus, as paths both converters can read: files, the CSA files under
+    folders, and the CSA members of archives (extracted under `scratch`)."""
+    from shogi_dnn.bench.peer_hcpe import csa_files
+    from shogi_dnn.convert.sources import is_archive, iter_sources
+    files: list[str] = []
+    for item in corpus:
+        if is_archive(item):
+            for k, source in enumerate(iter_sources([item])):
+                name = getattr(source, "name", "")
+                if name.lower().endswith(".csa"):
+                    path = scratch / f"{k:06d}-{Path(name).name}"
+                    path.write_bytes(source.data)
+                    files.append(str(path))
+        else:
+            files += [str(p) for p in csa_files([item]) if p.suffix.lower() == ".csa"]
+    if not files:
+        raise ConfigError(f"bench convert --peer: no CSA file in {', '.join(corpus)} (the peer reads CSA only)")
+    return files
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard_size: int) -> dict[str, Any]:
+    """Alternate the peer and `convert --workers 1` (cshogi backend) on the same CSA files."""
+    if "cshogi" not in available_backends():
+        raise ConfigError("bench convert --peer needs cshogi (pip install 'shogi-dnn[fast]')")
+    with tempfile.TemporaryDirectory(prefix="bench-peer-corpus-") as scratch:
+        files = _csa_corpus(corpus, Path(scratch))
+        runs = []
+        for _ in range(repeats):
+            peer = _run_peer(files, script)
+            ours = _run_child(files, "cshogi", 1, shard_size)
+            runs.append({"peer": peer, "ours": ours})
+    peer_rates = [r["peer"]["positions_per_s"] for r in runs]
+    our_rates = [r["ours"]["positions_per_s"] for r in runs]
+    return {"files": len(files), "runs": runs,
+            "peer": {"min": min(peer_rates), "median": _median(peer_rates)},
+            "ours": {"min": min(our_rates), "median": _median(our_rates),
+                     "median_per_cpu_s": _median([r["ours"]["positions_per_cpu_s"] for r in runs])},
+            "ratio_of_medians": round(_median(our_rates) / _median(peer_rates), 3),
+            "ratio_of_mins": round(min(our_rates) / min(peer_rates), 3)}
+
+
+def format_peer(result: dict[str, Any], script: str | None) -> str:
+    peer_name = script or "dlshogi-style on cshogi (shogi_dnn/bench/peer_hcpe.py)"
+    lines = [f"{'run':>4}{'peer positions':>16}{'peer pos/s':>12}{'ours positions':>16}{'ours pos/s':>12}"
+             f"{'ours pos/cpu-s':>16}{'ratio':>7}"]
+    for i, run in enumerate(result["runs"], 1):
+        peer, ours = run["peer"], run["ours"]
+        lines.append(f"{i:>4}{peer['positions']:>16,}{peer['positions_per_s']:>12,.0f}{ours['positions']:>16,}"
+                     f"{ours['positions_per_s']:>12,.0f}{ours['positions_per_cpu_s']:>16,.0f}"
+                     f"{ours['positions_per_s'] / peer['positions_per_s']:>7.2f}")
+    lines += [f"peer ({peer_name}): min {result['peer']['min']:,.0f}, median {result['peer']['median']:,.0f} "
+              "positions/s, one core",
+              f"shogi-dnn convert --workers 1: min {result['ours']['min']:,.0f}, median "
+              f"{result['ours']['median']:,.0f} positions/s, one core",
+              f"ours / peer: {result['ratio_of_medians']:.2f} (medians), {result['ratio_of_mins']:.2f} (mins)"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     corpus = args.corpus or [str(DEFAULT_CORPUS)]
@@ -119,6 +224,16 @@ def main(argv: list[str] | None = None) -> int:
                           f"are {', '.join(available_backends())}; workers must be >= 1")
     if args.one:
         print(json.dumps(measure_once(corpus, backends[0], workers[0], args.shard_size)))
+        return 0
+    if args.peer:
+        if args.repeats < 1:
+            raise ConfigError(f"--repeats {args.repeats}: must be at least 1")
+        result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size)
+        print(f"bench convert --peer: {result['files']} CSA files of {', '.join(corpus)}; "
+              f"{plural(args.repeats, 'run')} of each, alternating")
+        print(format_peer(result, args.peer_script))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"corpus": corpus, **result}, indent=2) + "\n")
         return 0
     results = [_run_child(corpus, b, w, args.shard_size) for b in backends for w in workers]
     print(f"bench convert: {', '.join(corpus)}; {len(os.sched_getaffinity(0))} cores")
