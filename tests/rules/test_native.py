@@ -1,0 +1,137 @@
+"""The compiled CSA move checker (rules/native.py, play_csa in shogi_dnn/_encode.c) is never more lenient
+than the reference rules (python-shogi): on real positions, every candidate move it accepts is legal,
+and it accepts every legal move of a position with both kings (pawn-drop checks included, when the king
+has an escape). What it leaves to the reference reads exactly as before."""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import numpy as np
+import pytest
+import shogi
+
+from shogi_dnn.errors import KifuError
+from shogi_dnn.kifu import read_record_bytes
+from shogi_dnn.kifu.csa import CSA_PIECES, PROMOTED, parse, usi_to_csa_move
+from shogi_dnn.rules import ShogiPosition
+from shogi_dnn.rules import native
+from tests.support.paths import DATA, SHARED
+
+pytestmark = pytest.mark.skipif(not native.enabled(), reason="the C extension is not built")
+play_csa = native._play_csa
+SQUARES = [f"{f}{r}" for f in range(1, 10) for r in range(1, 10)]
+
+
+@functools.lru_cache(maxsize=4)
+def _state(sfen: str) -> tuple[np.ndarray, np.ndarray, int]:
+    position = ShogiPosition(sfen)
+    black, white = position.hand_counts()
+    return np.array(position.piece_codes(), np.uint8), np.array(black + white, np.uint8), position.turn
+
+
+def _accepts(sfen: str, token: str) -> bool:
+    board, hands, turn = _state(sfen)
+    board, hands = board.copy(), hands.copy()
+    return play_csa(board, hands, turn, (token + "\n").encode(), np.zeros(1, np.int64)) == 1
+
+
+def _candidates(sfen: str) -> set[str]:
+    """Moves of the side to move from each of its pieces to every square (with its own name, its
+    promoted name and two wrong ones), drops of every piece name anywhere, and some by the other side."""
+    board, _, turn = _state(sfen)
+    sign, other = ("+", "-") if turn == 0 else ("-", "+")
+    tokens = set()
+    for origin in SQUARES:
+        code = int(board[(int(origin[1]) - 1) * 9 + 9 - int(origin[0])])
+        if code == 0 or (code > 14) != (turn == 1):
+            continue
+        kind = code - 14 if code > 14 else code
+        names = {CSA_PIECES[kind - 1], "KI", "FU"} | ({CSA_PIECES[PROMOTED[kind] - 1]} if kind in PROMOTED else set())
+        tokens |= {sign + origin + to + name for to in SQUARES for name in names}
+    tokens |= {sign + "00" + to + name for to in SQUARES for name in CSA_PIECES}
+    return tokens | {other + token[1:] for token in sorted(tokens)[:60]}
+
+
+def _real_positions(limit: int) -> list[str]:
+    files = sorted((DATA / "csa").rglob("*.csa"))
+    if SHARED.is_dir():
+        files += sorted((SHARED / "kifu-gnushogi").glob("gnushogi-000*.csa"))[:2]
+    rng = random.Random(7)
+    positions = []
+    for path in files:
+        for record in read_record_bytes(path.read_bytes(), str(path)):
+            if isinstance(record, KifuError):
+                continue
+            board = shogi.Board(record.start_sfen)
+            for usi in record.moves:
+                if rng.random() < 0.08:
+                    positions.append(board.sfen())
+                board.push_usi(usi)
+    rng.shuffle(positions)
+    return positions[:limit]
+
+
+def test_never_more_lenient_than_the_reference_and_accepts_every_legal_move() -> None:
+    positions = _real_positions(120)
+    assert len(positions) >= 60
+    accepted = pawn_drop_checks = 0
+    for sfen in positions:
+        board = shogi.Board(sfen)
+        reference = ShogiPosition(sfen)
+        legal = {usi_to_csa_move(reference, move.usi()) for move in board.legal_moves}
+        both_kings = "K" in sfen.split()[0] and "k" in sfen.split()[0]
+        for token in _candidates(sfen) | legal:
+            ok = _accepts(sfen, token)
+            accepted += ok
+            assert not ok or token in legal, f"{sfen}: accepted the illegal {token}"
+            if both_kings and token in legal:
+                assert ok, f"{sfen}: refused the legal {token}"
+            if ok and token[1:3] == "00" and token[5:] == "FU":
+                board.push_usi(f"P*{token[3]}{'abcdefghi'[int(token[4]) - 1]}")
+                pawn_drop_checks += board.is_check()
+                board.pop()
+    assert accepted > 1000
+
+
+@pytest.mark.parametrize("sfen,token,legal", [
+    ("k8/9/1GN6/9/9/9/9/9/8K b P 1", "+0092FU", False),          # pawn-drop mate: left to the reference
+    ("k8/9/2N6/9/9/9/9/9/8K b P 1", "+0092FU", True),            # the king takes the pawn: not mate
+    ("k8/9/1G7/9/9/9/9/9/8K b P 1", "+0092FU", True),            # the king escapes to 8a
+    ("k8/9/9/9/9/9/P8/9/8K b P 1", "+0095FU", False),            # two pawns on a file
+    ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "+7776TO", False),   # zone
+    ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "+2898HI", False),  # blocked
+    ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "+8822UM", False),  # blocked
+    ("k8/9/9/9/9/9/9/9/8K b P 1", "+0051FU", False),              # a pawn that could never move
+    ("k8/9/9/2N6/9/9/9/9/8K b - 1", "+7462KE", False),            # a knight stuck on rank b
+    ("4k4/9/9/9/4r4/9/9/4B4/4K4 b - 1", "+5849KA", False),        # a pinned bishop
+])
+def test_decided_cases(sfen: str, token: str, legal: bool) -> None:
+    reference = {usi_to_csa_move(ShogiPosition(sfen), m) for m in ShogiPosition(sfen).legal_usi()}
+    assert (token in reference) is legal
+    assert _accepts(sfen, token) is legal or (not legal and not _accepts(sfen, token))
+    assert not _accepts(sfen, token) or legal
+
+
+def test_a_pawn_drop_mate_reads_as_the_reference_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "V2.2\nN+a\nN-b\nP1-OU * * * * * * * * \nP2 * * * * * * * * * \nP3 * +KI+KE * * * * * * \n" \
+           "P4 * * * * * * * * * \nP5 * * * * * * * * * \nP6 * * * * * * * * * \nP7 * * * * * * * * * \n" \
+           "P8 * * * * * * * * * \nP9 * * * * * * * * +OU\nP+00FU\n+\n+0092FU\n%TORYO\n"
+    native_result = list(parse(text, "mate.csa"))
+    monkeypatch.setenv(native.NATIVE_ENV, "0")
+    reference_result = list(parse(text, "mate.csa"))
+    assert [str(r) for r in native_result] == [str(r) for r in reference_result]
+    assert isinstance(native_result[0], KifuError) and native_result[0].line == 15
+
+
+def test_records_read_the_same_with_and_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    files = sorted((DATA / "csa").rglob("*.csa"))
+    assert files
+    for path in files:
+        data = path.read_bytes()
+        with_native = [str(r) if isinstance(r, KifuError) else r for r in read_record_bytes(data, str(path))]
+        monkeypatch.setenv(native.NATIVE_ENV, "0")
+        without = [str(r) if isinstance(r, KifuError) else r for r in read_record_bytes(data, str(path))]
+        monkeypatch.delenv(native.NATIVE_ENV)
+        assert with_native == without, path
