@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 from shogi_dnn.errors import ConfigError
@@ -118,6 +119,7 @@ class Deduplicator:
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.seen: set[int] = set()
+        self.new: list[int] = []        # remembered since the last take_new (resume checkpoints)
 
     def is_duplicate(self, key: bytes) -> bool:
         """True when a game with this key was seen before (always False when disabled); remembers it."""
@@ -127,7 +129,17 @@ class Deduplicator:
         if short in self.seen:
             return True
         self.seen.add(short)
+        self.new.append(short)
         return False
+
+    def take_new(self) -> list[int]:
+        """The keys remembered since the last call, in order (a resume checkpoint appends them)."""
+        new, self.new = self.new, []
+        return new
+
+    def restore(self, keys: Iterable[int]) -> None:
+        """Remember `keys` (from a resume checkpoint) as already seen."""
+        self.seen.update(keys)
 
 
 def assign_split(key: bytes, val_fraction: float, test_fraction: float) -> str:

@@ -18,16 +18,17 @@ Dedup (settings.dedup, default on; --no-dedup): the parent drops a kept game who
 moves) equals an earlier kept game's, across files and formats; it sees results in input order, so the
 first copy is kept for any number of workers. Counted as skipped "duplicate" in the report.
 
-Resume: after each shard, DIR/convert-state.json records its sha256 and a digest of its contents.
-A rerun with the same inputs and settings re-reads the inputs but skips writing every shard whose
-file still matches; a shard cut off mid-write is only ever a `.tmp` file (write_shard renames it).
+Resume: after each shard, DIR/convert-state.json records its sha256 and a digest of its contents, and
+after the piece during which it was written, a checkpoint (resume.py: the games kept but not yet in a
+shard, the dedup keys, the report's counters). A rerun with the same inputs and settings restores the
+checkpoint and skips, unread, every piece before it; without a usable checkpoint it reads the inputs
+again but skips writing every shard whose file still matches. A shard cut off mid-write is only ever a
+`.tmp` file (write_shard renames it).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
@@ -50,11 +51,13 @@ from shogi_dnn.convert.filters import (
     assign_split,
     game_key,
 )
+from shogi_dnn.convert import resume
 from shogi_dnn.convert.sources import iter_sources, list_files
 from shogi_dnn.convert.worker import SourcePiece, iter_results, process_file, split_source
 from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
 from shogi_dnn.errors import ConfigError, KifuError, disk_full, is_disk_full
 from shogi_dnn.rules import resolve_backend
+from shogi_dnn.wording import plural
 
 # The job's public names, re-exported so that callers need only `shogi_dnn.convert.run`.
 __all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings", "GameFilter",
@@ -90,7 +93,7 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
         return state
     ours = [p for p in out.iterdir() if SHARD_PATTERN.match(p.name) or p.name in (
         shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp",
-        REPORT_NAME + ".tmp")]
+        REPORT_NAME + ".tmp") or resume.is_checkpoint_file(p.name)]
     others = [p for p in out.iterdir() if p not in ours]
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset converted from other inputs or settings; "
@@ -203,12 +206,12 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     previous = _already_complete(out, state)
     if previous is not None:
         log.info("%s: already converted (every shard checks); nothing to do", out)
-        return _report_from_dict(previous)
+        return ConvertReport.from_dict(previous)
     started = time.perf_counter()
     state.complete = False
     with _Interrupts() as interrupts:
         writer = DatasetWriter(out, settings, state, report, on_shard, interrupts.critical)
-        written = _convert_all(inputs, settings, writer, workers, progress)
+        written = _convert_all(inputs, settings, writer, workers, progress, interrupts.critical)
         report.timings["total_s"] = time.perf_counter() - started
         with interrupts.critical():
             _finish(out, settings, inputs, state, report, written)
@@ -225,32 +228,73 @@ def _check_inputs(inputs: Sequence[str | os.PathLike[str]]) -> None:
 
 
 def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSettings, writer: DatasetWriter,
-                 workers: int, progress: bool) -> list[shards.ShardInfo]:
-    """Stream every piece through the workers into the writer; the shards in manifest order."""
+                 workers: int, progress: bool,
+                 critical: Callable[[], contextlib.AbstractContextManager[None]]) -> list[shards.ShardInfo]:
+    """Stream every piece through the workers into the writer (from the last checkpoint on, if any);
+    after each piece during which a shard was written, a checkpoint. The shards in manifest order."""
     report = writer.report
     bar = _Progress(_progress_total(inputs), progress)
     dedup = Deduplicator(settings.dedup)        # decided here, in input order: any worker count alike
+    checkpoints = resume.Checkpointer(writer.out, writer.state)
+    done, check = _resume(checkpoints, writer, dedup, report)
+    pieces = _pieces(inputs, done, check, bar)
     try:
-        for result in iter_results(_pieces(inputs), settings, report.backend, workers):
+        for result in iter_results(pieces, settings, report.backend, workers):
+            shards_before = len(writer.written)
             report.add_file(result)
             for game in result.games:
                 if dedup.is_duplicate(game.key):
                     report.skipped[SKIP_DUPLICATE] += 1
                     continue
                 writer.add(game)
+            done += 1
             if result.last:
                 bar.update(report, writer)
+            if len(writer.written) > shards_before:
+                with critical():
+                    checkpoints.save(done, (result.name, result.first_line), writer, dedup, report)
         return writer.finish()
     finally:
         bar.close()
 
 
-def _pieces(inputs: Sequence[str | os.PathLike[str]]) -> Iterator[SourcePiece | KifuError]:
+def _resume(checkpoints: resume.Checkpointer, writer: DatasetWriter, dedup: Deduplicator,
+            report: ConvertReport) -> tuple[int, tuple[str, int] | None]:
+    """Restore the last checkpoint, if usable: (pieces to skip, the (name, first line) the last of them
+    must have); (0, None) to start from the first piece."""
+    if writer.state.checkpoint is None:
+        return 0, None
+    try:
+        resumed = checkpoints.load()
+    except resume.CheckpointUnusable as exc:
+        log.warning("%s: resume checkpoint not used: %s; reading every input again (finished shards "
+                    "that still match are kept)", writer.out, exc)
+        writer.state.checkpoint, checkpoints.keys_saved = None, 0
+        return 0, None
+    resume.restore(resumed, writer, dedup, report)
+    log.info("%s: resuming after %s (%s converted before the interruption)", writer.out,
+             plural(resumed.pieces, "input piece"), plural(report.converted, "game"))
+    return resumed.pieces, (str(resumed.last_piece[0]), int(resumed.last_piece[1]))
+
+
+def _pieces(inputs: Sequence[str | os.PathLike[str]], skip: int = 0, check: tuple[str, int] | None = None,
+            bar: _Progress | None = None) -> Iterator[SourcePiece | KifuError]:
+    """Every input piece in order, but the first `skip` (already converted: not parsed, only counted
+    on the progress bar); the last skipped one must be `check` (name, first line), else ResumeMismatch."""
+    index = 0
     for item in iter_sources(inputs):
-        if isinstance(item, KifuError):
-            yield item
-        else:
-            yield from split_source(item)
+        for piece in [item] if isinstance(item, KifuError) else split_source(item):
+            index += 1
+            if index > skip:
+                yield piece
+                continue
+            name, line, last = ((piece.path, 0, True) if isinstance(piece, KifuError)
+                                else (piece.name, piece.first_line, piece.last))
+            if index == skip and (name, line) != check:
+                raise ConfigError(f"{name}: the inputs are not those of the interrupted run (piece {index} "
+                                  f"is not {check[0]}:{check[1]}); convert again with --overwrite")
+            if last and bar is not None:
+                bar.bar.update(1)
 
 
 def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: ConvertState,
@@ -271,16 +315,9 @@ def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: 
         if is_disk_full(exc):
             raise disk_full(out / REPORT_NAME, len(text)) from None
         raise
-    state.complete = True
+    state.complete, state.checkpoint = True, None
     state.save()
-
-
-def _report_from_dict(data: dict[str, Any]) -> ConvertReport:
-    fields = {f.name for f in dataclasses.fields(ConvertReport)}
-    report = ConvertReport(**{k: v for k, v in data.items() if k in fields})
-    report.skipped = collections.Counter(report.skipped)
-    report.timings = collections.defaultdict(float, report.timings)
-    return report
+    resume.remove_files(out)
 
 
 def _progress_total(inputs: Sequence[str | os.PathLike[str]]) -> int | None:

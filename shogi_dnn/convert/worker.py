@@ -84,6 +84,7 @@ class FileResult:
     peak_rss_mib: float = 0.0        # the worker process's peak resident memory so far
     pid: int = 0                     # the process that made this result
     cpu_s: float = 0.0               # that process's CPU time so far (user + system)
+    first_line: int = 0              # the piece's first line in its file (0: an unreadable input)
 
 
 def _game_row(record: GameRecord) -> tuple:
@@ -146,7 +147,7 @@ def _rules_backend(backend: str) -> Iterator[None]:
 
 
 def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Callable) -> FileResult:
-    result = FileResult(source.name, last=source.last)
+    result = FileResult(source.name, last=source.last, first_line=source.first_line)
     for item in _read_records(source, result):
         if isinstance(item, KifuError):
             result.errors.append(str(item))

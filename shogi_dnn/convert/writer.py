@@ -57,6 +57,16 @@ class ConvertReport:
     workers: int = 1
     peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
     worker_cpu: dict[int, float] = dataclasses.field(default_factory=dict, repr=False)   # pid -> CPU s
+    resumed: dict[str, int] = dataclasses.field(default_factory=dict)    # pieces, games, positions restored
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConvertReport:
+        """A report read back from to_dict()'s JSON (convert-report.json, a resume checkpoint)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        report = cls(**{k: v for k, v in data.items() if k in fields})
+        report.skipped = collections.Counter(report.skipped)
+        report.timings = collections.defaultdict(float, report.timings)
+        return report
 
     def add_file(self, result: FileResult) -> None:
         """Count one worker result (its kept games are counted by the writer)."""
@@ -88,9 +98,12 @@ class ConvertReport:
                            f"{plural(self.positions.get(s, 0), 'position')} / {plural(self.shards.get(s, 0), 'shard')}"
                            for s in shards.SPLITS if s in self.positions)
         total = self.timings.get("total_s", 0.0)
-        rate = sum(self.positions.values()) / total if total else 0.0
+        rate = (sum(self.positions.values()) - self.resumed.get("positions", 0)) / total if total else 0.0
+        resumed = (f"resumed after {plural(self.resumed['pieces'], 'input piece')} "
+                   f"({plural(self.resumed['games'], 'game')} converted before the interruption, not read again)\n"
+                   if self.resumed else "")
         errors = len(self.errors) + self.errors_not_listed
-        return (f"{plural(self.files_read, 'file')} read ({self.files_unreadable:,} unreadable); "
+        return (resumed + f"{plural(self.files_read, 'file')} read ({self.files_unreadable:,} unreadable); "
                 f"{plural(self.games_found, 'game')} found, {self.converted:,} converted, skipped: {skipped}\n"
                 f"{splits or 'no positions written'}\n"
                 f"{plural(errors, 'error')}"
@@ -127,6 +140,7 @@ class ConvertState:
     fingerprint: str
     shards: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     complete: bool = False
+    checkpoint: dict[str, Any] | None = None     # the last resume checkpoint (convert/resume.py)
 
     @classmethod
     def load(cls, out: Path, fingerprint: str) -> ConvertState | None:
@@ -138,12 +152,14 @@ class ConvertState:
             return None
         if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
             return None
-        return cls(path, fingerprint, dict(data.get("shards", {})), bool(data.get("complete")))
+        checkpoint = data.get("checkpoint")
+        return cls(path, fingerprint, dict(data.get("shards", {})), bool(data.get("complete")),
+                   checkpoint if isinstance(checkpoint, dict) else None)
 
     def save(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        text = json.dumps({"fingerprint": self.fingerprint, "complete": self.complete, "shards": self.shards},
-                          indent=1) + "\n"
+        text = json.dumps({"fingerprint": self.fingerprint, "complete": self.complete, "shards": self.shards,
+                           "checkpoint": self.checkpoint}, indent=1) + "\n"
         try:
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, self.path)
@@ -184,6 +200,21 @@ class DatasetWriter:
         if self.buffered[game.split] >= self.settings.shard_size:
             with self.critical():
                 self._flush(game.split)
+
+    def pending(self) -> list[tuple[int, ConvertedGame]]:
+        """The kept games not yet in a shard (every split's buffer), in game-id order."""
+        return sorted((item for split in shards.SPLITS for item in self.buffers[split]), key=lambda item: item[0])
+
+    def restore(self, next_game_id: int, pending: list[tuple[int, ConvertedGame]],
+                written: list[shards.ShardInfo]) -> None:
+        """Continue from a resume checkpoint: its buffered games, next game id and finished shards
+        (the report's counters are restored by the caller)."""
+        self.next_game_id, self.written = next_game_id, list(written)
+        self.buffers = {s: [] for s in shards.SPLITS}
+        self.buffered = {s: 0 for s in shards.SPLITS}
+        for game_id, game in pending:
+            self.buffers[game.split].append((game_id, game))
+            self.buffered[game.split] += len(game.positions)
 
     def finish(self) -> list[shards.ShardInfo]:
         """Write the last, partly filled shard of each split; the shards in manifest order."""
