@@ -231,29 +231,37 @@ def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSett
                  workers: int, progress: bool,
                  critical: Callable[[], contextlib.AbstractContextManager[None]]) -> list[shards.ShardInfo]:
     """Stream every piece through the workers into the writer (from the last checkpoint on, if any);
-    after each piece during which a shard was written, a checkpoint. The shards in manifest order."""
+    a checkpoint after each piece during which a shard was written, and when interrupted (Ctrl-C,
+    SIGTERM) between pieces. The shards in manifest order."""
     report = writer.report
     bar = _Progress(_progress_total(inputs), progress)
     dedup = Deduplicator(settings.dedup)        # decided here, in input order: any worker count alike
     checkpoints = resume.Checkpointer(writer.out, writer.state)
     done, check = _resume(checkpoints, writer, dedup, report)
     pieces = _pieces(inputs, done, check, bar)
+    saved, last, adding = done, ("", 0), False
     try:
         for result in iter_results(pieces, settings, report.backend, workers):
-            shards_before = len(writer.written)
-            report.add_file(result)
-            for game in result.games:
-                if dedup.is_duplicate(game.key):
-                    report.skipped[SKIP_DUPLICATE] += 1
-                    continue
-                writer.add(game)
-            done += 1
-            if result.last:
-                bar.update(report, writer)
-            if len(writer.written) > shards_before:
-                with critical():
-                    checkpoints.save(done, (result.name, result.first_line), writer, dedup, report)
+            with critical():        # a result is added whole: Ctrl-C / SIGTERM land between pieces
+                adding, shards_before = True, len(writer.written)
+                report.add_file(result)
+                for game in result.games:
+                    if dedup.is_duplicate(game.key):
+                        report.skipped[SKIP_DUPLICATE] += 1
+                        continue
+                    writer.add(game)
+                done, last, adding = done + 1, (result.name, result.first_line), False
+                if result.last:
+                    bar.update(report, writer)
+                if len(writer.written) > shards_before:
+                    checkpoints.save(done, last, writer, dedup, report)
+                    saved = done
         return writer.finish()
+    except KeyboardInterrupt:
+        if not adding and done > saved:      # stopped between pieces: keep everything added so far
+            with critical():
+                checkpoints.save(done, last, writer, dedup, report)
+        raise
     finally:
         bar.close()
 

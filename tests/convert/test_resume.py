@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import shutil
 from pathlib import Path
 
@@ -191,3 +193,28 @@ def test_other_inputs_do_not_resume(corpus: Path, tmp_path: Path) -> None:
         run_convert([corpus / "part-1"], out, SETTINGS, workers=1)
     run_convert([corpus / "part-1"], out, SETTINGS, workers=1, overwrite=True)
     assert not [p for p in out.iterdir() if resume.is_checkpoint_file(p.name)]
+
+
+def test_ctrl_c_between_pieces_saves_a_checkpoint_of_everything_added(corpus: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _reference(corpus, tmp_path / "ref")
+    out = tmp_path / "out"
+    real, calls = convert_worker.process_file, []
+
+    def interrupted(source, *args):
+        calls.append(source)
+        if len(calls) == 9:                      # Ctrl-C while the 9th piece is being parsed
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(source, *args)
+
+    monkeypatch.setattr(convert_worker, "process_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_convert([corpus], out, SETTINGS, workers=1)
+    checkpoint = json.loads((out / STATE_NAME).read_text())["checkpoint"]
+    assert checkpoint["pieces"] == 8                 # every piece added before the interruption
+    monkeypatch.setattr(convert_worker, "process_file", real)
+    parsed = _count_pieces(monkeypatch)
+    report = run_convert([corpus], out, SETTINGS, workers=1)
+    all_pieces = json.loads((tmp_path / "ref" / REPORT_NAME).read_text())["files_read"]   # one piece a file
+    assert report.resumed["pieces"] == 8 and len(parsed) == all_pieces - 8 == 3
+    assert _h5(out) == _h5(tmp_path / "ref")
