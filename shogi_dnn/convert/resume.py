@@ -1,7 +1,9 @@
 """Resume checkpoints of `convert`: a rerun after an interruption skips, unread, every piece (file, or
 piece of a big multi-game file) whose games are all in finished shards or saved as pending.
 
-After each piece during which a shard was written, the parent saves a checkpoint, at a piece boundary:
+After a piece during which a shard was written (at most every CHECKPOINT_SECONDS, so that saving the
+pending games costs under 1% however small the shards), and when interrupted (Ctrl-C, SIGTERM) between
+pieces, the parent saves a checkpoint, at a piece boundary:
 
   DIR/convert-dedup.bin            the dedup keys of every kept game so far, in order: 8 bytes each
                                    (big-endian, filters.Deduplicator), append-only; the checkpoint
@@ -29,8 +31,10 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,7 @@ DEDUP_NAME = "convert-dedup.bin"
 CHECKPOINT_PATTERN = re.compile(r"^convert-checkpoint-\d{5}\.npz(\.tmp)?$")
 KEY_BYTES = 8                   # bytes of a dedup key kept (filters.Deduplicator)
 CHECKPOINT_VERSION = 1
+CHECKPOINT_SECONDS = 10.0       # at most one checkpoint per this many seconds (a kill -9 loses no more)
 
 # The payload of convert-checkpoint-NNNNN.npz (numpy .npz, uncompressed): name -> (shape, dtype, meaning).
 # G: pending games, P: their positions in all (in game-id order). `pos_<field>` for every EncodedGame field.
@@ -103,6 +108,11 @@ class Checkpointer:
         entry = state.checkpoint or {}
         self.number = int(entry.get("number", 0))
         self.keys_saved = int(entry.get("dedup_keys", 0))
+        self.saved_at = -math.inf
+
+    def due(self) -> bool:
+        """Whether CHECKPOINT_SECONDS have passed since this run's last checkpoint (or there was none)."""
+        return time.monotonic() - self.saved_at >= CHECKPOINT_SECONDS
 
     def save(self, pieces: int, last_piece: tuple[str, int], writer: DatasetWriter, dedup: Deduplicator,
              report: ConvertReport) -> None:
@@ -118,6 +128,7 @@ class Checkpointer:
         self.state.save()
         if old and old.get("file") != name:
             (self.out / old["file"]).unlink(missing_ok=True)
+        self.saved_at = time.monotonic()
 
     def _append_keys(self, dedup: Deduplicator) -> int:
         """Append the keys remembered since the last checkpoint (after cutting what a kill left)."""

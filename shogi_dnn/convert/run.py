@@ -231,8 +231,8 @@ def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSett
                  workers: int, progress: bool,
                  critical: Callable[[], contextlib.AbstractContextManager[None]]) -> list[shards.ShardInfo]:
     """Stream every piece through the workers into the writer (from the last checkpoint on, if any);
-    a checkpoint after each piece during which a shard was written, and when interrupted (Ctrl-C,
-    SIGTERM) between pieces. The shards in manifest order."""
+    a checkpoint after a piece during which a shard was written (resume.CHECKPOINT_SECONDS apart), and
+    when interrupted (Ctrl-C, SIGTERM) between pieces. The shards in manifest order."""
     report = writer.report
     bar = _Progress(_progress_total(inputs), progress)
     dedup = Deduplicator(settings.dedup)        # decided here, in input order: any worker count alike
@@ -253,7 +253,7 @@ def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSett
                 done, last, adding = done + 1, (result.name, result.first_line), False
                 if result.last:
                     bar.update(report, writer)
-                if len(writer.written) > shards_before:
+                if len(writer.written) > shards_before and checkpoints.due():
                     checkpoints.save(done, last, writer, dedup, report)
                     saved = done
         return writer.finish()

@@ -26,6 +26,12 @@ COUNTERS = ("files_read", "files_unreadable", "games_found", "converted", "skipp
             "positions_with_eval", "games", "shards")
 
 
+@pytest.fixture(autouse=True)
+def checkpoint_after_every_shard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs here take a second: a checkpoint after every piece that finished a shard, not 10 s apart."""
+    monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0.0)
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Ten files of 1-4 games, and one of them copied again at the end (duplicates after any checkpoint)."""
@@ -218,3 +224,18 @@ def test_ctrl_c_between_pieces_saves_a_checkpoint_of_everything_added(corpus: Pa
     all_pieces = json.loads((tmp_path / "ref" / REPORT_NAME).read_text())["files_read"]   # one piece a file
     assert report.resumed["pieces"] == 8 and len(parsed) == all_pieces - 8 == 3
     assert _h5(out) == _h5(tmp_path / "ref")
+
+
+def test_checkpoints_are_at_least_checkpoint_seconds_apart(corpus: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    saved: list[int] = []
+    real = resume.Checkpointer.save
+    monkeypatch.setattr(resume.Checkpointer, "save", lambda self, pieces, *a: (saved.append(pieces),
+                                                                               real(self, pieces, *a)))
+    run_convert([corpus], tmp_path / "every", SETTINGS, workers=1)
+    every = list(saved)
+    saved.clear()
+    monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 3600.0)
+    run_convert([corpus], tmp_path / "hourly", SETTINGS, workers=1)
+    assert len(every) >= 4 and saved == every[:1]         # the first, then none within the hour
+    assert _h5(tmp_path / "every") == _h5(tmp_path / "hourly")
