@@ -64,3 +64,31 @@ def test_a_failing_child_is_reported_without_class_names(monkeypatch: pytest.Mon
     with pytest.raises(bench_convert.ConfigError) as info:
         bench_convert._run_child(["x.csa"], "cshogi", 1, 100)
     assert str(info.value) == "bench convert (cshogi, 1 worker) failed: x.csa: bad"
+
+
+def test_bench_convert_peer_alternates_and_reports_the_ratio(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--peer: the built-in dlshogi-style peer and convert --workers 1 on the same CSA files, a row a run;
+    a peer that fails is one line."""
+    pytest.importorskip("cshogi")
+    games = write_corpus(tmp_path / "corpus", seed=5, files=2, per_file=3)
+    out = tmp_path / "peer.json"
+    assert cli.main(["bench", "convert", str(tmp_path / "corpus"), "--peer", "--repeats", "2",
+                     "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["files"] == 2 and len(result["runs"]) == 2
+    for run in result["runs"]:
+        # the peer counts the position before each move (dlshogi); ours adds each game's final position
+        assert run["peer"]["positions"] == sum(len(g.moves) for g in games)
+        assert run["ours"]["positions"] == sum(len(g.moves) + 1 for g in games)
+        assert run["peer"]["positions_per_s"] > 0 and run["ours"]["positions_per_s"] > 0
+    rates = sorted(r["ours"]["positions_per_s"] for r in result["runs"])
+    assert result["ours"]["min"] == rates[0] and result["ours"]["median"] == pytest.approx(sum(rates) / 2)
+    peer_median = sum(r["peer"]["positions_per_s"] for r in result["runs"]) / 2
+    assert result["ratio_of_medians"] == pytest.approx(result["ours"]["median"] / peer_median, abs=1e-3)
+    assert "ours / peer:" in capsys.readouterr().out
+    broken = tmp_path / "broken_peer.py"
+    broken.write_text("import sys\nsys.exit('cannot read the records')\n")
+    assert cli.main(["bench", "convert", str(tmp_path / "corpus"), "--peer", "--repeats", "1",
+                     "--peer-script", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert "the peer failed: cannot read the records" in err and "Traceback" not in err
