@@ -53,7 +53,15 @@ from shogi_dnn.convert.filters import (
 )
 from shogi_dnn.convert import resume
 from shogi_dnn.convert.sources import iter_sources, list_files
-from shogi_dnn.convert.worker import SourcePiece, iter_results, process_file, split_source
+from shogi_dnn.convert.worker import (
+    ARCHIVE_EXPANSION,
+    SourcePiece,
+    Workers,
+    iter_results,
+    plan_workers,
+    process_file,
+    split_source,
+)
 from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
 from shogi_dnn.errors import ConfigError, KifuError, disk_full, is_disk_full
 from shogi_dnn.rules import resolve_backend
@@ -191,7 +199,8 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
 
     Args:
         settings: filters, split fractions, shard size (default ConvertSettings()).
-        workers: parallel worker processes (None: all cores); the output does not depend on it.
+        workers: worker processes (None: worker.plan_workers decides; <= 1: in-process); the output
+            does not depend on it.
         backend: rules backend for encoding ('auto', 'python-shogi', 'cshogi'); neither does it.
         on_shard: called after each shard is written (progress hooks, tests).
     Raises:
@@ -200,8 +209,9 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     """
     out, settings = Path(out), settings or ConvertSettings()
     _check_inputs(inputs)
-    workers = max(1, workers or len(os.sched_getaffinity(0)))
-    report = ConvertReport(backend=resolve_backend(backend), workers=workers)
+    plan = plan_workers(workers, len(os.sched_getaffinity(0)), _input_bytes(inputs))
+    report = ConvertReport(backend=resolve_backend(backend), workers=max(plan.count, 1),
+                          worker_plan=plan.describe())
     state = prepare_output(out, fingerprint(inputs, settings), overwrite)
     previous = _already_complete(out, state)
     if previous is not None:
@@ -209,13 +219,23 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
         return ConvertReport.from_dict(previous)
     started = time.perf_counter()
     state.complete = False
-    with _Interrupts() as interrupts:
-        writer = DatasetWriter(out, settings, state, report, on_shard, interrupts.critical)
-        written = _convert_all(inputs, settings, writer, workers, progress, interrupts.critical)
+    with _Interrupts() as interrupts, Workers(plan) as pool:
+        writer = DatasetWriter(out, settings, state, report, on_shard, interrupts.critical, pool)
+        written = _convert_all(inputs, settings, writer, progress, interrupts.critical)
         report.timings["total_s"] = time.perf_counter() - started
         with interrupts.critical():
             _finish(out, settings, inputs, state, report, written)
     return report
+
+
+def _input_bytes(inputs: Sequence[str | os.PathLike[str]]) -> int:
+    """The inputs' size for plan_workers: archives counted ARCHIVE_EXPANSION times."""
+    from shogi_dnn.convert.sources import is_archive
+    total = 0
+    for path in list_files(inputs):
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size * (ARCHIVE_EXPANSION if is_archive(str(path)) else 1)
+    return total
 
 
 def _check_inputs(inputs: Sequence[str | os.PathLike[str]]) -> None:
@@ -228,7 +248,7 @@ def _check_inputs(inputs: Sequence[str | os.PathLike[str]]) -> None:
 
 
 def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSettings, writer: DatasetWriter,
-                 workers: int, progress: bool,
+                 progress: bool,
                  critical: Callable[[], contextlib.AbstractContextManager[None]]) -> list[shards.ShardInfo]:
     """Stream every piece through the workers into the writer (from the last checkpoint on, if any);
     a checkpoint after a piece during which a shard was written (resume.CHECKPOINT_SECONDS apart), and
@@ -241,9 +261,9 @@ def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSett
     pieces = _pieces(inputs, done, check, bar)
     saved, last, adding = done, ("", 0), False
     try:
-        for result in iter_results(pieces, settings, report.backend, workers):
+        for result in writer.pool.results(pieces, settings, report.backend):
             with critical():        # a result is added whole: Ctrl-C / SIGTERM land between pieces
-                adding, shards_before = True, len(writer.written)
+                adding, shards_before = True, writer.flushed
                 report.add_file(result)
                 for game in result.games:
                     if dedup.is_duplicate(game.key):
@@ -253,13 +273,15 @@ def _convert_all(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSett
                 done, last, adding = done + 1, (result.name, result.first_line), False
                 if result.last:
                     bar.update(report, writer)
-                if len(writer.written) > shards_before and checkpoints.due():
+                if writer.flushed > shards_before and checkpoints.due():
+                    writer.drain()
                     checkpoints.save(done, last, writer, dedup, report)
                     saved = done
         return writer.finish()
     except KeyboardInterrupt:
         if not adding and done > saved:      # stopped between pieces: keep everything added so far
             with critical():
+                writer.drain()
                 checkpoints.save(done, last, writer, dedup, report)
         raise
     finally:

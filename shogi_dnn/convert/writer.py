@@ -25,7 +25,7 @@ import numpy as np
 
 from shogi_dnn import shards
 from shogi_dnn.convert.filters import ConvertSettings
-from shogi_dnn.convert.worker import ConvertedGame, FileResult
+from shogi_dnn.convert.worker import ConvertedGame, Done, FileResult, WorkerPlan, Workers
 from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.kifu import RECORD_SUFFIXES
@@ -54,7 +54,8 @@ class ConvertReport:
     shards_reused: int = 0
     timings: dict[str, float] = dataclasses.field(default_factory=lambda: collections.defaultdict(float))
     backend: str = ""
-    workers: int = 1
+    workers: int = 1                     # worker processes (0: in-process)
+    worker_plan: str = ""                # how they were used (worker.WorkerPlan.describe)
     peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
     worker_cpu: dict[int, float] = dataclasses.field(default_factory=dict, repr=False)   # pid -> CPU s
     resumed: dict[str, int] = dataclasses.field(default_factory=dict)    # pieces, games, positions restored
@@ -109,7 +110,7 @@ class ConvertReport:
                 f"{plural(errors, 'error')}"
                 + (f" (listed in {REPORT_NAME}{', the first ' + format(len(self.errors), ',') if self.errors_not_listed else ''})"
                    if errors else "") + "; "
-                f"{total:.1f} s, {rate:,.0f} positions/s, backend {self.backend}, {plural(self.workers, 'worker')}")
+                f"{total:.1f} s, {rate:,.0f} positions/s, backend {self.backend}, {self.worker_plan or plural(self.workers, 'worker')}")
 
     def first_errors(self, count: int = 5) -> list[str]:
         """The console's view of the errors: the first `count` as `file:line: reason`, then how many more."""
@@ -177,19 +178,48 @@ class ConvertState:
                 and shards.file_sha256(path) == entry.get("sha256"))
 
 
+@dataclasses.dataclass
+class _ShardJob:
+    """A shard handed to a worker (or found intact), recorded once its write completes, in order."""
+
+    name: str
+    split: str
+    positions: int
+    games: int
+    game_ids: list[int]
+    job: Any                   # Workers.submit's handle: (the file's sha256, the content digest)
+    reused: bool
+
+
+def write_and_digest(path: Path, split: str, positions: dict[str, np.ndarray], table: dict[str, list]
+                     ) -> tuple[str, str]:
+    """Write one shard; its file's sha256 and its content digest (in a worker process when there is a pool)."""
+    return shards.write_shard(path, split, positions, table), _content_digest(positions, table)
+
+
 class DatasetWriter:
-    """Buffers kept games per split and writes whole-game shards in a deterministic order."""
+    """Buffers kept games per split and writes whole-game shards in a deterministic order.
+
+    With a worker pool, the parent only assembles each shard (rows, games table, content digest) and a
+    worker packs, compresses and writes it, while the others go on parsing: at most `pool.count` shards
+    in flight, each recorded (state, manifest entry, on_shard) in order once written. `drain()` waits for
+    them all (before a resume checkpoint and at the end).
+    """
 
     def __init__(self, out: Path, settings: ConvertSettings, state: ConvertState, report: ConvertReport,
                  on_shard: Callable[[shards.ShardInfo], None] | None = None,
-                 critical: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext) -> None:
-        """`critical()` wraps each shard write (the caller defers interrupts out of it)."""
+                 critical: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+                 pool: Workers | None = None) -> None:
+        """`critical()` wraps each shard write (the caller defers interrupts out of it); `pool` writes
+        the shards (None: here, at once)."""
         self.out, self.settings, self.state, self.report, self.on_shard = out, settings, state, report, on_shard
-        self.critical = critical
+        self.critical, self.pool = critical, pool or Workers(WorkerPlan(0, False))
         self.buffers: dict[str, list[tuple[int, ConvertedGame]]] = {s: [] for s in shards.SPLITS}
         self.buffered: dict[str, int] = {s: 0 for s in shards.SPLITS}
         self.written: list[shards.ShardInfo] = []
+        self.in_flight: collections.deque[_ShardJob] = collections.deque()
         self.next_game_id = 0
+        self.flushed = 0               # shards handed out by this run (written or in flight)
 
     def add(self, game: ConvertedGame) -> None:
         """Give the game the next id; write its split's shard once it is full."""
@@ -222,41 +252,63 @@ class DatasetWriter:
             if self.buffers[split]:
                 with self.critical():
                     self._flush(split)
+        self.drain()
         return sorted(self.written, key=lambda s: (shards.SPLITS.index(s.split), s.path))
+
+    def drain(self) -> None:
+        """Wait for every shard in flight and record it."""
+        with self.critical():
+            self._record(wait_all=True)
 
     def _flush(self, split: str) -> None:
         games, self.buffers[split], self.buffered[split] = self.buffers[split], [], 0
         index = self.report.shards.get(split, 0)
         name = f"{split}-{index:05d}.h5"
-        rng = (np.random.default_rng([self.settings.seed, shards.SPLITS.index(split), index])
-               if self.settings.row_order == "shuffled" else None)
-        positions, table = _shard_arrays(games, rng)
-        content = _content_digest(positions, table)
+        seed = [self.settings.seed, shards.SPLITS.index(split), index] if self.settings.row_order == "shuffled" else None
         start = time.perf_counter()
-        if self.state.matches(self.out, name, content):
-            digest = self.state.shards[name]["sha256"]
-            self.report.shards_reused += 1
-        else:
-            digest = shards.write_shard(self.out / name, split, positions, table)
-            self.state.shards[name] = {"sha256": digest, "content": content}
-            self.state.save()
+        positions, table = _shard_arrays(games, seed)
+        reused = False
+        if name in self.state.shards:       # a rerun without a usable checkpoint: the same shard again?
+            content = _content_digest(positions, table)
+            reused = self.state.matches(self.out, name, content)
+        job = (Done((self.state.shards[name]["sha256"], content)) if reused
+               else self.pool.submit(write_and_digest, self.out / name, split, positions, table))
         self.report.timings["write_s"] += time.perf_counter() - start
-        info = shards.shard_info(self.out / name, split, len(positions[shards.KEY_WIN]), len(games), digest,
-                                 table["game_id"])
-        self.written.append(info)
+        rows = sum(len(g.positions) for _, g in games)
+        self.in_flight.append(_ShardJob(name, split, rows, len(games), [i for i, _ in games], job, reused))
+        self.flushed += 1
         self.report.shards[split] = index + 1
-        self.report.positions[split] = self.report.positions.get(split, 0) + info.positions
-        evals = positions.get(shards.KEY_EVAL)
-        evaluated = 0 if evals is None else int(np.count_nonzero(evals != EVAL_NONE))
+        self.report.positions[split] = self.report.positions.get(split, 0) + rows
+        evaluated = sum(int(np.count_nonzero(g.positions.eval != EVAL_NONE)) for _, g in games)
         self.report.positions_with_eval[split] = self.report.positions_with_eval.get(split, 0) + evaluated
-        self.report.games[split] = self.report.games.get(split, 0) + info.games
-        if self.on_shard is not None:
-            self.on_shard(info)
+        self.report.games[split] = self.report.games.get(split, 0) + len(games)
+        self._record(wait_all=False)
+
+    def _record(self, wait_all: bool) -> None:
+        """Record the shards whose writes completed, oldest first (all of them with `wait_all`, and
+        the oldest while more than pool.count are in flight)."""
+        while self.in_flight and (wait_all or self.in_flight[0].job.ready()
+                                  or len(self.in_flight) > max(1, self.pool.count)):
+            shard = self.in_flight[0]
+            start = time.perf_counter()
+            digest, content = self.pool.wait(shard.name, shard.job)
+            self.report.timings["write_s"] += time.perf_counter() - start
+            self.in_flight.popleft()
+            if shard.reused:
+                self.report.shards_reused += 1
+            else:
+                self.state.shards[shard.name] = {"sha256": digest, "content": content}
+                self.state.save()
+            info = shards.shard_info(self.out / shard.name, shard.split, shard.positions, shard.games, digest,
+                                     shard.game_ids)
+            self.written.append(info)
+            if self.on_shard is not None:
+                self.on_shard(info)
 
 
-def _shard_arrays(games: list[tuple[int, ConvertedGame]], rng: np.random.Generator | None
+def _shard_arrays(games: list[tuple[int, ConvertedGame]], seed: list[int] | None
                   ) -> tuple[dict[str, np.ndarray], dict[str, list]]:
-    """Position arrays (in game order, or rows shuffled by `rng`) and the games table of one shard.
+    """Position arrays (in game order, or rows shuffled by default_rng(seed)) and the games table of one shard.
     `eval` is among the arrays only when some position has an evaluation (the shard then stores it;
     without, the arrays, their content digest and the shard are what they were before evaluations)."""
     fields = ("board", "hands", "turn", "ply", "move", "win")
@@ -265,8 +317,8 @@ def _shard_arrays(games: list[tuple[int, ConvertedGame]], rng: np.random.Generat
     positions = {key: np.concatenate([getattr(g.positions, key) for _, g in games]) for key in fields}
     positions[shards.KEY_GAME] = np.concatenate(
         [np.full(len(g.positions), game_id, np.int32) for game_id, g in games])
-    if rng is not None:
-        order = rng.permutation(len(positions[shards.KEY_GAME]))
+    if seed is not None:
+        order = np.random.default_rng(seed).permutation(len(positions[shards.KEY_GAME]))
         positions = {key: value[order] for key, value in positions.items()}
     columns = [c for c in shards.GAME_SCHEMA if c != "game_id"]
     table: dict[str, list] = {"game_id": [game_id for game_id, _ in games]}
