@@ -27,7 +27,7 @@ from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
-from shogi_dnn.rules.native import new_csa_position
+from shogi_dnn.rules.native import NativeGame, new_csa_position
 
 # CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
 CSA_PIECES = ("FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY")
@@ -544,11 +544,13 @@ def _build_record(game: _Game, path: str) -> GameRecord:
         raise KifuError(path, game.start_line, f"bad start position: {exc}") from exc
     moves = _replay(game, position, path)
     winner, ending = _result(game, position, path)
+    codes = position.move_codes() if isinstance(position, NativeGame) else b""
     return GameRecord(
         start_sfen=start_sfen, moves=tuple(moves), winner=winner, ending=ending,
         source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
         black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
-        event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)))
+        event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)),
+        move_codes=codes if len(codes) == 8 * len(moves) else b"")
 
 
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:

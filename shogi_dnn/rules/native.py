@@ -77,6 +77,12 @@ class NativeGame:
         self._board = np.frombuffer(board, np.uint8).copy()          # [81] codes, Black's view
         self._hands = np.frombuffer(hands, np.uint8).copy()          # [14] Black's P..R, White's P..R
         self._turn = turn
+        self._codes: list[np.ndarray] = []      # every move's absolute code, while all went through C
+        self._all_native = True
+
+    def move_codes(self) -> bytes:
+        """The moves played so far as int64 absolute codes (bytes); b"" once a move took the reference path."""
+        return np.concatenate(self._codes).tobytes() if self._all_native and self._codes else b""
 
     def push_csa_moves(self, tokens: Sequence[str]) -> list[str]:
         """Play CSA move tokens (`+7776FU`) in order while the C checker accepts them; their USI."""
@@ -88,12 +94,14 @@ class NativeGame:
             return []
         played = _play_csa(self._board, self._hands, self._turn, text, codes)
         self._turn ^= played & 1
+        self._codes.append(codes[:played])
         return _usi_table()[codes[:played]].tolist()
 
     def push_usi(self, usi: str) -> None:
         """One move through the reference backend (its legality check and error words)."""
         position = new_position(self.sfen())
         position.push_usi(usi)                       # IllegalMoveError: the caller reports it
+        self._all_native = False
         black, white = position.hand_counts()
         self._board = np.asarray(position.piece_codes(), np.uint8)
         self._hands = np.asarray(black + white, np.uint8)

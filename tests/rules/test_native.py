@@ -135,3 +135,28 @@ def test_records_read_the_same_with_and_without_it(monkeypatch: pytest.MonkeyPat
         without = [str(r) if isinstance(r, KifuError) else r for r in read_record_bytes(data, str(path))]
         monkeypatch.delenv(native.NATIVE_ENV)
         assert with_native == without, path
+
+
+def test_records_carry_the_move_codes_the_encoder_would_compute() -> None:
+    """The checker's move codes travel with the record (GameRecord.move_codes) and encode the same
+    positions as the moves' USI do; a record whose moves took the reference path carries none."""
+    import dataclasses
+
+    from shogi_dnn.features import absolute_move_code, encode_game
+
+    records = [r for path in sorted((DATA / "csa").rglob("*.csa"))
+               for r in read_record_bytes(path.read_bytes(), str(path))
+               if not isinstance(r, KifuError) and r.has_result]
+    carrying = [r for r in records if r.move_codes]
+    assert len(carrying) >= 5
+    for record in carrying:
+        assert np.frombuffer(record.move_codes, np.int64).tolist() == [absolute_move_code(m) for m in record.moves]
+        with_codes, without = encode_game(record), encode_game(dataclasses.replace(record, move_codes=b""))
+        for field in dataclasses.fields(with_codes):
+            assert np.array_equal(getattr(with_codes, field.name), getattr(without, field.name)), field.name
+    game = native.NativeGame("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1")
+    game.push_csa_moves(["+7776FU", "-3334FU"])
+    assert np.frombuffer(game.move_codes(), np.int64).tolist() == [absolute_move_code("7g7f"),
+                                                                   absolute_move_code("3c3d")]
+    game.push_usi("8h2b+")                         # a move through the reference: no codes any more
+    assert game.move_codes() == b""
