@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shogi-dnn bench convert", description=__doc__.split("\n\n")[1])
     parser.add_argument("corpus", nargs="*", metavar="CORPUS",
                         help=f"record files/folders/archives (default: {DEFAULT_CORPUS})")
-    parser.add_argument("--workers", default=",".join(sorted({"1", str(cores)}, key=int)),
-                        help=f"comma-separated worker counts (default 1,{cores}: one and all cores)")
+    parser.add_argument("--workers", default=",".join(sorted({"1", str(cores)}, key=int)) + ",auto",
+                        help=f"comma-separated worker counts, `auto` for convert's default plan "
+                             f"(default 1,{cores},auto)")
     parser.add_argument("--backends", default=",".join(available_backends()),
                         help="comma-separated rules backends (default: every installed one)")
     parser.add_argument("--shard-size", type=int, default=100_000, help="positions per shard")
@@ -65,18 +66,19 @@ def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int)
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as out:
         start = time.perf_counter()
         report = run_convert(corpus, Path(out) / "data", ConvertSettings(shard_size=shard_size),
-                             workers=workers, backend=backend)
+                             workers=workers or None, backend=backend)
         wall = time.perf_counter() - start
     cpu = _cpu_seconds() - cpu_before + report.timings.get("worker_cpu_s", 0.0)
     positions = sum(report.positions.values())
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024       # Linux: KiB
     # RUSAGE_CHILDREN would also count helper processes (h5py's import spawns one of ~40 MiB), so
     # each worker reports its own peak with its results.
-    child_rss = report.peak_rss_worker_mib if workers > 1 else 0.0
-    return {"backend": backend, "workers": workers, "files": report.files_read, "games": report.converted,
+    child_rss = report.peak_rss_worker_mib if report.worker_plan != "in-process" else 0.0
+    return {"backend": backend, "workers": workers or "auto", "plan": report.worker_plan,
+            "files": report.files_read, "games": report.converted,
             "positions": positions, "seconds": round(wall, 3),
             "positions_per_s": round(positions / wall, 1),
-            "positions_per_s_per_worker": round(positions / wall / workers, 1),
+            "positions_per_s_per_worker": round(positions / wall / report.workers, 1),
             "cpu_s": round(cpu, 4), "positions_per_cpu_s": round(positions / cpu, 1) if cpu else 0.0,
             "parse_s": round(report.timings.get("parse_s", 0.0), 3),
             "encode_s": round(report.timings.get("encode_s", 0.0), 3),
@@ -102,13 +104,14 @@ def _cpu_seconds() -> float:
 
 
 def _run_child(corpus: list[str], backend: str, workers: int, shard_size: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "shogi_dnn.bench.convert", "--one", "--workers", str(workers),
+    cmd = [sys.executable, "-m", "shogi_dnn.bench.convert", "--one", "--workers", str(workers or "auto"),
            "--backends", backend, "--shard-size", str(shard_size), *corpus]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         tail = re.sub(r"^[\w.]*(Error|Exception): ", "", tail)        # never an internal class name
-        raise ConfigError(f"bench convert ({backend}, {plural(workers, 'worker')}) failed: {tail}")
+        raise ConfigError(f"bench convert ({backend}, {plural(workers, 'worker') if workers else 'auto'}) "
+                          f"failed: {tail}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -120,8 +123,9 @@ def format_table(results: list[dict[str, Any]]) -> str:
             f"{r['positions_per_s']:>10,.0f}{r['positions_per_s_per_worker']:>13,.0f}"
             f"{r['positions_per_cpu_s']:>10,.0f}{r['parse_s']:>9.2f}"
             f"{r['encode_s']:>9.2f}{r['write_s']:>8.2f}"
-            f"{r['peak_rss_parent_mib']:>15.0f} / {r['peak_rss_worker_mib']:<6.0f}" for r in results]
-    return "\n".join([head, *rows])
+            f"{r['peak_rss_parent_mib']:>15.0f} / {r['peak_rss_worker_mib']:<6.0f}  {r.get('plan', '')}"
+            for r in results]
+    return "\n".join([head + "  plan", *rows])
 
 
 # The peer's last line; its own rate is used (its seconds are printed to 0.01 s: 2% of a 0.4 s run).
@@ -214,15 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     missing = [c for c in corpus if not Path(c).exists()]
     if missing:
         raise ConfigError(f"{missing[0]}: no such file or folder (CORPUS defaults to the bundled {DEFAULT_CORPUS.name})")
-    try:
-        workers = [int(w) for w in args.workers.split(",") if w.strip()]
+    try:      # 0: `auto`, convert's own choice (convert.worker.plan_workers)
+        workers = [0 if w.strip() == "auto" else int(w) for w in args.workers.split(",") if w.strip()]
     except ValueError as exc:
-        raise ConfigError(f"--workers {args.workers!r}: expected comma-separated integers") from exc
+        raise ConfigError(f"--workers {args.workers!r}: expected comma-separated integers or auto") from exc
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = [b for b in backends if b not in available_backends()]
-    if unknown or not backends or not workers or min(workers) < 1:
+    if unknown or not backends or not workers or min(workers) < 0 or "0" in args.workers.split(","):
         raise ConfigError(f"--backends {args.backends!r} / --workers {args.workers!r}: installed backends "
-                          f"are {', '.join(available_backends())}; workers must be >= 1")
+                          f"are {', '.join(available_backends())}; workers must be >= 1 or auto")
     if args.one:
         print(json.dumps(measure_once(corpus, backends[0], workers[0], args.shard_size)))
         return 0

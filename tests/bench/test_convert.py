@@ -18,11 +18,14 @@ def test_bench_convert_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> No
     games = write_corpus(tmp_path / "corpus", seed=9, files=2, per_file=4)
     out = tmp_path / "bench.json"
     backends = ",".join(available_backends())
-    code = cli.main(["bench", "convert", str(tmp_path / "corpus"), "--workers", "1,2", "--backends", backends,
+    code = cli.main(["bench", "convert", str(tmp_path / "corpus"), "--workers", "1,2,auto", "--backends", backends,
                      "--json", str(out)])
     assert code == 0
     results = json.loads(out.read_text())["results"]
-    assert [(r["backend"], r["workers"]) for r in results] == [(b, w) for b in available_backends() for w in (1, 2)]
+    assert [(r["backend"], r["workers"]) for r in results] == [(b, w) for b in available_backends()
+                                                               for w in (1, 2, "auto")]
+    assert [r["plan"] for r in results[:3]] == ["in-process", "2 workers", "in-process"]   # a small corpus
+    results = [r for r in results if r["workers"] != "auto"]
     positions = sum(len(g.moves) + 1 for g in games)
     for r in results:
         assert r["positions"] == positions and r["games"] == len(games) and r["files"] == 2
