@@ -148,35 +148,47 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
     return PyLong_FromLong(result);
 }
 
+/* One bit per nonzero byte of the 8 bytes at p (bit i for byte i). */
+static inline uint64_t nonzero_bits8(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
+    uint64_t high = (((w & low7) + low7) | w) & ~low7;      /* 0x80 in each nonzero byte */
+    return ((high >> 7) * 0x0102040810204080ULL) >> 56;       /* gathered: little-endian byte order */
+}
+
 static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *pieces, uint8_t *promoted, Py_ssize_t n) {
     for (Py_ssize_t r = 0; r < n; r++) {
         const uint8_t *row = board + r * NUM_SQUARES, *hand = hands + r * 2 * HAND_KINDS;
-        uint8_t out[128];         /* slots 0..39; up to 119 on an overfull row (refused below); 127: empty squares */
-        int placed[9] = {0}, next[9];
-        uint64_t flags = 0;
-        for (int kind = 0; kind < 9; kind++)
-            next[kind] = kind ? KIND_FIRST_SLOT[kind] : 127;
-        for (int s = 0; s < NUM_SQUARES; s++) {                    /* branch-free: empty squares too */
-            uint8_t code = row[s];
-            int kind = CODE_KIND[code], slot = next[kind];
-            out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
-            flags |= (uint64_t)CODE_PROMOTED[code] << slot;
-            next[kind] = slot + (kind != 0);
-            placed[kind]++;
+        uint8_t out[128];         /* slots 0..39; up to 119 on an overfull row (refused below) */
+        int next[9];
+        uint64_t flags = 0, occupied[2] = {0, 0};
+        for (int kind = 1; kind < 9; kind++)
+            next[kind] = KIND_FIRST_SLOT[kind];
+        for (int w = 0; w < 10; w++)                              /* squares 0..79, then 80 */
+            occupied[w >> 3] |= nonzero_bits8(row + 8 * w) << (8 * (w & 7));
+        occupied[1] |= (uint64_t)(row[80] != 0) << 16;
+        for (int half = 0; half < 2; half++) {                     /* the pieces, in square order */
+            uint64_t bits = occupied[half];
+            while (bits) {
+                int s = 64 * half + __builtin_ctzll(bits);
+                bits &= bits - 1;
+                uint8_t code = row[s];
+                int kind = CODE_KIND[code];
+                if (!kind)                                         /* an invalid code is refused */
+                    return r;
+                int slot = next[kind]++;
+                out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
+                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+            }
         }
-        for (int kind = 1; kind <= 8; kind++) {
-            placed[kind] = next[kind] - KIND_FIRST_SLOT[kind];
-            if (placed[kind] > KIND_SLOTS[kind])
-                return r;
-        }
-        for (int s = 0; s < NUM_SQUARES; s++)                      /* an invalid code is refused */
-            if (row[s] > 2 * NUM_TYPES)
-                return r;
         for (int kind = 1; kind <= 8; kind++) {
             int slot = next[kind], end = KIND_FIRST_SLOT[kind] + KIND_SLOTS[kind];
+            if (slot > end)
+                return r;
             if (kind <= HAND_KINDS) {
                 int own = hand[kind - 1], other = hand[HAND_KINDS + kind - 1];
-                if (placed[kind] + own + other > KIND_SLOTS[kind])
+                if (slot + own + other > end)
                     return r;
                 for (int i = 0; i < own; i++)
                     out[slot++] = SLOT_IN_HAND;
@@ -187,7 +199,6 @@ static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *piec
                 out[slot++] = SLOT_ABSENT;
         }
         memcpy(pieces + r * SLOTS, out, SLOTS);
-        flags &= ((uint64_t)1 << SLOTS) - 1;
         for (int b = 0; b < PROMOTED_BYTES; b++)
             promoted[r * PROMOTED_BYTES + b] = (uint8_t)(flags >> (8 * b));
     }
