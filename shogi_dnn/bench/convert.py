@@ -80,9 +80,9 @@ def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int)
             "positions_per_s": round(positions / wall, 1),
             "positions_per_s_per_worker": round(positions / wall / report.workers, 1),
             "cpu_s": round(cpu, 4), "positions_per_cpu_s": round(positions / cpu, 1) if cpu else 0.0,
-            "parse_s": round(report.timings.get("parse_s", 0.0), 3),
-            "encode_s": round(report.timings.get("encode_s", 0.0), 3),
-            "write_s": round(report.timings.get("write_s", 0.0), 3),
+            "parse_s": round(report.timings.get("parse_s", 0.0), 4),
+            "encode_s": round(report.timings.get("encode_s", 0.0), 4),
+            "write_s": round(report.timings.get("write_s", 0.0), 4),
             "peak_rss_parent_mib": round(self_rss, 1), "peak_rss_worker_mib": round(child_rss, 1)}
 
 

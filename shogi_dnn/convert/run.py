@@ -57,6 +57,7 @@ from shogi_dnn.convert.worker import (
     ARCHIVE_EXPANSION,
     SourcePiece,
     Workers,
+    describe_workers,
     iter_results,
     plan_workers,
     process_file,
@@ -175,9 +176,10 @@ class _Interrupts:
             signal.signal(signum, handler)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.depth:
-            self.pending = signum
-        else:
+        # Remembered either way: an exception raised while a finalizer runs (multiprocessing's, say) is
+        # printed and dropped by Python; the next critical section's end raises it again then.
+        self.pending = signum
+        if not self.depth:
             raise KeyboardInterrupt(f"signal {signum}")
 
     @contextlib.contextmanager
@@ -209,9 +211,9 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     """
     out, settings = Path(out), settings or ConvertSettings()
     _check_inputs(inputs)
-    plan = plan_workers(workers, len(os.sched_getaffinity(0)), _input_bytes(inputs))
-    report = ConvertReport(backend=resolve_backend(backend), workers=max(plan.count, 1),
-                          worker_plan=plan.describe())
+    count = plan_workers(workers, len(os.sched_getaffinity(0)), _input_bytes(inputs))
+    report = ConvertReport(backend=resolve_backend(backend), workers=max(count, 1),
+                           worker_plan=describe_workers(count))
     state = prepare_output(out, fingerprint(inputs, settings), overwrite)
     previous = _already_complete(out, state)
     if previous is not None:
@@ -219,7 +221,7 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
         return ConvertReport.from_dict(previous)
     started = time.perf_counter()
     state.complete = False
-    with _Interrupts() as interrupts, Workers(plan) as pool:
+    with _Interrupts() as interrupts, Workers(count) as pool:
         writer = DatasetWriter(out, settings, state, report, on_shard, interrupts.critical, pool)
         written = _convert_all(inputs, settings, writer, progress, interrupts.critical)
         report.timings["total_s"] = time.perf_counter() - started

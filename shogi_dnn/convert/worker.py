@@ -200,41 +200,29 @@ POOL_MIN_BYTES = 8 << 20          # default workers: inputs smaller than this ar
 ARCHIVE_EXPANSION = 10            # an archive's bytes count this many times (records compress 5-20x)
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkerPlan:
-    """How a conversion uses processes: `count` workers (0: none) and where pieces are parsed."""
+def plan_workers(requested: int | None, cores: int, input_bytes: int) -> int:
+    """Worker processes for a conversion (0: in-process): `--workers N` as asked (N <= 1: in-process);
+    by default in-process on 1 or 2 cores or for inputs under POOL_MIN_BYTES (archives counted
+    ARCHIVE_EXPANSION times), else cores - 1 (the parent, which assembles the shards, needs a core).
 
-    count: int
-    parse_here: bool
-
-    def describe(self) -> str:
-        if self.count == 0:
-            return "in-process"
-        if self.parse_here:
-            return f"parsed here, shards written by {'1 worker' if self.count == 1 else f'{self.count} workers'}"
-        return f"{self.count} workers"
-
-
-def plan_workers(requested: int | None, cores: int, input_bytes: int) -> WorkerPlan:
-    """The processes of a conversion: `--workers N` as asked (N <= 1: in-process), else by default:
-
-    - in-process on 1 core, or for inputs under POOL_MIN_BYTES (archives counted ARCHIVE_EXPANSION
-      times): a pool's start (~0.1 s) and pipes do not pay (GNU Shogi corpus, 2.4 MB, 3 shards:
-      0.84 s with a shard-writing worker vs 0.75 s in-process);
-    - on 2 cores, the pieces parsed here and the shards packed, compressed and written by one worker,
-      the two halves of a conversion in parallel (12 MB, 1.26M positions, 13 shards: 1.8-2.0 s vs
-      2.2-2.5 s in-process), where 2 parsing workers and the parent share the 2 cores (2.4-2.5 s);
-    - on 3 or more cores, cores - 1 workers parse and write, the parent only assembles the shards.
-
-    The shards are byte-identical for every plan.
+    Measured on 2 cores (a corpus of 1.26M positions, 12 MB, 8 alternated runs): in-process 2.2-2.9 s
+    (median 2.31); the inputs parsed in-process with one worker writing the shards 1.9-2.5 s (median
+    2.31: no gain once the two share the cores); 2 workers and the parent 2.4-2.5 s. The GNU Shogi
+    corpus (2.4 MB): 2 workers 1.04-1.13 s against 0.68-0.85 s in-process (start-up and pipes).
+    With a pool the parent only concatenates each shard's rows and hands them to a worker (packing,
+    compression and digests are the workers'): 0.7 CPU-s of the 2.5 of a 1.26M-position run, so
+    cores - 1 workers on more cores (not measured here: this machine has 2).
     """
     if requested is not None:
-        return WorkerPlan(requested, False) if requested > 1 else WorkerPlan(0, False)
-    if cores <= 1 or input_bytes < POOL_MIN_BYTES:
-        return WorkerPlan(0, False)
-    if cores == 2:
-        return WorkerPlan(1, True)
-    return WorkerPlan(cores - 1, False)
+        return requested if requested > 1 else 0
+    if cores <= 2 or input_bytes < POOL_MIN_BYTES:
+        return 0
+    return cores - 1
+
+
+def describe_workers(count: int) -> str:
+    """The report's and the summary's words for a plan_workers count."""
+    return "in-process" if count == 0 else f"{count} worker{'s' if count > 1 else ''}"
 
 
 class Workers:
@@ -245,8 +233,9 @@ class Workers:
     `wait` returns its value. Leaving the `with` block ends the pool at once (an interrupt included).
     """
 
-    def __init__(self, plan: WorkerPlan) -> None:
-        self.count, self.parse_here, self.pool, self.pids = plan.count, plan.parse_here, None, frozenset()
+    def __init__(self, count: int) -> None:
+        """`count` worker processes (0: none, all work in this process)."""
+        self.count, self.pool, self.pids = count, None, frozenset()
 
     def __enter__(self) -> Workers:  # noqa: PYI034 - Python 3.10 has no typing.Self
         if self.count > 0:
@@ -289,11 +278,10 @@ class Workers:
                 backend: str) -> Iterator[FileResult]:
         """FileResults in input order; with a pool, at most 4 x count pieces in flight."""
         window: collections.deque = collections.deque()
-        limit = 4 * self.count if self.pool is not None and not self.parse_here else 1
+        limit = 4 * self.count if self.pool is not None else 1
         for item in items:
-            if isinstance(item, KifuError) or self.parse_here:   # (a KifuError pickles badly)
-                window.append((getattr(item, "name", getattr(item, "path", "")),
-                               Done(process_file(item, settings, backend))))
+            if isinstance(item, KifuError):     # nothing to do in a worker (and exceptions pickle badly)
+                window.append((item.path, Done(process_file(item, settings, backend))))
             else:
                 window.append((item.name, self.submit(process_file, item, settings, backend)))
             if len(window) >= limit:

@@ -25,7 +25,7 @@ import numpy as np
 
 from shogi_dnn import shards
 from shogi_dnn.convert.filters import ConvertSettings
-from shogi_dnn.convert.worker import ConvertedGame, Done, FileResult, WorkerPlan, Workers
+from shogi_dnn.convert.worker import ConvertedGame, Done, FileResult, Workers
 from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.kifu import RECORD_SUFFIXES
@@ -55,7 +55,7 @@ class ConvertReport:
     timings: dict[str, float] = dataclasses.field(default_factory=lambda: collections.defaultdict(float))
     backend: str = ""
     workers: int = 1                     # worker processes (0: in-process)
-    worker_plan: str = ""                # how they were used (worker.WorkerPlan.describe)
+    worker_plan: str = ""                # in words (worker.describe_workers)
     peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
     worker_cpu: dict[int, float] = dataclasses.field(default_factory=dict, repr=False)   # pid -> CPU s
     resumed: dict[str, int] = dataclasses.field(default_factory=dict)    # pieces, games, positions restored
@@ -213,7 +213,7 @@ class DatasetWriter:
         """`critical()` wraps each shard write (the caller defers interrupts out of it); `pool` writes
         the shards (None: here, at once)."""
         self.out, self.settings, self.state, self.report, self.on_shard = out, settings, state, report, on_shard
-        self.critical, self.pool = critical, pool or Workers(WorkerPlan(0, False))
+        self.critical, self.pool = critical, pool or Workers(0)
         self.buffers: dict[str, list[tuple[int, ConvertedGame]]] = {s: [] for s in shards.SPLITS}
         self.buffered: dict[str, int] = {s: 0 for s in shards.SPLITS}
         self.written: list[shards.ShardInfo] = []

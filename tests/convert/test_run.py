@@ -466,3 +466,21 @@ def test_sigterm_during_a_shard_write_is_raised_after_it() -> None:
             for _ in range(1000):
                 pass
     assert signal.getsignal(signal.SIGTERM) is before                # handlers restored
+
+
+def test_an_interrupt_dropped_in_a_finalizer_is_raised_at_the_next_critical_section() -> None:
+    """Python prints and drops an exception raised in a finalizer (multiprocessing runs some while a
+    pool works): the signal is remembered and raised when the next critical section ends."""
+    import os
+    import signal
+
+    class SignalledWhileFinalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):        # the handler runs here, inside the finalizer
+                pass
+
+    with convert._Interrupts() as interrupts:
+        SignalledWhileFinalized()        # collected at once: its KeyboardInterrupt is dropped
+        with pytest.raises(KeyboardInterrupt, match="signal 15"), interrupts.critical():
+            pass
