@@ -268,10 +268,12 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
     numpy calls, not one per column and position)."""
     start_board, start_hands, first_turn, start_ply = _start_arrays(record.start_sfen)
     count = len(record.moves) + 1
-    try:
-        moves = np.fromiter(map(_absolute_move_codes().__getitem__, record.moves), np.int64, count - 1)
-    except KeyError as exc:
-        raise ValueError(f"{record.source}: malformed move {exc.args[0]!r}") from None
+    moves = record.move_codes          # the CSA reader's compiled checker gives them (kifu.record)
+    if moves is None or len(moves) != count - 1:
+        try:
+            moves = np.fromiter(map(_absolute_move_codes().__getitem__, record.moves), np.int64, count - 1)
+        except KeyError as exc:
+            raise ValueError(f"{record.source}: malformed move {exc.args[0]!r}") from None
     board = np.empty((count, NUM_SQUARES), np.uint8)
     hands = np.empty((count, HAND_SIZE), np.uint8)
     move = np.empty(count, np.uint16)

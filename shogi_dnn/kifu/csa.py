@@ -544,11 +544,14 @@ def _build_record(game: _Game, path: str) -> GameRecord:
         raise KifuError(path, game.start_line, f"bad start position: {exc}") from exc
     moves = _replay(game, position, path)
     winner, ending = _result(game, position, path)
+    codes = getattr(position, "move_codes", None)            # rules.native: the moves' codes at hand
+    codes = codes() if codes is not None else None
     return GameRecord(
         start_sfen=start_sfen, moves=tuple(moves), winner=winner, ending=ending,
         source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
         black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
-        event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)))
+        event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)),
+        move_codes=codes if codes is not None and len(codes) == len(moves) else None)
 
 
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:

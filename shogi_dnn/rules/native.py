@@ -44,6 +44,16 @@ def _square_usi(index: int) -> str:
     return f"{9 - index % 9}{chr(ord('a') + index // 9)}"
 
 
+def _usi_code(usi: str) -> int:
+    """The absolute code of a well-formed USI move (the inverse of _usi_table)."""
+    destination = (ord(usi[3]) - ord("a")) * 9 + 9 - int(usi[2])
+    if usi[1] == "*":
+        origin = NUM_SQUARES + _DROP_LETTERS.index(usi[0])
+    else:
+        origin = (ord(usi[1]) - ord("a")) * 9 + 9 - int(usi[0])
+    return (origin * NUM_SQUARES + destination) * 2 + usi.endswith("+")
+
+
 @functools.lru_cache(maxsize=1)
 def _usi_table() -> np.ndarray:
     """USI of every absolute move code ((origin * 81 + destination) * 2 + promote; origin 81 + i a
@@ -77,6 +87,7 @@ class NativeGame:
         self._board = np.frombuffer(board, np.uint8).copy()          # [81] codes, Black's view
         self._hands = np.frombuffer(hands, np.uint8).copy()          # [14] Black's P..R, White's P..R
         self._turn = turn
+        self._codes: list[np.ndarray] = []                            # of the moves played, in order
 
     def push_csa_moves(self, tokens: Sequence[str]) -> list[str]:
         """Play CSA move tokens (`+7776FU`) in order while the C checker accepts them; their USI."""
@@ -88,6 +99,7 @@ class NativeGame:
             return []
         played = _play_csa(self._board, self._hands, self._turn, text, codes)
         self._turn ^= played & 1
+        self._codes.append(codes[:played])
         return _usi_table()[codes[:played]].tolist()
 
     def push_usi(self, usi: str) -> None:
@@ -98,6 +110,13 @@ class NativeGame:
         self._board = np.asarray(position.piece_codes(), np.uint8)
         self._hands = np.asarray(black + white, np.uint8)
         self._turn = position.turn
+        self._codes.append(np.array([_usi_code(usi)], np.int64))
+
+    def move_codes(self) -> np.ndarray:
+        """[moves played] int64: the absolute code of every move played so far (features.absolute_move_code)."""
+        if len(self._codes) == 1:
+            return self._codes[0]
+        return np.concatenate(self._codes) if self._codes else np.empty(0, np.int64)
 
     @property
     def turn(self) -> int:
