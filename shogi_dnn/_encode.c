@@ -148,35 +148,75 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
     return PyLong_FromLong(result);
 }
 
+/* The squares of one kind of piece (codes mapped by CODE_KIND into `kinds`, 96 bytes, 81.. zero) as a
+ * bit mask: bits 0..63 in *lo, squares 64..80 in the return value. */
+#ifdef __SSE2__
+#include <emmintrin.h>
+static inline uint32_t kind_mask(const uint8_t *kinds, int kind, uint64_t *lo) {
+    __m128i k = _mm_set1_epi8((char)kind);
+    uint64_t m = 0;
+    for (int b = 0; b < 4; b++)
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 16 * b)), k)) << (16 * b);
+    *lo = m;
+    return (uint32_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 64)), k))
+           | (uint32_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 80)), k)) << 16;
+}
+#else
+static inline uint32_t kind_mask(const uint8_t *kinds, int kind, uint64_t *lo) {
+    uint64_t m = 0;
+    uint32_t h = 0;
+    for (int s = 0; s < 64; s++)
+        m |= (uint64_t)(kinds[s] == kind) << s;
+    for (int s = 64; s < NUM_SQUARES; s++)
+        h |= (uint32_t)(kinds[s] == kind) << (s - 64);
+    *lo = m;
+    return h;
+}
+#endif
+
+/* Each kind's board pieces go to its slots in square order (walking the bits of its square mask),
+ * then its pieces in the own hand, in the opponent's hand, and absent pieces. */
 static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *pieces, uint8_t *promoted, Py_ssize_t n) {
+    uint8_t kinds[96] = {0};
     for (Py_ssize_t r = 0; r < n; r++) {
         const uint8_t *row = board + r * NUM_SQUARES, *hand = hands + r * 2 * HAND_KINDS;
-        uint8_t out[128];         /* slots 0..39; up to 119 on an overfull row (refused below); 127: empty squares */
-        int placed[9] = {0}, next[9];
+        uint8_t out[SLOTS];
         uint64_t flags = 0;
-        for (int kind = 0; kind < 9; kind++)
-            next[kind] = kind ? KIND_FIRST_SLOT[kind] : 127;
-        for (int s = 0; s < NUM_SQUARES; s++) {                    /* branch-free: empty squares too */
+        unsigned bad = 0;
+        for (int s = 0; s < NUM_SQUARES; s++) {
             uint8_t code = row[s];
-            int kind = CODE_KIND[code], slot = next[kind];
-            out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
-            flags |= (uint64_t)CODE_PROMOTED[code] << slot;
-            next[kind] = slot + (kind != 0);
-            placed[kind]++;
+            kinds[s] = CODE_KIND[code];
+            bad |= code > 2 * NUM_TYPES;                              /* an invalid code is refused */
         }
+        if (bad)
+            return r;
         for (int kind = 1; kind <= 8; kind++) {
-            placed[kind] = next[kind] - KIND_FIRST_SLOT[kind];
-            if (placed[kind] > KIND_SLOTS[kind])
-                return r;
-        }
-        for (int s = 0; s < NUM_SQUARES; s++)                      /* an invalid code is refused */
-            if (row[s] > 2 * NUM_TYPES)
-                return r;
-        for (int kind = 1; kind <= 8; kind++) {
-            int slot = next[kind], end = KIND_FIRST_SLOT[kind] + KIND_SLOTS[kind];
+            int slot = KIND_FIRST_SLOT[kind], end = slot + KIND_SLOTS[kind];
+            uint64_t lo;
+            uint32_t hi = kind_mask(kinds, kind, &lo);
+            while (lo) {
+                int s = __builtin_ctzll(lo);
+                lo &= lo - 1;
+                if (slot == end)
+                    return r;
+                uint8_t code = row[s];
+                out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
+                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+                slot++;
+            }
+            while (hi) {
+                int s = 64 + __builtin_ctz(hi);
+                hi &= hi - 1;
+                if (slot == end)
+                    return r;
+                uint8_t code = row[s];
+                out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
+                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+                slot++;
+            }
             if (kind <= HAND_KINDS) {
                 int own = hand[kind - 1], other = hand[HAND_KINDS + kind - 1];
-                if (placed[kind] + own + other > KIND_SLOTS[kind])
+                if (own + other > end - slot)
                     return r;
                 for (int i = 0; i < own; i++)
                     out[slot++] = SLOT_IN_HAND;
@@ -187,7 +227,6 @@ static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *piec
                 out[slot++] = SLOT_ABSENT;
         }
         memcpy(pieces + r * SLOTS, out, SLOTS);
-        flags &= ((uint64_t)1 << SLOTS) - 1;
         for (int b = 0; b < PROMOTED_BYTES; b++)
             promoted[r * PROMOTED_BYTES + b] = (uint8_t)(flags >> (8 * b));
     }
