@@ -129,6 +129,8 @@ class EncodedGame:
         win:   [P] float32 1 win, 0 loss, 0.5 draw for the side to move.
         eval:  [P] int16 the record's engine evaluation, centipawns from the side to move's view,
                clipped to ±MATE_EVAL; EVAL_NONE where the record gives none (see the module docstring).
+        pieces, promoted: optional, derived: pack_positions(board, hands) ([P, 40] and [P, 5] uint8,
+               what shards store) when the encoder made them (the compiled path), else None.
     """
 
     board: np.ndarray
@@ -138,6 +140,8 @@ class EncodedGame:
     move: np.ndarray
     win: np.ndarray
     eval: np.ndarray
+    pieces: np.ndarray | None = None
+    promoted: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.board.shape[0])
@@ -280,11 +284,16 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
     failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move)
     if failed >= 0:
         raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
+    pieces = np.empty((count, NUM_SLOTS), np.uint8)
+    promoted = np.empty((count, PROMOTED_BYTES), np.uint8)
+    row = fast_encoding.pack_rows(board, hands, pieces, promoted)
+    if row >= 0:                     # the start position was checked (_start_arrays): a bug
+        raise ValueError(f"{record.source}: ply {row}: more pieces than one set")
     if count > _SHARED_LENGTH or not 0 <= start_ply <= _SHARED_LENGTH:
         turn = ((first_turn + np.arange(count)) % 2).astype(np.uint8)
         ply = (start_ply + np.arange(count)).astype(np.int16)
         return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, first_turn, count),
-                           game_evals(record.evals, count))
+                           game_evals(record.evals, count), pieces, promoted)
     if record.winner is Winner.DRAW:
         win = _SHARED_DRAWS[:count]
     else:
@@ -292,7 +301,7 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
         win = _SHARED_WINS[int(winning_colour != first_turn)][:count]
     evals = game_evals(record.evals, count) if record.evals else _SHARED_NO_EVALS[:count]
     return EncodedGame(board, hands, _SHARED_TURNS[first_turn][:count], _SHARED_PLIES[start_ply:start_ply + count],
-                       move, win, evals)
+                       move, win, evals, pieces, promoted)
 
 
 def _shared(array: np.ndarray) -> np.ndarray:
