@@ -27,7 +27,7 @@ from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
-from shogi_dnn.rules.native import new_csa_position
+from shogi_dnn.rules.native import csa_position_factory
 
 # CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
 CSA_PIECES = ("FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY")
@@ -167,6 +167,7 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     """
     game: _Game | None = None
     found = 0
+    new_game_position = csa_position_factory()
     lines = text.split("\n")
     index, offset = 0, 0                  # the line's index and the offset of its first character
     while index < len(lines):
@@ -191,7 +192,7 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
         if game is not None and (line == "/" or _starts_new_game(game, line)):
             if game.has_content or game.error is not None:
                 found += 1
-                yield _finish(game, path)
+                yield _finish(game, path, new_game_position)
             game = None
         if line == "/":
             continue
@@ -204,7 +205,7 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
                 game.error = exc
     if game is not None and (game.has_content or game.error is not None):
         found += 1
-        yield _finish(game, path)
+        yield _finish(game, path, new_game_position)
     if not found:
         yield KifuError(path, 1, "no CSA game in the file (only comments or blank lines)")
 
@@ -214,11 +215,11 @@ def _starts_new_game(game: _Game, line: str) -> bool:
     return (bool(game.moves) or game.ending is not None) and line.startswith(("V1", "V2", "V3", "N+"))
 
 
-def _finish(game: _Game, path: str) -> GameRecord | KifuError:
+def _finish(game: _Game, path: str, new_game_position) -> GameRecord | KifuError:
     if game.error is not None:
         return game.error
     try:
-        return _build_record(game, path)
+        return _build_record(game, path, new_game_position)
     except KifuError as exc:
         return exc
 
@@ -237,7 +238,7 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
         game.moves.append(line)                      # a move on its own line (parse's fast path too)
         game.move_lines.append(number)
         return
-    if head in "+-%T" or WARS_ENDING.match(line):
+    if head in "+-%T" or head in "SGD" and WARS_ENDING.match(line):     # SENTE_/GOTE_WIN_, DRAW_
         # Statements are separated by commas (Shogi Wars: tabs); a `'` starts a trailing comment.
         statements, quote, comment = line.partition("'")
         for token in _TOKEN_SPLIT.split(statements):
@@ -536,10 +537,10 @@ def _to_sfen(board: list[int], hands: list[list[int]], turn: int) -> str:
 
 # --- moves and result ------------------------------------------------------------------------------
 
-def _build_record(game: _Game, path: str) -> GameRecord:
+def _build_record(game: _Game, path: str, new_game_position=None) -> GameRecord:
     start_sfen, handicap = _start_position(game, path)
     try:
-        position = new_csa_position(start_sfen)
+        position = (new_game_position or csa_position_factory())(start_sfen)
     except rules.IllegalMoveError as exc:
         raise KifuError(path, game.start_line, f"bad start position: {exc}") from exc
     moves = _replay(game, position, path)
@@ -624,10 +625,10 @@ def _result(game: _Game, position: rules.Position, path: str) -> tuple[Winner, E
     if game.ending is None:
         return _summary_result(game, path)
     number, token = game.ending
-    wars = WARS_ENDING.match(token)
-    if wars and token not in SPECIAL_MOVES:
-        return _wars_result(wars, number, path)
-    ending, loser = SPECIAL_MOVES[token]
+    special = SPECIAL_MOVES.get(token)
+    if special is None:
+        return _wars_result(WARS_ENDING.match(token), number, path)     # _read_token matched it
+    ending, loser = special
     return special_move_winner(loser, position), ending
 
 
@@ -635,18 +636,19 @@ def special_move_winner(loser: Loser, position: rules.Position) -> Winner:
     """The winner implied by a special move's `Loser` rule in the position where it is recorded."""
     to_move = Winner.BLACK if position.turn == rules.BLACK else Winner.WHITE
     last_mover = Winner.WHITE if to_move is Winner.BLACK else Winner.BLACK
-    if loser == Loser.CHECKING_SIDE:
+    if loser is Loser.CHECKING_SIDE:
         # The repetition ends on a checking move (side to move in check) or on an escape (the side
         # to move is the one that has been checking).
         loser = Loser.LAST_MOVER if in_check(position.piece_codes(), position.turn) else Loser.SIDE_TO_MOVE
-    return {
-        Loser.SIDE_TO_MOVE: last_mover,
-        Loser.LAST_MOVER: to_move,
-        Loser.BLACK: Winner.WHITE,
-        Loser.WHITE: Winner.BLACK,
-        Loser.NOBODY: Winner.DRAW,
-        Loser.UNKNOWN: Winner.UNKNOWN,
-    }[loser]
+    if loser is Loser.SIDE_TO_MOVE:
+        return last_mover
+    if loser is Loser.LAST_MOVER:
+        return to_move
+    return _FIXED_WINNER[loser]
+
+
+_FIXED_WINNER = {Loser.BLACK: Winner.WHITE, Loser.WHITE: Winner.BLACK, Loser.NOBODY: Winner.DRAW,
+                 Loser.UNKNOWN: Winner.UNKNOWN}
 
 
 def _wars_result(match: re.Match[str], number: int, path: str) -> tuple[Winner, Ending]:

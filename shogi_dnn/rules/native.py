@@ -84,8 +84,8 @@ class NativeGame:
 
     def __init__(self, sfen: str) -> None:
         board, hands, turn = _start(sfen)
-        self._board = np.frombuffer(board, np.uint8).copy()          # [81] codes, Black's view
-        self._hands = np.frombuffer(hands, np.uint8).copy()          # [14] Black's P..R, White's P..R
+        self._board = bytearray(board)          # [81] codes, Black's view (play_csa writes them in place)
+        self._hands = bytearray(hands)          # [14] Black's P..R, White's P..R
         self._turn = turn
         self._codes: list[np.ndarray] = []                            # of the moves played, in order
 
@@ -107,8 +107,8 @@ class NativeGame:
         position = new_position(self.sfen())
         position.push_usi(usi)                       # IllegalMoveError: the caller reports it
         black, white = position.hand_counts()
-        self._board = np.asarray(position.piece_codes(), np.uint8)
-        self._hands = np.asarray(black + white, np.uint8)
+        self._board = bytearray(position.piece_codes())
+        self._hands = bytearray(black + white)
         self._turn = position.turn
         self._codes.append(np.array([_usi_code(usi)], np.int64))
 
@@ -123,14 +123,14 @@ class NativeGame:
         return self._turn
 
     def sfen(self) -> str:
-        return format_sfen(self._board.tolist(), self._hands[:HAND_KINDS].tolist(),
-                           self._hands[HAND_KINDS:].tolist(), self._turn)
+        return format_sfen(list(self._board), list(self._hands[:HAND_KINDS]), list(self._hands[HAND_KINDS:]),
+                           self._turn)
 
     def piece_codes(self) -> list[int]:
-        return self._board.tolist()
+        return list(self._board)
 
     def piece_type_at(self, square: int) -> tuple[int, int] | None:
-        code = int(self._board[square])
+        code = self._board[square]
         if code == 0:
             return None
         colour, piece_type = divmod(code - 1, NUM_PIECE_TYPES)
@@ -143,9 +143,12 @@ def new_csa_position(sfen: str):
     Raises:
         IllegalMoveError: an invalid SFEN.
     """
-    if enabled():
-        return NativeGame(sfen)
-    return new_position(sfen)
+    return csa_position_factory()(sfen)
 
 
-__all__ = ["NATIVE_ENV", "NativeGame", "enabled", "new_csa_position"]
+def csa_position_factory():
+    """new_csa_position with enabled() decided once (the reader asks once a file, not once a game)."""
+    return NativeGame if enabled() else new_position
+
+
+__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "new_csa_position"]
