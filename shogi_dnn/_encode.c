@@ -1,6 +1,6 @@
 /* shogi_dnn._encode: compiled kernels of features.py (see shogi_dnn/fast_encoding.py for the contract).
  *
- * replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes) -> int
+ * replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> int
  * pack_rows(board, hands, pieces, promoted) -> int
  *
  * Arguments are C-contiguous buffers (numpy arrays): uint8 boards [.., 81] and hands [.., 14] in the
@@ -50,11 +50,94 @@ static int check_size(Py_buffer *buffer, Py_ssize_t bytes, const char *name) {
     return 1;
 }
 
+/* Board pieces of each kind (1..8) as a list of squares (Black's view) in increasing order, kept up
+ * to date move by move, so that a replayed position is packed (pack() below, same bytes) by reading
+ * the lists instead of sorting the board's pieces again. */
+typedef struct {
+    uint8_t count[9];
+    uint8_t squares[9][18];
+} KindLists;
+
+static inline void list_remove(KindLists *lists, int kind, int square) {
+    uint8_t *sq = lists->squares[kind];
+    int n = lists->count[kind], i = 0;
+    while (i < n && sq[i] != square)
+        i++;
+    for (; i + 1 < n; i++)
+        sq[i] = sq[i + 1];
+    lists->count[kind] = (uint8_t)(n - 1);
+}
+
+static inline int list_insert(KindLists *lists, int kind, int square) {
+    uint8_t *sq = lists->squares[kind];
+    int n = lists->count[kind], i = n;
+    if (n >= KIND_SLOTS[kind])
+        return 0;
+    while (i > 0 && sq[i - 1] > square) {
+        sq[i] = sq[i - 1];
+        i--;
+    }
+    sq[i] = (uint8_t)square;
+    lists->count[kind] = (uint8_t)(n + 1);
+    return 1;
+}
+
+/* The packed row (pieces [40], promoted [5]) of the position `squares` / `held` with `turn` to move,
+ * seen from the side to move (as pack() packs the rows replay writes). */
+static void pack_listed(const KindLists *lists, const uint8_t *squares, const uint8_t *held, int turn,
+                        uint8_t *pieces, uint8_t *promoted) {
+    uint64_t flags = 0;
+    for (int kind = 1; kind <= 8; kind++) {
+        int slot = KIND_FIRST_SLOT[kind], end = slot + KIND_SLOTS[kind], n = lists->count[kind];
+        const uint8_t *sq = lists->squares[kind];
+        if (turn == 0) {
+            for (int i = 0; i < n; i++, slot++) {
+                uint8_t code = squares[sq[i]];
+                pieces[slot] = (uint8_t)(sq[i] | CODE_OPPONENT[code]);
+                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+            }
+        } else {                                  /* rotated view: squares 80 - s, in reverse order */
+            for (int i = n - 1; i >= 0; i--, slot++) {
+                uint8_t code = squares[sq[i]];
+                pieces[slot] = (uint8_t)((NUM_SQUARES - 1 - sq[i]) | (CODE_OPPONENT[code] ^ SLOT_OPPONENT));
+                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+            }
+        }
+        if (kind <= HAND_KINDS) {
+            int own = held[HAND_KINDS * turn + kind - 1], other = held[HAND_KINDS * (1 - turn) + kind - 1];
+            for (int i = 0; i < own; i++)
+                pieces[slot++] = SLOT_IN_HAND;
+            for (int i = 0; i < other; i++)
+                pieces[slot++] = SLOT_IN_HAND | SLOT_OPPONENT;
+        }
+        while (slot < end)
+            pieces[slot++] = SLOT_ABSENT;
+    }
+    for (int b = 0; b < PROMOTED_BYTES; b++)
+        promoted[b] = (uint8_t)(flags >> (8 * b));
+}
+
+/* `pieces` / `promoted` NULL: no packed rows. Returns -1, or the ply of the first move that cannot be
+ * played (or, packing, the start position or a move that leaves more pieces of a kind than one set). */
 static long replay(const uint8_t *start_board, const uint8_t *start_hands, int turn, const int64_t *moves,
-                   Py_ssize_t count, uint8_t *board, uint8_t *hands, uint16_t *move_codes) {
+                   Py_ssize_t count, uint8_t *board, uint8_t *hands, uint16_t *move_codes,
+                   uint8_t *pieces, uint8_t *promoted) {
     uint8_t squares[NUM_SQUARES], held[2 * HAND_KINDS];
+    KindLists lists;
     memcpy(squares, start_board, NUM_SQUARES);
     memcpy(held, start_hands, 2 * HAND_KINDS);
+    if (pieces != NULL) {
+        memset(&lists, 0, sizeof lists);
+        for (int s = 0; s < NUM_SQUARES; s++) {
+            if (squares[s] > 2 * NUM_TYPES)
+                return 0;
+            if (CODE_KIND[squares[s]] && !list_insert(&lists, CODE_KIND[squares[s]], s))
+                return 0;
+        }
+        for (int kind = 1; kind <= HAND_KINDS; kind++)
+            if (lists.count[kind] + held[kind - 1] + held[HAND_KINDS + kind - 1] > KIND_SLOTS[kind])
+                return 0;
+    }
     for (Py_ssize_t ply = 0; ply <= count; ply++) {
         uint8_t *row = board + ply * NUM_SQUARES, *hand = hands + ply * 2 * HAND_KINDS;
         if (turn == 0) {
@@ -66,6 +149,8 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
             memcpy(hand, held + HAND_KINDS, HAND_KINDS);
             memcpy(hand + HAND_KINDS, held, HAND_KINDS);
         }
+        if (pieces != NULL)
+            pack_listed(&lists, squares, held, turn, pieces + ply * SLOTS, promoted + ply * PROMOTED_BYTES);
         if (ply == count) {
             move_codes[ply] = MOVE_NONE;
             break;
@@ -89,23 +174,35 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
                 return (long)ply;
             held[HAND_KINDS * turn + kind]--;
             squares[destination] = (uint8_t)(kind + 1 + offset);
+            if (pieces != NULL && !list_insert(&lists, kind + 1, destination))
+                return (long)ply;
         } else {
             uint8_t piece = squares[origin];
             if (piece == 0 || (piece > NUM_TYPES) != (turn == 1))
                 return (long)ply;
+            uint8_t captured = 0;
             if (target != 0) {
                 if ((target > NUM_TYPES) == (turn == 1))
                     return (long)ply;                              /* onto its own piece */
-                uint8_t captured = UNPROMOTED[target > NUM_TYPES ? target - NUM_TYPES : target];
+                captured = UNPROMOTED[target > NUM_TYPES ? target - NUM_TYPES : target];
                 if (captured == 8)
                     return (long)ply;                              /* a king is never captured */
-                held[HAND_KINDS * turn + captured - 1]++;
             }
             int piece_type = piece - offset;
             if (promote) {
                 piece_type = PROMOTES_TO[piece_type];
                 if (piece_type == 0)
                     return (long)ply;
+            }
+            if (captured) {
+                held[HAND_KINDS * turn + captured - 1]++;
+                if (pieces != NULL)
+                    list_remove(&lists, captured, destination);
+            }
+            if (pieces != NULL) {
+                int kind = CODE_KIND[piece];
+                list_remove(&lists, kind, origin);
+                list_insert(&lists, kind, destination);
             }
             squares[origin] = 0;
             squares[destination] = (uint8_t)(piece_type + offset);
@@ -116,26 +213,31 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
 }
 
 static PyObject *replay_game(PyObject *self, PyObject *args) {
-    Py_buffer start_board, start_hands, moves, board, hands, move_codes;
+    Py_buffer start_board, start_hands, moves, board, hands, move_codes, pieces = {0}, promoted = {0};
     int first_turn;
-    if (!PyArg_ParseTuple(args, "y*y*iy*w*w*w*", &start_board, &start_hands, &first_turn, &moves, &board,
-                          &hands, &move_codes))
+    if (!PyArg_ParseTuple(args, "y*y*iy*w*w*w*|w*w*", &start_board, &start_hands, &first_turn, &moves, &board,
+                          &hands, &move_codes, &pieces, &promoted))
         return NULL;
     long result = -2;
     Py_ssize_t count = moves.len / (Py_ssize_t)sizeof(int64_t);
+    int packing = pieces.obj != NULL;
     if (check_size(&start_board, NUM_SQUARES, "start_board") && check_size(&start_hands, 2 * HAND_KINDS, "start_hands")
         && check_size(&moves, count * (Py_ssize_t)sizeof(int64_t), "moves")
         && check_size(&board, (count + 1) * NUM_SQUARES, "board")
         && check_size(&hands, (count + 1) * 2 * HAND_KINDS, "hands")
-        && check_size(&move_codes, (count + 1) * (Py_ssize_t)sizeof(uint16_t), "move_codes")) {
+        && check_size(&move_codes, (count + 1) * (Py_ssize_t)sizeof(uint16_t), "move_codes")
+        && (!packing || (promoted.obj != NULL && check_size(&pieces, (count + 1) * SLOTS, "pieces")
+                         && check_size(&promoted, (count + 1) * PROMOTED_BYTES, "promoted")))) {
         if (first_turn != 0 && first_turn != 1) {
             PyErr_SetString(PyExc_ValueError, "first_turn must be 0 or 1");
         } else {
             Py_BEGIN_ALLOW_THREADS
             result = replay(start_board.buf, start_hands.buf, first_turn, moves.buf, count, board.buf, hands.buf,
-                            move_codes.buf);
+                            move_codes.buf, packing ? pieces.buf : NULL, packing ? promoted.buf : NULL);
             Py_END_ALLOW_THREADS
         }
+    } else if (packing && promoted.obj == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ValueError, "pieces without promoted");
     }
     PyBuffer_Release(&start_board);
     PyBuffer_Release(&start_hands);
@@ -143,6 +245,10 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
     PyBuffer_Release(&board);
     PyBuffer_Release(&hands);
     PyBuffer_Release(&move_codes);
+    if (pieces.obj != NULL)
+        PyBuffer_Release(&pieces);
+    if (promoted.obj != NULL)
+        PyBuffer_Release(&promoted);
     if (result == -2)
         return NULL;
     return PyLong_FromLong(result);
@@ -499,7 +605,7 @@ static PyObject *play_csa(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
-     "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes) -> -1 or a ply"},
+     "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> -1 or a ply"},
     {"pack_rows", pack_rows, METH_VARARGS, "pack_rows(board, hands, pieces, promoted) -> -1 or a row"},
     {"play_csa", play_csa, METH_VARARGS,
      "play_csa(board, hands, turn, tokens, codes) -> moves played (board and hands updated in place)"},

@@ -281,14 +281,12 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
     board = np.empty((count, NUM_SQUARES), np.uint8)
     hands = np.empty((count, HAND_SIZE), np.uint8)
     move = np.empty(count, np.uint16)
-    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move)
-    if failed >= 0:
-        raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
     pieces = np.empty((count, NUM_SLOTS), np.uint8)
     promoted = np.empty((count, PROMOTED_BYTES), np.uint8)
-    row = fast_encoding.pack_rows(board, hands, pieces, promoted)
-    if row >= 0:                     # the start position was checked (_start_arrays): a bug
-        raise ValueError(f"{record.source}: ply {row}: more pieces than one set")
+    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move,
+                                       pieces, promoted)
+    if failed >= 0:
+        raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
     if count > _SHARED_LENGTH or not 0 <= start_ply <= _SHARED_LENGTH:
         turn = ((first_turn + np.arange(count)) % 2).astype(np.uint8)
         ply = (start_ply + np.arange(count)).astype(np.int16)
