@@ -57,16 +57,14 @@ def _usi_code(usi: str) -> int:
 @functools.lru_cache(maxsize=1)
 def _usi_table() -> np.ndarray:
     """USI of every absolute move code ((origin * 81 + destination) * 2 + promote; origin 81 + i a
-    drop of P L N S G B R[i]), as an object array indexed by the code."""
+    drop of P L N S G B R[i]), as an object array indexed by the code (None where no move is)."""
+    names = [_square_usi(index) for index in range(NUM_SQUARES)]
     table = np.full((NUM_SQUARES + HAND_KINDS) * NUM_SQUARES * 2, None, object)
-    for destination in range(NUM_SQUARES):
-        to = _square_usi(destination)
-        for origin in range(NUM_SQUARES):
-            code = (origin * NUM_SQUARES + destination) * 2
-            table[code] = _square_usi(origin) + to
-            table[code + 1] = table[code] + "+"
-        for kind, letter in enumerate(_DROP_LETTERS):
-            table[((NUM_SQUARES + kind) * NUM_SQUARES + destination) * 2] = f"{letter}*{to}"
+    board = [origin + destination for origin in names for destination in names]
+    table[0:2 * NUM_SQUARES * NUM_SQUARES:2] = board
+    table[1:2 * NUM_SQUARES * NUM_SQUARES:2] = [usi + "+" for usi in board]
+    drops = [f"{letter}*{destination}" for letter in _DROP_LETTERS for destination in names]
+    table[2 * NUM_SQUARES * NUM_SQUARES::2] = drops
     return table
 
 
