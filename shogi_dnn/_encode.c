@@ -122,10 +122,12 @@ static void pack_listed(const KindLists *lists, const uint8_t *squares, const ui
 static long replay(const uint8_t *start_board, const uint8_t *start_hands, int turn, const int64_t *moves,
                    Py_ssize_t count, uint8_t *board, uint8_t *hands, uint16_t *move_codes,
                    uint8_t *pieces, uint8_t *promoted) {
-    uint8_t squares[NUM_SQUARES], held[2 * HAND_KINDS];
+    uint8_t squares[NUM_SQUARES], rotated[NUM_SQUARES], held[2 * HAND_KINDS];    /* rotated: White's view */
     KindLists lists;
     memcpy(squares, start_board, NUM_SQUARES);
     memcpy(held, start_hands, 2 * HAND_KINDS);
+    for (int s = 0; s < NUM_SQUARES; s++)
+        rotated[s] = SWAP_COLOURS[squares[NUM_SQUARES - 1 - s]];
     if (pieces != NULL) {
         memset(&lists, 0, sizeof lists);
         for (int s = 0; s < NUM_SQUARES; s++) {
@@ -144,8 +146,7 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
             memcpy(row, squares, NUM_SQUARES);
             memcpy(hand, held, 2 * HAND_KINDS);
         } else {
-            for (int s = 0; s < NUM_SQUARES; s++)
-                row[s] = SWAP_COLOURS[squares[NUM_SQUARES - 1 - s]];
+            memcpy(row, rotated, NUM_SQUARES);
             memcpy(hand, held + HAND_KINDS, HAND_KINDS);
             memcpy(hand + HAND_KINDS, held, HAND_KINDS);
         }
@@ -174,6 +175,7 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
                 return (long)ply;
             held[HAND_KINDS * turn + kind]--;
             squares[destination] = (uint8_t)(kind + 1 + offset);
+            rotated[NUM_SQUARES - 1 - destination] = SWAP_COLOURS[squares[destination]];
             if (pieces != NULL && !list_insert(&lists, kind + 1, destination))
                 return (long)ply;
         } else {
@@ -206,6 +208,8 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
             }
             squares[origin] = 0;
             squares[destination] = (uint8_t)(piece_type + offset);
+            rotated[NUM_SQUARES - 1 - origin] = 0;
+            rotated[NUM_SQUARES - 1 - destination] = SWAP_COLOURS[squares[destination]];
         }
         turn = 1 - turn;
     }
@@ -500,8 +504,9 @@ static int can_stay(int t, int row, int colour) {                /* a piece that
     return !(((t == 1 || t == 2) && left == 0) || (t == 3 && left <= 1));
 }
 
-/* One token; 1 and the move played (board, hands, *code updated) when accepted, else 0, unchanged. */
-static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token, int64_t *code) {
+/* One token; 1 and the move played (board, hands, *code, kings updated) when accepted, else 0,
+ * unchanged. kings[c]: the square of colour c's king (-1: none), as find_king gives it. */
+static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token, int64_t *code, int *kings) {
     if (token[0] != (turn ? '-' : '+'))
         return 0;
     int f1 = token[1] - '0', r1 = token[2] - '0', f2 = token[3] - '0', r2 = token[4] - '0';
@@ -509,8 +514,8 @@ static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token
     if (f2 < 1 || f2 > 9 || r2 < 1 || r2 > 9 || named == 0)
         return 0;
     int to = (r2 - 1) * 9 + (9 - f2), to_row = r2 - 1, offset = NUM_TYPES * turn;
-    int king = find_king(board, turn);
-    if (king < 0 || find_king(board, 1 - turn) < 0)
+    int king = kings[turn];
+    if (king < 0 || kings[1 - turn] < 0)
         return 0;                                                 /* left to the reference */
     uint8_t target = board[to];
     if (f1 == 0 && r1 == 0) {                                     /* a drop */
@@ -568,6 +573,8 @@ static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token
     }
     if (target != 0)
         held[HAND_KINDS * turn + UNPROMOTED[type_of(target)] - 1]++;
+    if (t == 8)
+        kings[turn] = find_king(board, turn);                     /* as a fresh search (two kings...) */
     *code = ((int64_t)from * NUM_SQUARES + to) * 2 + promote;
     return 1;
 }
@@ -586,8 +593,9 @@ static PyObject *play_csa(PyObject *self, PyObject *args) {
             Py_BEGIN_ALLOW_THREADS
             const char *text = tokens.buf;
             int64_t *out = codes.buf;
+            int kings[2] = {find_king(board.buf, 0), find_king(board.buf, 1)};
             for (played = 0; played < count; played++) {
-                if (!play_token(board.buf, hands.buf, turn, text + 8 * played, out + played))
+                if (!play_token(board.buf, hands.buf, turn, text + 8 * played, out + played, kings))
                     break;
                 turn = 1 - turn;
             }
