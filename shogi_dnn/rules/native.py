@@ -91,11 +91,18 @@ class NativeGame:
         """Play CSA move tokens (`+7776FU`) in order while the C checker accepts them; their USI."""
         if not tokens:
             return []
-        codes = np.empty(len(tokens), np.int64)
-        text = ("\n".join(tokens) + "\n").encode("ascii", "replace")
-        if len(text) != 8 * len(tokens):             # a token that is not 7 characters: the reference's
+        return self.push_csa_text("\n".join(tokens) + "\n", len(tokens))
+
+    def push_csa_text(self, text: str, count: int) -> list[str]:
+        """push_csa_moves of `count` tokens given as one text, each token followed by "\n" (as a
+        record's lines of moves read)."""
+        if not count:
             return []
-        played = _play_csa(self._board, self._hands, self._turn, text, codes)
+        codes = np.empty(count, np.int64)
+        data = text.encode("ascii", "replace")
+        if len(data) != 8 * count:                  # a token that is not 7 characters: the reference's
+            return []
+        played = _play_csa(self._board, self._hands, self._turn, data, codes)
         self._turn ^= played & 1
         self._codes.append(codes[:played])
         return _usi_table()[codes[:played]].tolist()
