@@ -422,11 +422,17 @@ static int find_king(const uint8_t *board, int colour) {
     return -1;
 }
 
-static int name_type(const char *name) {
+/* NAME_TYPE[first letter - 'A'][second letter - 'A']: the piece type a CSA name gives (0: none). */
+static uint8_t NAME_TYPE[26][26];
+
+static void init_name_types(void) {
     for (int t = 1; t <= NUM_TYPES; t++)
-        if (name[0] == CSA_NAMES[t][0] && name[1] == CSA_NAMES[t][1])
-            return t;
-    return 0;
+        NAME_TYPE[CSA_NAMES[t][0] - 'A'][CSA_NAMES[t][1] - 'A'] = (uint8_t)t;
+}
+
+static inline int name_type(const char *name) {
+    unsigned a = (unsigned char)name[0] - 'A', b = (unsigned char)name[1] - 'A';
+    return a < 26 && b < 26 ? NAME_TYPE[a][b] : 0;
 }
 
 
@@ -625,5 +631,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_encode", "Compiled 
 
 PyMODINIT_FUNC PyInit__encode(void) {
     init_tables();
+    init_name_types();
     return PyModule_Create(&module);
 }
