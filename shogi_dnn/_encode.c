@@ -617,10 +617,36 @@ static PyObject *play_csa(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(played);
 }
 
+/* csa_move_lines(text, offset) -> the number of consecutive lines from `offset` of `text` (a str) that
+ * are one well-formed CSA move each, as the regex (?:[+-][0-9]{4}[A-Z]{2}\n)+ matches them. */
+static PyObject *csa_move_lines(PyObject *self, PyObject *args) {
+    PyObject *text;
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "Un", &text, &offset))
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), count = 0;
+    if (offset < 0)
+        offset = 0;
+    for (; offset + 8 <= length; offset += 8, count++) {
+        Py_UCS4 c[8];
+        for (int i = 0; i < 8; i++)
+            c[i] = PyUnicode_READ(kind, data, offset + i);
+        if (!((c[0] == '+' || c[0] == '-') && c[1] >= '0' && c[1] <= '9' && c[2] >= '0' && c[2] <= '9'
+              && c[3] >= '0' && c[3] <= '9' && c[4] >= '0' && c[4] <= '9' && c[5] >= 'A' && c[5] <= 'Z'
+              && c[6] >= 'A' && c[6] <= 'Z' && c[7] == '\n'))
+            break;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
      "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> -1 or a ply"},
     {"pack_rows", pack_rows, METH_VARARGS, "pack_rows(board, hands, pieces, promoted) -> -1 or a row"},
+    {"csa_move_lines", csa_move_lines, METH_VARARGS,
+     "csa_move_lines(text, offset) -> consecutive well-formed CSA move lines from offset"},
     {"play_csa", play_csa, METH_VARARGS,
      "play_csa(board, hands, turn, tokens, codes) -> moves played (board and hands updated in place)"},
     {NULL, NULL, 0, NULL},

@@ -27,7 +27,7 @@ from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
-from shogi_dnn.rules.native import csa_position_factory
+from shogi_dnn.rules.native import csa_position_factory, move_line_counter
 
 # CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
 CSA_PIECES = ("FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY")
@@ -183,16 +183,21 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     found = 0
     new_game_position = csa_position_factory()
     lines = text.split("\n")
+    end, match_run, count_run = len(lines), _MOVE_RUN.match, move_line_counter()
     index, offset = 0, 0                  # the line's index and the offset of its first character
-    while index < len(lines):
+    while index < end:
         raw = lines[index]
         number = index + 1
         # The hot path (most lines of a record): moves alone on their lines, in a game's move list,
         # taken as one run of well-formed lines by a regex (a move line it does not match goes alone).
         if len(raw) == 7 and raw[0] in "+-" and game is not None and game.ending is None \
                 and game.error is None and game.has_content and not game.pending:
-            run = _MOVE_RUN.match(text, offset)
-            chunk = run.group() if run else raw + "\n"           # lines of 7 characters and "\n"
+            if count_run is not None:                              # the regex's lines, counted in C
+                count = count_run(text, offset)
+                chunk = text[offset:offset + 8 * count] if count else raw + "\n"
+            else:
+                run = match_run(text, offset)
+                chunk = run.group() if run else raw + "\n"       # lines of 7 characters and "\n"
             count = len(chunk) >> 3
             game.move_text.append(chunk)
             game.move_count += count
@@ -204,6 +209,10 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
         offset += len(raw) + 1
         line = raw.strip()
         if not line:
+            continue
+        if line[0] == "'" and game is not None:      # a comment in a game: what _read_line would do
+            if line[1:2] in _COMMENT_HEADS and game.error is None:
+                _read_comment(game, line[1:], number)
             continue
         if game is not None and (line == "/" or (game.move_count or game.ending is not None)
                                  and line.startswith(_NEW_GAME_HEADS)):      # as _starts_new_game

@@ -29,6 +29,10 @@ try:
     from shogi_dnn._encode import play_csa as _play_csa
 except ImportError:                      # no C compiler at install time
     _play_csa = None
+try:
+    from shogi_dnn._encode import csa_move_lines as _csa_move_lines
+except ImportError:
+    _csa_move_lines = None
 
 NATIVE_ENV = "SHOGI_DNN_NATIVE"
 HAND_KINDS = 7
@@ -156,4 +160,11 @@ def csa_position_factory():
     return NativeGame if enabled() else new_position
 
 
-__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "new_csa_position"]
+def move_line_counter():
+    """When enabled(): `count(text, offset)`, how many consecutive lines from `offset` of `text` are
+    one well-formed CSA move each (exactly the lines the regex (?:[+-][0-9]{4}[A-Z]{2}\n)+ matches),
+    counted in C; else None (the reader uses the regex)."""
+    return _csa_move_lines if enabled() else None
+
+
+__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "move_line_counter", "new_csa_position"]
