@@ -82,39 +82,49 @@ static inline int list_insert(KindLists *lists, int kind, int square) {
     return 1;
 }
 
-/* The packed row (pieces [40], promoted [5]) of the position `squares` / `held` with `turn` to move,
- * seen from the side to move (as pack() packs the rows replay writes). */
-static void pack_listed(const KindLists *lists, const uint8_t *squares, const uint8_t *held, int turn,
-                        uint8_t *pieces, uint8_t *promoted) {
-    uint64_t flags = 0;
-    for (int kind = 1; kind <= 8; kind++) {
-        int slot = KIND_FIRST_SLOT[kind], end = slot + KIND_SLOTS[kind], n = lists->count[kind];
-        const uint8_t *sq = lists->squares[kind];
-        if (turn == 0) {
-            for (int i = 0; i < n; i++, slot++) {
-                uint8_t code = squares[sq[i]];
-                pieces[slot] = (uint8_t)(sq[i] | CODE_OPPONENT[code]);
-                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
-            }
-        } else {                                  /* rotated view: squares 80 - s, in reverse order */
-            for (int i = n - 1; i >= 0; i--, slot++) {
-                uint8_t code = squares[sq[i]];
-                pieces[slot] = (uint8_t)((NUM_SQUARES - 1 - sq[i]) | (CODE_OPPONENT[code] ^ SLOT_OPPONENT));
-                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
-            }
+/* Kind `kind`'s slots of the packed row (pieces, promoted flags) of the position `squares` / `held`
+ * seen by `view` (the side to move: 0 Black's view, 1 White's rotated view), as pack() packs the rows
+ * replay writes; replay keeps both views' rows up to date by refilling the kinds a move touches. */
+static void fill_kind(const KindLists *lists, const uint8_t *squares, const uint8_t *held, int view, int kind,
+                      uint8_t *out, uint64_t *flags) {
+    int slot = KIND_FIRST_SLOT[kind], end = slot + KIND_SLOTS[kind], n = lists->count[kind];
+    const uint8_t *sq = lists->squares[kind];
+    uint64_t bits = 0;
+    if (view == 0) {
+        for (int i = 0; i < n; i++, slot++) {
+            uint8_t code = squares[sq[i]];
+            out[slot] = (uint8_t)(sq[i] | CODE_OPPONENT[code]);
+            bits |= (uint64_t)CODE_PROMOTED[code] << slot;
         }
-        if (kind <= HAND_KINDS) {
-            int own = held[HAND_KINDS * turn + kind - 1], other = held[HAND_KINDS * (1 - turn) + kind - 1];
-            for (int i = 0; i < own; i++)
-                pieces[slot++] = SLOT_IN_HAND;
-            for (int i = 0; i < other; i++)
-                pieces[slot++] = SLOT_IN_HAND | SLOT_OPPONENT;
+    } else {                                      /* rotated view: squares 80 - s, in reverse order */
+        for (int i = n - 1; i >= 0; i--, slot++) {
+            uint8_t code = squares[sq[i]];
+            out[slot] = (uint8_t)((NUM_SQUARES - 1 - sq[i]) | (CODE_OPPONENT[code] ^ SLOT_OPPONENT));
+            bits |= (uint64_t)CODE_PROMOTED[code] << slot;
         }
-        while (slot < end)
-            pieces[slot++] = SLOT_ABSENT;
     }
-    for (int b = 0; b < PROMOTED_BYTES; b++)
-        promoted[b] = (uint8_t)(flags >> (8 * b));
+    if (kind <= HAND_KINDS) {
+        int own = held[HAND_KINDS * view + kind - 1], other = held[HAND_KINDS * (1 - view) + kind - 1];
+        for (int i = 0; i < own && slot < end; i++)
+            out[slot++] = SLOT_IN_HAND;
+        for (int i = 0; i < other && slot < end; i++)
+            out[slot++] = SLOT_IN_HAND | SLOT_OPPONENT;
+    }
+    while (slot < end)
+        out[slot++] = SLOT_ABSENT;
+    uint64_t range = (((uint64_t)1 << KIND_SLOTS[kind]) - 1) << KIND_FIRST_SLOT[kind];
+    *flags = (*flags & ~range) | bits;
+}
+
+typedef struct {
+    uint8_t row[2][SLOTS];                        /* [view] */
+    uint64_t flags[2];
+} PackedViews;
+
+static inline void refill(PackedViews *packed, const KindLists *lists, const uint8_t *squares, const uint8_t *held,
+                          int kind) {
+    for (int view = 0; view < 2; view++)
+        fill_kind(lists, squares, held, view, kind, packed->row[view], &packed->flags[view]);
 }
 
 /* `pieces` / `promoted` NULL: no packed rows. Returns -1, or the ply of the first move that cannot be
@@ -124,6 +134,7 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
                    uint8_t *pieces, uint8_t *promoted) {
     uint8_t squares[NUM_SQUARES], rotated[NUM_SQUARES], held[2 * HAND_KINDS];    /* rotated: White's view */
     KindLists lists;
+    PackedViews packed;
     memcpy(squares, start_board, NUM_SQUARES);
     memcpy(held, start_hands, 2 * HAND_KINDS);
     for (int s = 0; s < NUM_SQUARES; s++)
@@ -139,6 +150,9 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
         for (int kind = 1; kind <= HAND_KINDS; kind++)
             if (lists.count[kind] + held[kind - 1] + held[HAND_KINDS + kind - 1] > KIND_SLOTS[kind])
                 return 0;
+        packed.flags[0] = packed.flags[1] = 0;
+        for (int kind = 1; kind <= 8; kind++)
+            refill(&packed, &lists, squares, held, kind);
     }
     for (Py_ssize_t ply = 0; ply <= count; ply++) {
         uint8_t *row = board + ply * NUM_SQUARES, *hand = hands + ply * 2 * HAND_KINDS;
@@ -150,8 +164,11 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
             memcpy(hand, held + HAND_KINDS, HAND_KINDS);
             memcpy(hand + HAND_KINDS, held, HAND_KINDS);
         }
-        if (pieces != NULL)
-            pack_listed(&lists, squares, held, turn, pieces + ply * SLOTS, promoted + ply * PROMOTED_BYTES);
+        if (pieces != NULL) {
+            memcpy(pieces + ply * SLOTS, packed.row[turn], SLOTS);
+            for (int b = 0; b < PROMOTED_BYTES; b++)
+                promoted[ply * PROMOTED_BYTES + b] = (uint8_t)(packed.flags[turn] >> (8 * b));
+        }
         if (ply == count) {
             move_codes[ply] = MOVE_NONE;
             break;
@@ -176,8 +193,11 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
             held[HAND_KINDS * turn + kind]--;
             squares[destination] = (uint8_t)(kind + 1 + offset);
             rotated[NUM_SQUARES - 1 - destination] = SWAP_COLOURS[squares[destination]];
-            if (pieces != NULL && !list_insert(&lists, kind + 1, destination))
-                return (long)ply;
+            if (pieces != NULL) {
+                if (!list_insert(&lists, kind + 1, destination))
+                    return (long)ply;
+                refill(&packed, &lists, squares, held, kind + 1);
+            }
         } else {
             uint8_t piece = squares[origin];
             if (piece == 0 || (piece > NUM_TYPES) != (turn == 1))
@@ -202,14 +222,18 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
                     list_remove(&lists, captured, destination);
             }
             if (pieces != NULL) {
-                int kind = CODE_KIND[piece];
-                list_remove(&lists, kind, origin);
-                list_insert(&lists, kind, destination);
+                list_remove(&lists, CODE_KIND[piece], origin);
+                list_insert(&lists, CODE_KIND[piece], destination);
             }
             squares[origin] = 0;
             squares[destination] = (uint8_t)(piece_type + offset);
             rotated[NUM_SQUARES - 1 - origin] = 0;
             rotated[NUM_SQUARES - 1 - destination] = SWAP_COLOURS[squares[destination]];
+            if (pieces != NULL) {                 /* the kinds whose slots changed: mover, captured */
+                refill(&packed, &lists, squares, held, CODE_KIND[piece]);
+                if (captured && captured != CODE_KIND[piece])
+                    refill(&packed, &lists, squares, held, captured);
+            }
         }
         turn = 1 - turn;
     }
