@@ -182,11 +182,15 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     game: _Game | None = None
     found = 0
     new_game_position = csa_position_factory()
-    lines = text.split("\n")
-    end, match_run, count_run = len(lines), _MOVE_RUN.match, move_line_counter()
+    # Lines are cut one at a time (str.find), not by text.split: the runs of move lines, most of a
+    # record, are taken whole below and never become one string a line.
+    length, find, match_run, count_run = len(text), text.find, _MOVE_RUN.match, move_line_counter()
     index, offset = 0, 0                  # the line's index and the offset of its first character
-    while index < end:
-        raw = lines[index]
+    while offset <= length:
+        end = find("\n", offset)
+        if end < 0:
+            end = length
+        raw = text[offset:end]
         number = index + 1
         # The hot path (most lines of a record): moves alone on their lines, in a game's move list,
         # taken as one run of well-formed lines by a regex (a move line it does not match goes alone).
@@ -206,7 +210,7 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
             offset += 8 * count
             continue
         index += 1
-        offset += len(raw) + 1
+        offset = end + 1
         line = raw.strip()
         if not line:
             continue
