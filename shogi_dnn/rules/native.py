@@ -10,7 +10,12 @@ gives check, which may be a pawn-drop mate; a position without both kings) stops
 one move goes through the reference backend (`push_usi`: cshogi or python-shogi), which also words
 every error. So a record reads exactly as it does without the extension, only faster.
 
-SHOGI_DNN_NATIVE=0 turns it off (the readers then use the rules backend for every move).
+The reader hands `NativeGame.push_csa_text` a game's move lines as it read them (one text, no list of
+tokens), counts runs of move lines in C too (`move_line_counter`: exactly its regex's lines), and takes
+the absolute codes of the moves played (`NativeGame.move_codes`) into GameRecord.move_codes, so that
+features.encode_game does not turn the USI moves back into codes.
+
+SHOGI_DNN_NATIVE=0 turns it off (the readers then use the rules backend for every move, and the regex).
 """
 
 from __future__ import annotations

@@ -135,3 +135,22 @@ def test_records_read_the_same_with_and_without_it(monkeypatch: pytest.MonkeyPat
         without = [str(r) if isinstance(r, KifuError) else r for r in read_record_bytes(data, str(path))]
         monkeypatch.delenv(native.NATIVE_ENV)
         assert with_native == without, path
+
+
+def test_move_lines_are_counted_as_the_reader_regex_matches_them() -> None:
+    """_encode.csa_move_lines (the reader's runs of move lines, counted in C) gives exactly the lines
+    of csa._MOVE_RUN, on random texts of move lines and near misses (non-ASCII digits and letters too)."""
+    from shogi_dnn.kifu.csa import _MOVE_RUN
+
+    count = native.move_line_counter()
+    assert count is not None
+    rng = random.Random(13)
+    good = ["+7776FU\n", "-3334FU\n", "+0055KA\n", "-8822UM\n"]
+    alphabet = "+-0123456789AZaz\n\r /%é漢\u0660\uff10"
+    for _ in range(20_000):
+        text = "".join(rng.choice(good) if rng.random() < 0.8 else
+                       "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9)))
+                       for _ in range(rng.randint(0, 6)))
+        offset = rng.randint(0, len(text))
+        run = _MOVE_RUN.match(text, offset)
+        assert count(text, offset) == (len(run.group()) // 8 if run else 0), (text, offset)
