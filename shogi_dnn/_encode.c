@@ -1,6 +1,6 @@
 /* shogi_dnn._encode: compiled kernels of features.py (see shogi_dnn/fast_encoding.py for the contract).
  *
- * replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes) -> int
+ * replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> int
  * pack_rows(board, hands, pieces, promoted) -> int
  *
  * Arguments are C-contiguous buffers (numpy arrays): uint8 boards [.., 81] and hands [.., 14] in the
@@ -50,21 +50,124 @@ static int check_size(Py_buffer *buffer, Py_ssize_t bytes, const char *name) {
     return 1;
 }
 
+/* Board pieces of each kind (1..8) as a list of squares (Black's view) in increasing order, kept up
+ * to date move by move, so that a replayed position is packed (pack() below, same bytes) by reading
+ * the lists instead of sorting the board's pieces again. */
+typedef struct {
+    uint8_t count[9];
+    uint8_t squares[9][18];
+} KindLists;
+
+static inline void list_remove(KindLists *lists, int kind, int square) {
+    uint8_t *sq = lists->squares[kind];
+    int n = lists->count[kind], i = 0;
+    while (i < n && sq[i] != square)
+        i++;
+    for (; i + 1 < n; i++)
+        sq[i] = sq[i + 1];
+    lists->count[kind] = (uint8_t)(n - 1);
+}
+
+static inline int list_insert(KindLists *lists, int kind, int square) {
+    uint8_t *sq = lists->squares[kind];
+    int n = lists->count[kind], i = n;
+    if (n >= KIND_SLOTS[kind])
+        return 0;
+    while (i > 0 && sq[i - 1] > square) {
+        sq[i] = sq[i - 1];
+        i--;
+    }
+    sq[i] = (uint8_t)square;
+    lists->count[kind] = (uint8_t)(n + 1);
+    return 1;
+}
+
+/* Kind `kind`'s slots of the packed row (pieces, promoted flags) of the position `squares` / `held`
+ * seen by `view` (the side to move: 0 Black's view, 1 White's rotated view), as pack() packs the rows
+ * replay writes; replay keeps both views' rows up to date by refilling the kinds a move touches. */
+static void fill_kind(const KindLists *lists, const uint8_t *squares, const uint8_t *held, int view, int kind,
+                      uint8_t *out, uint64_t *flags) {
+    int slot = KIND_FIRST_SLOT[kind], end = slot + KIND_SLOTS[kind], n = lists->count[kind];
+    const uint8_t *sq = lists->squares[kind];
+    uint64_t bits = 0;
+    if (view == 0) {
+        for (int i = 0; i < n; i++, slot++) {
+            uint8_t code = squares[sq[i]];
+            out[slot] = (uint8_t)(sq[i] | CODE_OPPONENT[code]);
+            bits |= (uint64_t)CODE_PROMOTED[code] << slot;
+        }
+    } else {                                      /* rotated view: squares 80 - s, in reverse order */
+        for (int i = n - 1; i >= 0; i--, slot++) {
+            uint8_t code = squares[sq[i]];
+            out[slot] = (uint8_t)((NUM_SQUARES - 1 - sq[i]) | (CODE_OPPONENT[code] ^ SLOT_OPPONENT));
+            bits |= (uint64_t)CODE_PROMOTED[code] << slot;
+        }
+    }
+    if (kind <= HAND_KINDS) {
+        int own = held[HAND_KINDS * view + kind - 1], other = held[HAND_KINDS * (1 - view) + kind - 1];
+        for (int i = 0; i < own && slot < end; i++)
+            out[slot++] = SLOT_IN_HAND;
+        for (int i = 0; i < other && slot < end; i++)
+            out[slot++] = SLOT_IN_HAND | SLOT_OPPONENT;
+    }
+    while (slot < end)
+        out[slot++] = SLOT_ABSENT;
+    uint64_t range = (((uint64_t)1 << KIND_SLOTS[kind]) - 1) << KIND_FIRST_SLOT[kind];
+    *flags = (*flags & ~range) | bits;
+}
+
+typedef struct {
+    uint8_t row[2][SLOTS];                        /* [view] */
+    uint64_t flags[2];
+} PackedViews;
+
+static inline void refill(PackedViews *packed, const KindLists *lists, const uint8_t *squares, const uint8_t *held,
+                          int kind) {
+    for (int view = 0; view < 2; view++)
+        fill_kind(lists, squares, held, view, kind, packed->row[view], &packed->flags[view]);
+}
+
+/* `pieces` / `promoted` NULL: no packed rows. Returns -1, or the ply of the first move that cannot be
+ * played (or, packing, the start position or a move that leaves more pieces of a kind than one set). */
 static long replay(const uint8_t *start_board, const uint8_t *start_hands, int turn, const int64_t *moves,
-                   Py_ssize_t count, uint8_t *board, uint8_t *hands, uint16_t *move_codes) {
-    uint8_t squares[NUM_SQUARES], held[2 * HAND_KINDS];
+                   Py_ssize_t count, uint8_t *board, uint8_t *hands, uint16_t *move_codes,
+                   uint8_t *pieces, uint8_t *promoted) {
+    uint8_t squares[NUM_SQUARES], rotated[NUM_SQUARES], held[2 * HAND_KINDS];    /* rotated: White's view */
+    KindLists lists;
+    PackedViews packed;
     memcpy(squares, start_board, NUM_SQUARES);
     memcpy(held, start_hands, 2 * HAND_KINDS);
+    for (int s = 0; s < NUM_SQUARES; s++)
+        rotated[s] = SWAP_COLOURS[squares[NUM_SQUARES - 1 - s]];
+    if (pieces != NULL) {
+        memset(&lists, 0, sizeof lists);
+        for (int s = 0; s < NUM_SQUARES; s++) {
+            if (squares[s] > 2 * NUM_TYPES)
+                return 0;
+            if (CODE_KIND[squares[s]] && !list_insert(&lists, CODE_KIND[squares[s]], s))
+                return 0;
+        }
+        for (int kind = 1; kind <= HAND_KINDS; kind++)
+            if (lists.count[kind] + held[kind - 1] + held[HAND_KINDS + kind - 1] > KIND_SLOTS[kind])
+                return 0;
+        packed.flags[0] = packed.flags[1] = 0;
+        for (int kind = 1; kind <= 8; kind++)
+            refill(&packed, &lists, squares, held, kind);
+    }
     for (Py_ssize_t ply = 0; ply <= count; ply++) {
         uint8_t *row = board + ply * NUM_SQUARES, *hand = hands + ply * 2 * HAND_KINDS;
         if (turn == 0) {
             memcpy(row, squares, NUM_SQUARES);
             memcpy(hand, held, 2 * HAND_KINDS);
         } else {
-            for (int s = 0; s < NUM_SQUARES; s++)
-                row[s] = SWAP_COLOURS[squares[NUM_SQUARES - 1 - s]];
+            memcpy(row, rotated, NUM_SQUARES);
             memcpy(hand, held + HAND_KINDS, HAND_KINDS);
             memcpy(hand + HAND_KINDS, held, HAND_KINDS);
+        }
+        if (pieces != NULL) {
+            memcpy(pieces + ply * SLOTS, packed.row[turn], SLOTS);
+            for (int b = 0; b < PROMOTED_BYTES; b++)
+                promoted[ply * PROMOTED_BYTES + b] = (uint8_t)(packed.flags[turn] >> (8 * b));
         }
         if (ply == count) {
             move_codes[ply] = MOVE_NONE;
@@ -89,17 +192,23 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
                 return (long)ply;
             held[HAND_KINDS * turn + kind]--;
             squares[destination] = (uint8_t)(kind + 1 + offset);
+            rotated[NUM_SQUARES - 1 - destination] = SWAP_COLOURS[squares[destination]];
+            if (pieces != NULL) {
+                if (!list_insert(&lists, kind + 1, destination))
+                    return (long)ply;
+                refill(&packed, &lists, squares, held, kind + 1);
+            }
         } else {
             uint8_t piece = squares[origin];
             if (piece == 0 || (piece > NUM_TYPES) != (turn == 1))
                 return (long)ply;
+            uint8_t captured = 0;
             if (target != 0) {
                 if ((target > NUM_TYPES) == (turn == 1))
                     return (long)ply;                              /* onto its own piece */
-                uint8_t captured = UNPROMOTED[target > NUM_TYPES ? target - NUM_TYPES : target];
+                captured = UNPROMOTED[target > NUM_TYPES ? target - NUM_TYPES : target];
                 if (captured == 8)
                     return (long)ply;                              /* a king is never captured */
-                held[HAND_KINDS * turn + captured - 1]++;
             }
             int piece_type = piece - offset;
             if (promote) {
@@ -107,8 +216,24 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
                 if (piece_type == 0)
                     return (long)ply;
             }
+            if (captured) {
+                held[HAND_KINDS * turn + captured - 1]++;
+                if (pieces != NULL)
+                    list_remove(&lists, captured, destination);
+            }
+            if (pieces != NULL) {
+                list_remove(&lists, CODE_KIND[piece], origin);
+                list_insert(&lists, CODE_KIND[piece], destination);
+            }
             squares[origin] = 0;
             squares[destination] = (uint8_t)(piece_type + offset);
+            rotated[NUM_SQUARES - 1 - origin] = 0;
+            rotated[NUM_SQUARES - 1 - destination] = SWAP_COLOURS[squares[destination]];
+            if (pieces != NULL) {                 /* the kinds whose slots changed: mover, captured */
+                refill(&packed, &lists, squares, held, CODE_KIND[piece]);
+                if (captured && captured != CODE_KIND[piece])
+                    refill(&packed, &lists, squares, held, captured);
+            }
         }
         turn = 1 - turn;
     }
@@ -116,26 +241,31 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
 }
 
 static PyObject *replay_game(PyObject *self, PyObject *args) {
-    Py_buffer start_board, start_hands, moves, board, hands, move_codes;
+    Py_buffer start_board, start_hands, moves, board, hands, move_codes, pieces = {0}, promoted = {0};
     int first_turn;
-    if (!PyArg_ParseTuple(args, "y*y*iy*w*w*w*", &start_board, &start_hands, &first_turn, &moves, &board,
-                          &hands, &move_codes))
+    if (!PyArg_ParseTuple(args, "y*y*iy*w*w*w*|w*w*", &start_board, &start_hands, &first_turn, &moves, &board,
+                          &hands, &move_codes, &pieces, &promoted))
         return NULL;
     long result = -2;
     Py_ssize_t count = moves.len / (Py_ssize_t)sizeof(int64_t);
+    int packing = pieces.obj != NULL;
     if (check_size(&start_board, NUM_SQUARES, "start_board") && check_size(&start_hands, 2 * HAND_KINDS, "start_hands")
         && check_size(&moves, count * (Py_ssize_t)sizeof(int64_t), "moves")
         && check_size(&board, (count + 1) * NUM_SQUARES, "board")
         && check_size(&hands, (count + 1) * 2 * HAND_KINDS, "hands")
-        && check_size(&move_codes, (count + 1) * (Py_ssize_t)sizeof(uint16_t), "move_codes")) {
+        && check_size(&move_codes, (count + 1) * (Py_ssize_t)sizeof(uint16_t), "move_codes")
+        && (!packing || (promoted.obj != NULL && check_size(&pieces, (count + 1) * SLOTS, "pieces")
+                         && check_size(&promoted, (count + 1) * PROMOTED_BYTES, "promoted")))) {
         if (first_turn != 0 && first_turn != 1) {
             PyErr_SetString(PyExc_ValueError, "first_turn must be 0 or 1");
         } else {
             Py_BEGIN_ALLOW_THREADS
             result = replay(start_board.buf, start_hands.buf, first_turn, moves.buf, count, board.buf, hands.buf,
-                            move_codes.buf);
+                            move_codes.buf, packing ? pieces.buf : NULL, packing ? promoted.buf : NULL);
             Py_END_ALLOW_THREADS
         }
+    } else if (packing && promoted.obj == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ValueError, "pieces without promoted");
     }
     PyBuffer_Release(&start_board);
     PyBuffer_Release(&start_hands);
@@ -143,52 +273,84 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
     PyBuffer_Release(&board);
     PyBuffer_Release(&hands);
     PyBuffer_Release(&move_codes);
+    if (pieces.obj != NULL)
+        PyBuffer_Release(&pieces);
+    if (promoted.obj != NULL)
+        PyBuffer_Release(&promoted);
     if (result == -2)
         return NULL;
     return PyLong_FromLong(result);
 }
 
-/* One bit per nonzero byte of the 8 bytes at p (bit i for byte i). */
-static inline uint64_t nonzero_bits8(const uint8_t *p) {
-    uint64_t w;
-    memcpy(&w, p, 8);
-    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
-    uint64_t high = (((w & low7) + low7) | w) & ~low7;      /* 0x80 in each nonzero byte */
-    return ((high >> 7) * 0x0102040810204080ULL) >> 56;       /* gathered: little-endian byte order */
+/* The squares of one kind of piece (codes mapped by CODE_KIND into `kinds`, 96 bytes, 81.. zero) as a
+ * bit mask: bits 0..63 in *lo, squares 64..80 in the return value. */
+#ifdef __SSE2__
+#include <emmintrin.h>
+static inline uint32_t kind_mask(const uint8_t *kinds, int kind, uint64_t *lo) {
+    __m128i k = _mm_set1_epi8((char)kind);
+    uint64_t m = 0;
+    for (int b = 0; b < 4; b++)
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 16 * b)), k)) << (16 * b);
+    *lo = m;
+    return (uint32_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 64)), k))
+           | (uint32_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 80)), k)) << 16;
 }
+#else
+static inline uint32_t kind_mask(const uint8_t *kinds, int kind, uint64_t *lo) {
+    uint64_t m = 0;
+    uint32_t h = 0;
+    for (int s = 0; s < 64; s++)
+        m |= (uint64_t)(kinds[s] == kind) << s;
+    for (int s = 64; s < NUM_SQUARES; s++)
+        h |= (uint32_t)(kinds[s] == kind) << (s - 64);
+    *lo = m;
+    return h;
+}
+#endif
 
+/* Each kind's board pieces go to its slots in square order (walking the bits of its square mask),
+ * then its pieces in the own hand, in the opponent's hand, and absent pieces. */
 static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *pieces, uint8_t *promoted, Py_ssize_t n) {
+    uint8_t kinds[96] = {0};
     for (Py_ssize_t r = 0; r < n; r++) {
         const uint8_t *row = board + r * NUM_SQUARES, *hand = hands + r * 2 * HAND_KINDS;
-        uint8_t out[128];         /* slots 0..39; up to 119 on an overfull row (refused below) */
-        int next[9];
-        uint64_t flags = 0, occupied[2] = {0, 0};
-        for (int kind = 1; kind < 9; kind++)
-            next[kind] = KIND_FIRST_SLOT[kind];
-        for (int w = 0; w < 10; w++)                              /* squares 0..79, then 80 */
-            occupied[w >> 3] |= nonzero_bits8(row + 8 * w) << (8 * (w & 7));
-        occupied[1] |= (uint64_t)(row[80] != 0) << 16;
-        for (int half = 0; half < 2; half++) {                     /* the pieces, in square order */
-            uint64_t bits = occupied[half];
-            while (bits) {
-                int s = 64 * half + __builtin_ctzll(bits);
-                bits &= bits - 1;
-                uint8_t code = row[s];
-                int kind = CODE_KIND[code];
-                if (!kind)                                         /* an invalid code is refused */
+        uint8_t out[SLOTS];
+        uint64_t flags = 0;
+        unsigned bad = 0;
+        for (int s = 0; s < NUM_SQUARES; s++) {
+            uint8_t code = row[s];
+            kinds[s] = CODE_KIND[code];
+            bad |= code > 2 * NUM_TYPES;                              /* an invalid code is refused */
+        }
+        if (bad)
+            return r;
+        for (int kind = 1; kind <= 8; kind++) {
+            int slot = KIND_FIRST_SLOT[kind], end = slot + KIND_SLOTS[kind];
+            uint64_t lo;
+            uint32_t hi = kind_mask(kinds, kind, &lo);
+            while (lo) {
+                int s = __builtin_ctzll(lo);
+                lo &= lo - 1;
+                if (slot == end)
                     return r;
-                int slot = next[kind]++;
+                uint8_t code = row[s];
                 out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
                 flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+                slot++;
             }
-        }
-        for (int kind = 1; kind <= 8; kind++) {
-            int slot = next[kind], end = KIND_FIRST_SLOT[kind] + KIND_SLOTS[kind];
-            if (slot > end)
-                return r;
+            while (hi) {
+                int s = 64 + __builtin_ctz(hi);
+                hi &= hi - 1;
+                if (slot == end)
+                    return r;
+                uint8_t code = row[s];
+                out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
+                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
+                slot++;
+            }
             if (kind <= HAND_KINDS) {
                 int own = hand[kind - 1], other = hand[HAND_KINDS + kind - 1];
-                if (slot + own + other > end)
+                if (own + other > end - slot)
                     return r;
                 for (int i = 0; i < own; i++)
                     out[slot++] = SLOT_IN_HAND;
@@ -284,11 +446,17 @@ static int find_king(const uint8_t *board, int colour) {
     return -1;
 }
 
-static int name_type(const char *name) {
+/* NAME_TYPE[first letter - 'A'][second letter - 'A']: the piece type a CSA name gives (0: none). */
+static uint8_t NAME_TYPE[26][26];
+
+static void init_name_types(void) {
     for (int t = 1; t <= NUM_TYPES; t++)
-        if (name[0] == CSA_NAMES[t][0] && name[1] == CSA_NAMES[t][1])
-            return t;
-    return 0;
+        NAME_TYPE[CSA_NAMES[t][0] - 'A'][CSA_NAMES[t][1] - 'A'] = (uint8_t)t;
+}
+
+static inline int name_type(const char *name) {
+    unsigned a = (unsigned char)name[0] - 'A', b = (unsigned char)name[1] - 'A';
+    return a < 26 && b < 26 ? NAME_TYPE[a][b] : 0;
 }
 
 
@@ -366,8 +534,9 @@ static int can_stay(int t, int row, int colour) {                /* a piece that
     return !(((t == 1 || t == 2) && left == 0) || (t == 3 && left <= 1));
 }
 
-/* One token; 1 and the move played (board, hands, *code updated) when accepted, else 0, unchanged. */
-static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token, int64_t *code) {
+/* One token; 1 and the move played (board, hands, *code, kings updated) when accepted, else 0,
+ * unchanged. kings[c]: the square of colour c's king (-1: none), as find_king gives it. */
+static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token, int64_t *code, int *kings) {
     if (token[0] != (turn ? '-' : '+'))
         return 0;
     int f1 = token[1] - '0', r1 = token[2] - '0', f2 = token[3] - '0', r2 = token[4] - '0';
@@ -375,8 +544,8 @@ static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token
     if (f2 < 1 || f2 > 9 || r2 < 1 || r2 > 9 || named == 0)
         return 0;
     int to = (r2 - 1) * 9 + (9 - f2), to_row = r2 - 1, offset = NUM_TYPES * turn;
-    int king = find_king(board, turn);
-    if (king < 0 || find_king(board, 1 - turn) < 0)
+    int king = kings[turn];
+    if (king < 0 || kings[1 - turn] < 0)
         return 0;                                                 /* left to the reference */
     uint8_t target = board[to];
     if (f1 == 0 && r1 == 0) {                                     /* a drop */
@@ -434,6 +603,8 @@ static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token
     }
     if (target != 0)
         held[HAND_KINDS * turn + UNPROMOTED[type_of(target)] - 1]++;
+    if (t == 8)
+        kings[turn] = find_king(board, turn);                     /* as a fresh search (two kings...) */
     *code = ((int64_t)from * NUM_SQUARES + to) * 2 + promote;
     return 1;
 }
@@ -452,8 +623,9 @@ static PyObject *play_csa(PyObject *self, PyObject *args) {
             Py_BEGIN_ALLOW_THREADS
             const char *text = tokens.buf;
             int64_t *out = codes.buf;
+            int kings[2] = {find_king(board.buf, 0), find_king(board.buf, 1)};
             for (played = 0; played < count; played++) {
-                if (!play_token(board.buf, hands.buf, turn, text + 8 * played, out + played))
+                if (!play_token(board.buf, hands.buf, turn, text + 8 * played, out + played, kings))
                     break;
                 turn = 1 - turn;
             }
@@ -469,10 +641,36 @@ static PyObject *play_csa(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(played);
 }
 
+/* csa_move_lines(text, offset) -> the number of consecutive lines from `offset` of `text` (a str) that
+ * are one well-formed CSA move each, as the regex (?:[+-][0-9]{4}[A-Z]{2}\n)+ matches them. */
+static PyObject *csa_move_lines(PyObject *self, PyObject *args) {
+    PyObject *text;
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "Un", &text, &offset))
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), count = 0;
+    if (offset < 0)
+        offset = 0;
+    for (; offset + 8 <= length; offset += 8, count++) {
+        Py_UCS4 c[8];
+        for (int i = 0; i < 8; i++)
+            c[i] = PyUnicode_READ(kind, data, offset + i);
+        if (!((c[0] == '+' || c[0] == '-') && c[1] >= '0' && c[1] <= '9' && c[2] >= '0' && c[2] <= '9'
+              && c[3] >= '0' && c[3] <= '9' && c[4] >= '0' && c[4] <= '9' && c[5] >= 'A' && c[5] <= 'Z'
+              && c[6] >= 'A' && c[6] <= 'Z' && c[7] == '\n'))
+            break;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
-     "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes) -> -1 or a ply"},
+     "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> -1 or a ply"},
     {"pack_rows", pack_rows, METH_VARARGS, "pack_rows(board, hands, pieces, promoted) -> -1 or a row"},
+    {"csa_move_lines", csa_move_lines, METH_VARARGS,
+     "csa_move_lines(text, offset) -> consecutive well-formed CSA move lines from offset"},
     {"play_csa", play_csa, METH_VARARGS,
      "play_csa(board, hands, turn, tokens, codes) -> moves played (board and hands updated in place)"},
     {NULL, NULL, 0, NULL},
@@ -483,5 +681,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_encode", "Compiled 
 
 PyMODINIT_FUNC PyInit__encode(void) {
     init_tables();
+    init_name_types();
     return PyModule_Create(&module);
 }

@@ -8,14 +8,17 @@ converters spend on a whole position. The C loops replay a game in ~0.1 us and p
 position. (numba did the same work as fast, but loading it cost ~0.7 s in every process, the whole
 conversion time of a small corpus.)
 
-  replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes) -> int
+  replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> int
       start_board [81] uint8 codes and start_hands [14] uint8 (Black's, then White's) from Black's
       view; first_turn 0 or 1; moves [M] int64 *absolute* move codes (features.absolute_move_code:
       Black's view whoever moves); writes board [M + 1, 81], hands [M + 1, 14] (side to move's view)
-      and move_codes [M + 1] uint16 (features.encode_move, MOVE_NONE last). Returns -1, or the first
-      move that cannot be played (no piece of the mover on its origin, its own piece or a king on the
-      destination, a drop from an empty hand or onto a piece, a promotion of a piece that cannot
-      promote): the readers check legality, so that means a bug.
+      and move_codes [M + 1] uint16 (features.encode_move, MOVE_NONE last), and with pieces
+      [M + 1, 40] / promoted [M + 1, 5] uint8 the same rows packed (pack_rows' bytes, from each
+      kind's list of squares kept up to date move by move instead of sorting every board again).
+      Returns -1, or the first move that cannot be played (no piece of the mover on its origin, its
+      own piece or a king on the destination, a drop from an empty hand or onto a piece, a promotion
+      of a piece that cannot promote; packing, also a start position or a move leaving more pieces
+      of a kind than one set): the readers check legality, so that means a bug.
   pack_rows(board, hands, pieces, promoted) -> int
       features.pack_positions into out [N, 40] / [N, 5] uint8. Returns -1, or the first row holding
       more pieces of a kind than one set (or an invalid code).

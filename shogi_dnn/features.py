@@ -129,6 +129,8 @@ class EncodedGame:
         win:   [P] float32 1 win, 0 loss, 0.5 draw for the side to move.
         eval:  [P] int16 the record's engine evaluation, centipawns from the side to move's view,
                clipped to ±MATE_EVAL; EVAL_NONE where the record gives none (see the module docstring).
+        pieces, promoted: optional, derived: pack_positions(board, hands) ([P, 40] and [P, 5] uint8,
+               what shards store) when the encoder made them (the compiled path), else None.
     """
 
     board: np.ndarray
@@ -138,6 +140,8 @@ class EncodedGame:
     move: np.ndarray
     win: np.ndarray
     eval: np.ndarray
+    pieces: np.ndarray | None = None
+    promoted: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.board.shape[0])
@@ -268,9 +272,8 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
     numpy calls, not one per column and position)."""
     start_board, start_hands, first_turn, start_ply = _start_arrays(record.start_sfen)
     count = len(record.moves) + 1
-    if len(record.move_codes) == 8 * (count - 1):     # the reader's codes (rules.native), when it has them
-        moves = np.frombuffer(record.move_codes, np.int64)
-    else:
+    moves = record.move_codes          # the CSA reader's compiled checker gives them (kifu.record)
+    if moves is None or len(moves) != count - 1:
         try:
             moves = np.fromiter(map(_absolute_move_codes().__getitem__, record.moves), np.int64, count - 1)
         except KeyError as exc:
@@ -278,14 +281,17 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
     board = np.empty((count, NUM_SQUARES), np.uint8)
     hands = np.empty((count, HAND_SIZE), np.uint8)
     move = np.empty(count, np.uint16)
-    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move)
+    pieces = np.empty((count, NUM_SLOTS), np.uint8)
+    promoted = np.empty((count, PROMOTED_BYTES), np.uint8)
+    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move,
+                                       pieces, promoted)
     if failed >= 0:
         raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
     if count > _SHARED_LENGTH or not 0 <= start_ply <= _SHARED_LENGTH:
         turn = ((first_turn + np.arange(count)) % 2).astype(np.uint8)
         ply = (start_ply + np.arange(count)).astype(np.int16)
         return EncodedGame(board, hands, turn, ply, move, game_labels(record.winner, first_turn, count),
-                           game_evals(record.evals, count))
+                           game_evals(record.evals, count), pieces, promoted)
     if record.winner is Winner.DRAW:
         win = _SHARED_DRAWS[:count]
     else:
@@ -293,7 +299,7 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
         win = _SHARED_WINS[int(winning_colour != first_turn)][:count]
     evals = game_evals(record.evals, count) if record.evals else _SHARED_NO_EVALS[:count]
     return EncodedGame(board, hands, _SHARED_TURNS[first_turn][:count], _SHARED_PLIES[start_ply:start_ply + count],
-                       move, win, evals)
+                       move, win, evals, pieces, promoted)
 
 
 def _shared(array: np.ndarray) -> np.ndarray:

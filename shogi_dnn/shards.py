@@ -123,8 +123,10 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
 
     Args:
         positions: arrays keyed as POSITION_SCHEMA, all with the same first dimension N (board and
-            hands are stored packed, see STORED_SCHEMA); `eval` may be left out, and is stored only
-            when some row has an evaluation (not features.EVAL_NONE).
+            hands are stored packed, see STORED_SCHEMA; positions already packed, with `pieces` and
+            `promoted` as pack_stored gives them, are stored as they are, board and hands then
+            unused); `eval` may be left out, and is stored only when some row has an evaluation
+            (not features.EVAL_NONE).
         games: columns keyed as GAME_SCHEMA, all of length G.
     Raises:
         ValueError: a position holds more pieces of a kind than one set (convert skips such games
@@ -132,12 +134,7 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     """
     path = Path(path)
     n = len(positions[KEY_WIN])
-    board = np.asarray(positions[KEY_BOARD]).reshape(n, -1)
-    hands = np.asarray(positions[KEY_HANDS]).reshape(n, -1)
-    packed = [features.pack_positions(board[i:i + PACK_ROWS], hands[i:i + PACK_ROWS])
-              for i in range(0, n, PACK_ROWS)] or [features.pack_positions(board, hands)]
-    stored = {**positions, KEY_PIECES: np.concatenate([p for p, _ in packed]),
-              KEY_PROMOTED: np.concatenate([q for _, q in packed])}
+    stored = pack_stored(positions)
     tmp = path.with_name(path.name + ".tmp")
     try:
         _write_file(tmp, split, n, stored, positions, games, chunk_rows)
@@ -150,6 +147,25 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
             raise disk_full(path, needed) from None
         raise
     return digest
+
+
+def pack_stored(positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`positions` (keyed as POSITION_SCHEMA) with the packed `pieces` and `promoted` that shards
+    store (features.pack_positions of board and hands, PACK_ROWS rows at a time); positions that have
+    them already are returned as they are.
+
+    Raises:
+        ValueError: a position holds more pieces of a kind than one set.
+    """
+    if KEY_PIECES in positions and KEY_PROMOTED in positions:
+        return positions
+    n = len(positions[KEY_WIN])
+    board = np.asarray(positions[KEY_BOARD]).reshape(n, -1)
+    hands = np.asarray(positions[KEY_HANDS]).reshape(n, -1)
+    packed = [features.pack_positions(board[i:i + PACK_ROWS], hands[i:i + PACK_ROWS])
+              for i in range(0, n, PACK_ROWS)] or [features.pack_positions(board, hands)]
+    return {**positions, KEY_PIECES: np.concatenate([p for p, _ in packed]),
+            KEY_PROMOTED: np.concatenate([q for _, q in packed])}
 
 
 def _write_file(tmp: Path, split: str, n: int, stored: dict[str, np.ndarray], positions: dict[str, np.ndarray],

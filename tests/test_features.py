@@ -97,6 +97,22 @@ def test_packed_form_round_trips_random_games(seed: int) -> None:
     assert np.array_equal(flags[on_board], np.isin(codes % 14, (9, 10, 11, 12, 13, 0)) & (codes > 0))
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_encoder_packs_as_pack_positions(seed: int) -> None:
+    """The compiled encoder packs while it replays (a list of squares per kind kept move by move):
+    the same bytes as packing its boards afterwards, both sides to move, handicaps and full hands."""
+    if not features.fast_encoding.AVAILABLE:
+        pytest.skip("the C extension is not built")
+    starts = (STANDARD_START_SFEN, "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+              "4k4/9/9/9/9/9/9/9/4K4 b RBGSNLPrbgsnlp 1", "8k/9/9/9/9/9/9/9/K8 b 2r2b4g4s4n4l18p 1")
+    start = starts[seed % len(starts)]
+    encoded = features.encode_game(record(random_moves(200 + seed, max_plies=300, start=start), start=start))
+    assert encoded.pieces is not None and encoded.promoted is not None
+    pieces, promoted = features.pack_positions(encoded.board, encoded.hands)
+    np.testing.assert_array_equal(encoded.pieces, pieces)
+    np.testing.assert_array_equal(encoded.promoted, promoted)
+
+
 def test_more_than_one_set_of_pieces_is_refused() -> None:
     nineteen_pawns = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b P 1"
     with pytest.raises(ValueError, match="19 pieces of kind P"):

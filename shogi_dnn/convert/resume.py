@@ -67,8 +67,13 @@ PAYLOAD_SCHEMA: dict[str, tuple[str, str, str]] = {
     "report": ("[bytes]", "uint8", "JSON: ConvertReport.to_dict() at the checkpoint"),
     "written": ("[bytes]", "uint8", "JSON: the finished shards' ShardInfo, in writing order"),
     **{f"pos_{f.name}": ("[P, ...]", "as EncodedGame", f"EncodedGame.{f.name}, the games concatenated")
-       for f in dataclasses.fields(EncodedGame)},
+       for f in dataclasses.fields(EncodedGame) if f.default is dataclasses.MISSING},
 }
+
+
+# The EncodedGame fields a checkpoint keeps: the derived, optional ones (pieces, promoted) are left out
+# (a restored game has them None; the writer then packs board and hands: the same bytes).
+_FIELDS = tuple(f.name for f in dataclasses.fields(EncodedGame) if f.default is dataclasses.MISSING)
 
 
 class CheckpointUnusable(Exception):
@@ -216,9 +221,9 @@ def _payload(writer: DatasetWriter, report: ConvertReport) -> dict[str, np.ndarr
               "rows": _json_bytes([list(g.row) for g in games]),
               "report": _json_bytes(report.to_dict()),
               "written": _json_bytes([dataclasses.asdict(s) for s in writer.written])}
-    for f in dataclasses.fields(EncodedGame):
-        parts = [getattr(g.positions, f.name) for g in games]
-        arrays[f"pos_{f.name}"] = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    for name in _FIELDS:
+        parts = [getattr(g.positions, name) for g in games]
+        arrays[f"pos_{name}"] = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
     return arrays
 
 
@@ -235,8 +240,7 @@ def _read_payload(data: bytes, entry: dict[str, Any]) -> Resumed:
     pending = []
     for i, game_id in enumerate(arrays["game_id"].tolist()):
         rows_of = slice(int(ends[i] - lengths[i]), int(ends[i]))
-        positions = EncodedGame(**{f.name: arrays[f"pos_{f.name}"][rows_of]
-                                   for f in dataclasses.fields(EncodedGame)})
+        positions = EncodedGame(**{name: arrays[f"pos_{name}"][rows_of] for name in _FIELDS})
         game = ConvertedGame(shards.SPLITS[int(arrays["split"][i])], tuple(rows[i]), positions,
                              arrays["key"][i].tobytes())
         pending.append((game_id, game))

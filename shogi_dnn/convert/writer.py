@@ -308,15 +308,25 @@ class DatasetWriter:
 
 def _shard_arrays(games: list[tuple[int, ConvertedGame]], seed: list[int] | None
                   ) -> tuple[dict[str, np.ndarray], dict[str, list]]:
-    """Position arrays (in game order, or rows shuffled by default_rng(seed)) and the games table of one shard.
+    """Position arrays as the shard stores them (board and hands packed: `pieces`, `promoted`; in
+    game order, or rows shuffled by default_rng(seed)) and the games table of one shard.
     `eval` is among the arrays only when some position has an evaluation (the shard then stores it;
     without, the arrays, their content digest and the shard are what they were before evaluations)."""
-    fields = ("board", "hands", "turn", "ply", "move", "win")
-    if any(np.any(g.positions.eval != EVAL_NONE) for _, g in games):
-        fields += (shards.KEY_EVAL,)
-    positions = {key: np.concatenate([getattr(g.positions, key) for _, g in games]) for key in fields}
-    positions[shards.KEY_GAME] = np.concatenate(
-        [np.full(len(g.positions), game_id, np.int32) for game_id, g in games])
+    encoded = [g.positions for _, g in games]
+    fields = ["turn", "ply", "move", "win"]
+    if all(e.pieces is not None and e.promoted is not None for e in encoded):
+        fields += [shards.KEY_PIECES, shards.KEY_PROMOTED]     # packed by the encoder (the compiled path)
+    else:
+        fields += [shards.KEY_BOARD, shards.KEY_HANDS]
+    positions = {key: np.concatenate([getattr(e, key) for e in encoded]) for key in fields}
+    evals = np.concatenate([e.eval for e in encoded])
+    if np.any(evals != EVAL_NONE):
+        positions[shards.KEY_EVAL] = evals
+    positions[shards.KEY_GAME] = np.repeat(np.array([game_id for game_id, _ in games], np.int32),
+                                           [len(e) for e in encoded])
+    positions = shards.pack_stored(positions)
+    positions.pop(shards.KEY_BOARD, None)
+    positions.pop(shards.KEY_HANDS, None)
     if seed is not None:
         order = np.random.default_rng(seed).permutation(len(positions[shards.KEY_GAME]))
         positions = {key: value[order] for key, value in positions.items()}
@@ -328,9 +338,11 @@ def _shard_arrays(games: list[tuple[int, ConvertedGame]], seed: list[int] | None
 
 
 def _content_digest(positions: dict[str, np.ndarray], table: dict[str, list]) -> str:
+    """sha256 of every stored byte of the shard's positions (the packed arrays, as _shard_arrays gives
+    them) and of its games table; only ever compared with itself (resume)."""
     digest = hashlib.sha256()
     for key in sorted(positions):
         digest.update(key.encode())
-        digest.update(np.ascontiguousarray(positions[key]).tobytes())
+        digest.update(np.ascontiguousarray(positions[key]).reshape(-1).view(np.uint8))   # no copy
     digest.update(repr(sorted(table.items())).encode("utf-8"))
     return digest.hexdigest()

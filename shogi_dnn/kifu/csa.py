@@ -27,7 +27,7 @@ from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
-from shogi_dnn.rules.native import NativeGame, new_csa_position
+from shogi_dnn.rules.native import csa_position_factory, move_line_counter
 
 # CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
 CSA_PIECES = ("FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY")
@@ -144,7 +144,10 @@ class _Game:
     rows: dict[int, tuple[int, str]] = dataclasses.field(default_factory=dict)   # rank -> (line, text)
     piece_lines: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)  # (line, colour, text)
     turn: int | None = None
-    moves: list[str] = dataclasses.field(default_factory=list)                 # tokens (`+7776FU`)
+    # The move tokens (`+7776FU`, 7 characters), each followed by "\n", in chunks as read (a run of
+    # move lines is kept as the text the reader matched; `moves` splits them only when asked).
+    move_text: list[str] = dataclasses.field(default_factory=list)
+    move_count: int = 0
     move_lines: list[int] = dataclasses.field(default_factory=list)            # the line of each
     ending: tuple[int, str] | None = None
     summary: str = ""
@@ -153,6 +156,17 @@ class _Game:
     pending: str = ""                                        # header whose value is on the next line
     has_content: bool = False                                # anything beyond comments and a version
     error: KifuError | None = None
+
+    @property
+    def moves(self) -> list[str]:
+        """The move tokens in order."""
+        return "".join(self.move_text).split("\n")[:-1]
+
+    def add_move(self, token: str, number: int) -> None:
+        """One move token (7 characters) read on line `number`."""
+        self.move_text.append(token + "\n")
+        self.move_count += 1
+        self.move_lines.append(number)
 
 
 def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
@@ -167,31 +181,48 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     """
     game: _Game | None = None
     found = 0
-    lines = text.split("\n")
+    new_game_position = csa_position_factory()
+    # Lines are cut one at a time (str.find), not by text.split: the runs of move lines, most of a
+    # record, are taken whole below and never become one string a line.
+    length, find, match_run, count_run = len(text), text.find, _MOVE_RUN.match, move_line_counter()
     index, offset = 0, 0                  # the line's index and the offset of its first character
-    while index < len(lines):
-        raw = lines[index]
+    while offset <= length:
+        end = find("\n", offset)
+        if end < 0:
+            end = length
+        raw = text[offset:end]
         number = index + 1
         # The hot path (most lines of a record): moves alone on their lines, in a game's move list,
         # taken as one run of well-formed lines by a regex (a move line it does not match goes alone).
         if len(raw) == 7 and raw[0] in "+-" and game is not None and game.ending is None \
                 and game.error is None and game.has_content and not game.pending:
-            run = _MOVE_RUN.match(text, offset)
-            tokens = run.group().split("\n")[:-1] if run else [raw]
-            game.moves += tokens
-            game.move_lines += range(number, number + len(tokens))
-            index += len(tokens)
-            offset += 8 * len(tokens)
+            if count_run is not None:                              # the regex's lines, counted in C
+                count = count_run(text, offset)
+                chunk = text[offset:offset + 8 * count] if count else raw + "\n"
+            else:
+                run = match_run(text, offset)
+                chunk = run.group() if run else raw + "\n"       # lines of 7 characters and "\n"
+            count = len(chunk) >> 3
+            game.move_text.append(chunk)
+            game.move_count += count
+            game.move_lines += range(number, number + count)
+            index += count
+            offset += 8 * count
             continue
         index += 1
-        offset += len(raw) + 1
+        offset = end + 1
         line = raw.strip()
         if not line:
             continue
-        if game is not None and (line == "/" or _starts_new_game(game, line)):
+        if line[0] == "'" and game is not None:      # a comment in a game: what _read_line would do
+            if line[1:2] in _COMMENT_HEADS and game.error is None:
+                _read_comment(game, line[1:], number)
+            continue
+        if game is not None and (line == "/" or (game.move_count or game.ending is not None)
+                                 and line.startswith(_NEW_GAME_HEADS)):      # as _starts_new_game
             if game.has_content or game.error is not None:
                 found += 1
-                yield _finish(game, path)
+                yield _finish(game, path, new_game_position)
             game = None
         if line == "/":
             continue
@@ -204,21 +235,24 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
                 game.error = exc
     if game is not None and (game.has_content or game.error is not None):
         found += 1
-        yield _finish(game, path)
+        yield _finish(game, path, new_game_position)
     if not found:
         yield KifuError(path, 1, "no CSA game in the file (only comments or blank lines)")
 
 
+_NEW_GAME_HEADS = ("V1", "V2", "V3", "N+")
+
+
 def _starts_new_game(game: _Game, line: str) -> bool:
     """A version or black-name line after moves starts the next game even without a `/` line."""
-    return (bool(game.moves) or game.ending is not None) and line.startswith(("V1", "V2", "V3", "N+"))
+    return (bool(game.move_count) or game.ending is not None) and line.startswith(_NEW_GAME_HEADS)
 
 
-def _finish(game: _Game, path: str) -> GameRecord | KifuError:
+def _finish(game: _Game, path: str, new_game_position) -> GameRecord | KifuError:
     if game.error is not None:
         return game.error
     try:
-        return _build_record(game, path)
+        return _build_record(game, path, new_game_position)
     except KifuError as exc:
         return exc
 
@@ -234,10 +268,12 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
     game.has_content = True
     pending, game.pending = game.pending, ""
     if len(line) == 7 and head in "+-" and game.ending is None:
-        game.moves.append(line)                      # a move on its own line (parse's fast path too)
-        game.move_lines.append(number)
+        game.add_move(line, number)                  # a move on its own line (parse's fast path too)
         return
-    if head in "+-%T" or WARS_ENDING.match(line):
+    if line in _ONE_TOKEN_LINES:                     # `+` (side to move), `%TORYO`: one statement
+        _read_token(game, line, number, path)
+        return
+    if head in "+-%T" or head in "SGD" and WARS_ENDING.match(line):     # SENTE_/GOTE_WIN_, DRAW_
         # Statements are separated by commas (Shogi Wars: tabs); a `'` starts a trailing comment.
         statements, quote, comment = line.partition("'")
         for token in _TOKEN_SPLIT.split(statements):
@@ -246,7 +282,7 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
         if quote:
             _read_eval(game, comment)         # `+7776FU,'** 30 -3334FU`
         return
-    if (game.moves or game.ending is not None) and (head in "$P" or line.startswith(("N+", "N-"))):
+    if (game.move_count or game.ending is not None) and (head in "$P" or line.startswith(("N+", "N-"))):
         raise KifuError(path, number, f"header line after the moves: {line[:40]!r}")
     if line.startswith(("N+", "N-")):
         _set_header(game, line[:2], line[2:].strip())
@@ -255,10 +291,13 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
         _set_header(game, key, value.strip())
     elif head == "P":
         _read_position_line(game, line, number, path)
-    elif pending and not (game.moves or game.ending is not None):   # value on the next line
+    elif pending and not (game.move_count or game.ending is not None):   # value on the next line
         _set_header(game, pending, line)
     else:
         raise KifuError(path, number, f"unrecognised line {line[:40]!r}")
+
+
+_ONE_TOKEN_LINES = frozenset(("+", "-", *SPECIAL_MOVES))    # lines _TOKEN_SPLIT leaves whole
 
 
 def _set_header(game: _Game, key: str, value: str) -> None:
@@ -276,6 +315,8 @@ def _set_header(game: _Game, key: str, value: str) -> None:
 def _read_comment(game: _Game, comment: str, number: int = 0) -> None:
     """floodgate: `'black_rate:name+hash:3500.0`, `'white_rate:...`, `'summary:toryo:a win:b lose`,
     `'** 123 -3334FU` (an engine's evaluation, see shogi_dnn.kifu.evals)."""
+    if comment[:1] not in _COMMENT_HEADS:          # most comments: none of these (one test, not four)
+        return
     for key in ("black_rate:", "white_rate:"):
         if comment.startswith(key):
             try:
@@ -293,6 +334,9 @@ def _read_comment(game: _Game, comment: str, number: int = 0) -> None:
         _read_eval(game, comment)
 
 
+_COMMENT_HEADS = frozenset("bws*")       # the first letters of the comments _read_comment reads
+
+
 def _read_eval(game: _Game, comment: str) -> None:
     """`'** <score> <pv>`: the Black-view score of the position reached so far (the first one wins).
 
@@ -302,7 +346,7 @@ def _read_eval(game: _Game, comment: str) -> None:
         return
     score = csa_comment_eval(comment)
     if score is not None:
-        game.evals.setdefault(len(game.moves), score)
+        game.evals.setdefault(game.move_count, score)
 
 
 def _read_position_line(game: _Game, line: str, number: int, path: str) -> None:
@@ -320,7 +364,7 @@ def _read_position_line(game: _Game, line: str, number: int, path: str) -> None:
 def _read_token(game: _Game, token: str, number: int, path: str) -> None:
     """One statement of a move line: a move, a side to move, a time, or an ending."""
     if token in ("+", "-"):
-        if game.moves or game.ending is not None:
+        if game.move_count or game.ending is not None:
             raise KifuError(path, number, f"side-to-move line {token!r} after the moves")
         game.turn = rules.BLACK if token == "+" else rules.WHITE
     elif _TIME.match(token) or _WARS_TIME.match(token):
@@ -331,8 +375,7 @@ def _read_token(game: _Game, token: str, number: int, path: str) -> None:
     elif token[0] in "+-" and len(token) == 7:
         if game.ending is not None:
             raise KifuError(path, number, f"move {token} after the end of the game ({game.ending[1]})")
-        game.moves.append(token)
-        game.move_lines.append(number)
+        game.add_move(token, number)
     else:
         raise KifuError(path, number, f"unrecognised statement {token[:40]!r}")
 
@@ -355,7 +398,7 @@ def _start_position(game: _Game, path: str) -> tuple[str, str]:
     Games given by a `PI` line alone (nearly all) are looked up once per distinct line and side."""
     if game.rows or game.piece_lines:
         return _build_start_position(game, path)
-    key = (None if game.pi is None else game.pi[1], game.turn, bool(game.moves) and game.moves[0][0] == "-")
+    key = (None if game.pi is None else game.pi[1], game.turn, bool(game.move_count) and game.move_text[0][0] == "-")
     start = _PI_STARTS.get(key)
     if start is None:
         start = _build_start_position(game, path)          # raises for a bad PI line, naming it
@@ -377,7 +420,7 @@ def _build_start_position(game: _Game, path: str) -> tuple[str, str]:
     _apply_piece_lines(game, board, hands, path)
     turn = game.turn
     if turn is None:                              # Shogi Wars and small test files omit the `+` line
-        turn = rules.WHITE if game.moves and game.moves[0][0] == "-" else rules.BLACK
+        turn = rules.WHITE if game.move_count and game.move_text[0][0] == "-" else rules.BLACK
     sfen = _to_sfen(board, hands, turn)
     board_field = sfen.split(" ", 1)[0]
     handicap = HANDICAP_BOARDS.get(board_field, "") if not any(map(any, hands)) else ""
@@ -536,44 +579,53 @@ def _to_sfen(board: list[int], hands: list[list[int]], turn: int) -> str:
 
 # --- moves and result ------------------------------------------------------------------------------
 
-def _build_record(game: _Game, path: str) -> GameRecord:
+def _build_record(game: _Game, path: str, new_game_position=None) -> GameRecord:
     start_sfen, handicap = _start_position(game, path)
     try:
-        position = new_csa_position(start_sfen)
+        position = (new_game_position or csa_position_factory())(start_sfen)
     except rules.IllegalMoveError as exc:
         raise KifuError(path, game.start_line, f"bad start position: {exc}") from exc
     moves = _replay(game, position, path)
     winner, ending = _result(game, position, path)
-    codes = position.move_codes() if isinstance(position, NativeGame) else b""
+    codes = getattr(position, "move_codes", None)            # rules.native: the moves' codes at hand
+    codes = codes() if codes is not None else None
     return GameRecord(
         start_sfen=start_sfen, moves=tuple(moves), winner=winner, ending=ending,
         source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
         black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
         event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)),
-        move_codes=codes if len(codes) == 8 * len(moves) else b"")
+        move_codes=codes if codes is not None and len(codes) == len(moves) else None)
 
 
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:
     """Play every move on `position` (legality checked by push_usi); USI moves in order.
 
     A position with `push_csa_moves` (rules.native's compiled checker, or the cshogi backend) plays runs
-    of moves in one call; the move it
+    of moves in one call (rules.native's `push_csa_text` the whole move text as read, first); the move it
     stops at (malformed, illegal, by the wrong side) is played here the reference way, which gives
     the error (or plays it, should the fast path be stricter), and the run goes on after it.
     A last move that is illegal and followed by %ILLEGAL_MOVE / %±ILLEGAL_ACTION is the recorded
     offence, not a broken record: it is dropped, and the ending decides the result.
     """
-    tokens = game.moves
     usi_moves: list[str] = []
-    fast = getattr(position, "push_csa_moves", None)
     ply = 0
+    whole = getattr(position, "push_csa_text", None)
+    if whole is not None and game.move_count:
+        usi_moves = whole("".join(game.move_text), game.move_count)
+        ply = len(usi_moves)
+        if ply == game.move_count:
+            return usi_moves
+    tokens = game.moves
+    fast = getattr(position, "push_csa_moves", None)
+    tried = whole is not None          # the fast path just stopped at this ply: the reference's move
     while ply < len(tokens):
-        if fast is not None:
+        if fast is not None and not tried:
             played = fast(tokens[ply:] if ply else tokens)
             usi_moves += played
             ply += len(played)
             if ply == len(tokens):
                 break
+        tried = False
         token = tokens[ply]
         ply += 1
         try:
@@ -623,10 +675,10 @@ def _result(game: _Game, position: rules.Position, path: str) -> tuple[Winner, E
     if game.ending is None:
         return _summary_result(game, path)
     number, token = game.ending
-    wars = WARS_ENDING.match(token)
-    if wars and token not in SPECIAL_MOVES:
-        return _wars_result(wars, number, path)
-    ending, loser = SPECIAL_MOVES[token]
+    special = SPECIAL_MOVES.get(token)
+    if special is None:
+        return _wars_result(WARS_ENDING.match(token), number, path)     # _read_token matched it
+    ending, loser = special
     return special_move_winner(loser, position), ending
 
 
@@ -634,18 +686,19 @@ def special_move_winner(loser: Loser, position: rules.Position) -> Winner:
     """The winner implied by a special move's `Loser` rule in the position where it is recorded."""
     to_move = Winner.BLACK if position.turn == rules.BLACK else Winner.WHITE
     last_mover = Winner.WHITE if to_move is Winner.BLACK else Winner.BLACK
-    if loser == Loser.CHECKING_SIDE:
+    if loser is Loser.CHECKING_SIDE:
         # The repetition ends on a checking move (side to move in check) or on an escape (the side
         # to move is the one that has been checking).
         loser = Loser.LAST_MOVER if in_check(position.piece_codes(), position.turn) else Loser.SIDE_TO_MOVE
-    return {
-        Loser.SIDE_TO_MOVE: last_mover,
-        Loser.LAST_MOVER: to_move,
-        Loser.BLACK: Winner.WHITE,
-        Loser.WHITE: Winner.BLACK,
-        Loser.NOBODY: Winner.DRAW,
-        Loser.UNKNOWN: Winner.UNKNOWN,
-    }[loser]
+    if loser is Loser.SIDE_TO_MOVE:
+        return last_mover
+    if loser is Loser.LAST_MOVER:
+        return to_move
+    return _FIXED_WINNER[loser]
+
+
+_FIXED_WINNER = {Loser.BLACK: Winner.WHITE, Loser.WHITE: Winner.BLACK, Loser.NOBODY: Winner.DRAW,
+                 Loser.UNKNOWN: Winner.UNKNOWN}
 
 
 def _wars_result(match: re.Match[str], number: int, path: str) -> tuple[Winner, Ending]:

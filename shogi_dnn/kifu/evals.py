@@ -119,7 +119,7 @@ def evals_by_position(black_view: dict[int, int], start_sfen: str, plies: int) -
     Indices beyond `plies` (e.g. the comment of an illegal last move that was dropped) are ignored;
     `()` when no index of the record has a score.
     """
-    if not any(0 <= index <= plies for index in black_view):
+    if not black_view or not any(0 <= index <= plies for index in black_view):
         return ()
     black_first = start_sfen.split()[1] == "b"
     out: list[int | None] = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import typing
 
 from shogi_dnn.errors import KifuError
 
@@ -73,9 +74,9 @@ class GameRecord:
             in centipawns from the view of the side to move in that position, clipped to
             ±`shogi_dnn.kifu.evals.MATE_EVAL` (a mate score is ±MATE_EVAL), or None where the record
             gives none. Which comments are read and how their signs are turned: shogi_dnn.kifu.evals.
-        move_codes: the moves as [len(moves)] int64 absolute move codes (rules.native's numbering, the
-            same as features.absolute_move_code), as bytes, when the reader got them for free from the
-            compiled checker; b"" otherwise. A cache for the encoder: not compared, not shown.
+        move_codes: optional, derived: `moves` as absolute move codes (features.absolute_move_code,
+            [len(moves)] int64) when the reader had them at hand (the CSA reader's compiled checker),
+            else None; encoding then skips turning the USI back into codes. Not compared.
     """
 
     start_sfen: str
@@ -91,7 +92,7 @@ class GameRecord:
     handicap: str = ""
     event: str = ""
     evals: tuple[int | None, ...] = ()
-    move_codes: bytes = dataclasses.field(default=b"", compare=False, repr=False)
+    move_codes: typing.Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def has_result(self) -> bool:

@@ -10,7 +10,12 @@ gives check, which may be a pawn-drop mate; a position without both kings) stops
 one move goes through the reference backend (`push_usi`: cshogi or python-shogi), which also words
 every error. So a record reads exactly as it does without the extension, only faster.
 
-SHOGI_DNN_NATIVE=0 turns it off (the readers then use the rules backend for every move).
+The reader hands `NativeGame.push_csa_text` a game's move lines as it read them (one text, no list of
+tokens), counts runs of move lines in C too (`move_line_counter`: exactly its regex's lines), and takes
+the absolute codes of the moves played (`NativeGame.move_codes`) into GameRecord.move_codes, so that
+features.encode_game does not turn the USI moves back into codes.
+
+SHOGI_DNN_NATIVE=0 turns it off (the readers then use the rules backend for every move, and the regex).
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ try:
     from shogi_dnn._encode import play_csa as _play_csa
 except ImportError:                      # no C compiler at install time
     _play_csa = None
+try:
+    from shogi_dnn._encode import csa_move_lines as _csa_move_lines
+except ImportError:
+    _csa_move_lines = None
 
 NATIVE_ENV = "SHOGI_DNN_NATIVE"
 HAND_KINDS = 7
@@ -44,19 +53,27 @@ def _square_usi(index: int) -> str:
     return f"{9 - index % 9}{chr(ord('a') + index // 9)}"
 
 
+def _usi_code(usi: str) -> int:
+    """The absolute code of a well-formed USI move (the inverse of _usi_table)."""
+    destination = (ord(usi[3]) - ord("a")) * 9 + 9 - int(usi[2])
+    if usi[1] == "*":
+        origin = NUM_SQUARES + _DROP_LETTERS.index(usi[0])
+    else:
+        origin = (ord(usi[1]) - ord("a")) * 9 + 9 - int(usi[0])
+    return (origin * NUM_SQUARES + destination) * 2 + usi.endswith("+")
+
+
 @functools.lru_cache(maxsize=1)
 def _usi_table() -> np.ndarray:
     """USI of every absolute move code ((origin * 81 + destination) * 2 + promote; origin 81 + i a
-    drop of P L N S G B R[i]), as an object array indexed by the code."""
+    drop of P L N S G B R[i]), as an object array indexed by the code (None where no move is)."""
+    names = [_square_usi(index) for index in range(NUM_SQUARES)]
     table = np.full((NUM_SQUARES + HAND_KINDS) * NUM_SQUARES * 2, None, object)
-    for destination in range(NUM_SQUARES):
-        to = _square_usi(destination)
-        for origin in range(NUM_SQUARES):
-            code = (origin * NUM_SQUARES + destination) * 2
-            table[code] = _square_usi(origin) + to
-            table[code + 1] = table[code] + "+"
-        for kind, letter in enumerate(_DROP_LETTERS):
-            table[((NUM_SQUARES + kind) * NUM_SQUARES + destination) * 2] = f"{letter}*{to}"
+    board = [origin + destination for origin in names for destination in names]
+    table[0:2 * NUM_SQUARES * NUM_SQUARES:2] = board
+    table[1:2 * NUM_SQUARES * NUM_SQUARES:2] = [usi + "+" for usi in board]
+    drops = [f"{letter}*{destination}" for letter in _DROP_LETTERS for destination in names]
+    table[2 * NUM_SQUARES * NUM_SQUARES::2] = drops
     return table
 
 
@@ -74,25 +91,27 @@ class NativeGame:
 
     def __init__(self, sfen: str) -> None:
         board, hands, turn = _start(sfen)
-        self._board = np.frombuffer(board, np.uint8).copy()          # [81] codes, Black's view
-        self._hands = np.frombuffer(hands, np.uint8).copy()          # [14] Black's P..R, White's P..R
+        self._board = bytearray(board)          # [81] codes, Black's view (play_csa writes them in place)
+        self._hands = bytearray(hands)          # [14] Black's P..R, White's P..R
         self._turn = turn
-        self._codes: list[np.ndarray] = []      # every move's absolute code, while all went through C
-        self._all_native = True
-
-    def move_codes(self) -> bytes:
-        """The moves played so far as int64 absolute codes (bytes); b"" once a move took the reference path."""
-        return np.concatenate(self._codes).tobytes() if self._all_native and self._codes else b""
+        self._codes: list[np.ndarray] = []                            # of the moves played, in order
 
     def push_csa_moves(self, tokens: Sequence[str]) -> list[str]:
         """Play CSA move tokens (`+7776FU`) in order while the C checker accepts them; their USI."""
         if not tokens:
             return []
-        codes = np.empty(len(tokens), np.int64)
-        text = ("\n".join(tokens) + "\n").encode("ascii", "replace")
-        if len(text) != 8 * len(tokens):             # a token that is not 7 characters: the reference's
+        return self.push_csa_text("\n".join(tokens) + "\n", len(tokens))
+
+    def push_csa_text(self, text: str, count: int) -> list[str]:
+        """push_csa_moves of `count` tokens given as one text, each token followed by "\n" (as a
+        record's lines of moves read)."""
+        if not count:
             return []
-        played = _play_csa(self._board, self._hands, self._turn, text, codes)
+        codes = np.empty(count, np.int64)
+        data = text.encode("ascii", "replace")
+        if len(data) != 8 * count:                  # a token that is not 7 characters: the reference's
+            return []
+        played = _play_csa(self._board, self._hands, self._turn, data, codes)
         self._turn ^= played & 1
         self._codes.append(codes[:played])
         return _usi_table()[codes[:played]].tolist()
@@ -101,25 +120,31 @@ class NativeGame:
         """One move through the reference backend (its legality check and error words)."""
         position = new_position(self.sfen())
         position.push_usi(usi)                       # IllegalMoveError: the caller reports it
-        self._all_native = False
         black, white = position.hand_counts()
-        self._board = np.asarray(position.piece_codes(), np.uint8)
-        self._hands = np.asarray(black + white, np.uint8)
+        self._board = bytearray(position.piece_codes())
+        self._hands = bytearray(black + white)
         self._turn = position.turn
+        self._codes.append(np.array([_usi_code(usi)], np.int64))
+
+    def move_codes(self) -> np.ndarray:
+        """[moves played] int64: the absolute code of every move played so far (features.absolute_move_code)."""
+        if len(self._codes) == 1:
+            return self._codes[0]
+        return np.concatenate(self._codes) if self._codes else np.empty(0, np.int64)
 
     @property
     def turn(self) -> int:
         return self._turn
 
     def sfen(self) -> str:
-        return format_sfen(self._board.tolist(), self._hands[:HAND_KINDS].tolist(),
-                           self._hands[HAND_KINDS:].tolist(), self._turn)
+        return format_sfen(list(self._board), list(self._hands[:HAND_KINDS]), list(self._hands[HAND_KINDS:]),
+                           self._turn)
 
     def piece_codes(self) -> list[int]:
-        return self._board.tolist()
+        return list(self._board)
 
     def piece_type_at(self, square: int) -> tuple[int, int] | None:
-        code = int(self._board[square])
+        code = self._board[square]
         if code == 0:
             return None
         colour, piece_type = divmod(code - 1, NUM_PIECE_TYPES)
@@ -132,9 +157,19 @@ def new_csa_position(sfen: str):
     Raises:
         IllegalMoveError: an invalid SFEN.
     """
-    if enabled():
-        return NativeGame(sfen)
-    return new_position(sfen)
+    return csa_position_factory()(sfen)
 
 
-__all__ = ["NATIVE_ENV", "NativeGame", "enabled", "new_csa_position"]
+def csa_position_factory():
+    """new_csa_position with enabled() decided once (the reader asks once a file, not once a game)."""
+    return NativeGame if enabled() else new_position
+
+
+def move_line_counter():
+    """When enabled(): `count(text, offset)`, how many consecutive lines from `offset` of `text` are
+    one well-formed CSA move each (exactly the lines the regex (?:[+-][0-9]{4}[A-Z]{2}\n)+ matches),
+    counted in C; else None (the reader uses the regex)."""
+    return _csa_move_lines if enabled() else None
+
+
+__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "move_line_counter", "new_csa_position"]

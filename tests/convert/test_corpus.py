@@ -140,8 +140,9 @@ def test_killed_and_interrupted_runs_resume_to_identical_shards(shared_dir: Path
     reference = tmp_path / "reference"
     subprocess.run(_convert_cmd(root, reference, 1, "auto"), check=True, env=env, capture_output=True)
     out = tmp_path / "out"
-    # python-shogi is the slow backend: time to kill the run in the middle
-    proc = subprocess.Popen(_convert_cmd(root, out, 2, "python-shogi"), env=env,
+    # python-shogi without the compiled CSA checker is the slow way: time to kill the run in the middle
+    slow = {**env, "SHOGI_DNN_NATIVE": "0"}
+    proc = subprocess.Popen(_convert_cmd(root, out, 2, "python-shogi"), env=slow,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_shards(out, 1, proc)
     proc.kill()                                                  # SIGKILL: no chance to clean up
@@ -149,7 +150,7 @@ def test_killed_and_interrupted_runs_resume_to_identical_shards(shared_dir: Path
     # The state already lists the killed run's shards: wait for two shards of the new run, so that the
     # SIGTERM lands inside the conversion, not during the interpreter's start-up.
     before = len(json.loads((out / STATE_NAME).read_text())["shards"])
-    proc = subprocess.Popen(_convert_cmd(root, out, 2, "python-shogi"), env=env,
+    proc = subprocess.Popen(_convert_cmd(root, out, 2, "python-shogi"), env=slow,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_shards(out, before + 2, proc)
     proc.send_signal(signal.SIGTERM)                             # a reclaimed machine / `kill`

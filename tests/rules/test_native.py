@@ -139,7 +139,7 @@ def test_records_read_the_same_with_and_without_it(monkeypatch: pytest.MonkeyPat
 
 def test_records_carry_the_move_codes_the_encoder_would_compute() -> None:
     """The checker's move codes travel with the record (GameRecord.move_codes) and encode the same
-    positions as the moves' USI do; a record whose moves took the reference path carries none."""
+    positions as the moves' USI do, a move played through the reference included."""
     import dataclasses
 
     from shogi_dnn.features import absolute_move_code, encode_game
@@ -147,16 +147,34 @@ def test_records_carry_the_move_codes_the_encoder_would_compute() -> None:
     records = [r for path in sorted((DATA / "csa").rglob("*.csa"))
                for r in read_record_bytes(path.read_bytes(), str(path))
                if not isinstance(r, KifuError) and r.has_result]
-    carrying = [r for r in records if r.move_codes]
+    carrying = [r for r in records if r.move_codes is not None]
     assert len(carrying) >= 5
     for record in carrying:
-        assert np.frombuffer(record.move_codes, np.int64).tolist() == [absolute_move_code(m) for m in record.moves]
-        with_codes, without = encode_game(record), encode_game(dataclasses.replace(record, move_codes=b""))
+        assert record.move_codes.tolist() == [absolute_move_code(m) for m in record.moves]
+        with_codes, without = encode_game(record), encode_game(dataclasses.replace(record, move_codes=None))
         for field in dataclasses.fields(with_codes):
-            assert np.array_equal(getattr(with_codes, field.name), getattr(without, field.name)), field.name
+            a, b = getattr(with_codes, field.name), getattr(without, field.name)
+            assert (a is None and b is None) or np.array_equal(a, b), field.name
     game = native.NativeGame("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1")
     game.push_csa_moves(["+7776FU", "-3334FU"])
-    assert np.frombuffer(game.move_codes(), np.int64).tolist() == [absolute_move_code("7g7f"),
-                                                                   absolute_move_code("3c3d")]
-    game.push_usi("8h2b+")                         # a move through the reference: no codes any more
-    assert game.move_codes() == b""
+    game.push_usi("8h2b+")                         # a move through the reference keeps its code too
+    assert game.move_codes().tolist() == [absolute_move_code(m) for m in ("7g7f", "3c3d", "8h2b+")]
+
+
+def test_move_lines_are_counted_as_the_reader_regex_matches_them() -> None:
+    """_encode.csa_move_lines (the reader's runs of move lines, counted in C) gives exactly the lines
+    of csa._MOVE_RUN, on random texts of move lines and near misses (non-ASCII digits and letters too)."""
+    from shogi_dnn.kifu.csa import _MOVE_RUN
+
+    count = native.move_line_counter()
+    assert count is not None
+    rng = random.Random(13)
+    good = ["+7776FU\n", "-3334FU\n", "+0055KA\n", "-8822UM\n"]
+    alphabet = "+-0123456789AZaz\n\r /%é漢\u0660\uff10"
+    for _ in range(20_000):
+        text = "".join(rng.choice(good) if rng.random() < 0.8 else
+                       "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9)))
+                       for _ in range(rng.randint(0, 6)))
+        offset = rng.randint(0, len(text))
+        run = _MOVE_RUN.match(text, offset)
+        assert count(text, offset) == (len(run.group()) // 8 if run else 0), (text, offset)
