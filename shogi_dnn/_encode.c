@@ -282,6 +282,16 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
     return PyLong_FromLong(result);
 }
 
+/* Index of the lowest set bit of a non-zero mask (GCC/Clang builtins, a loop elsewhere). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LOWEST_BIT64(m) __builtin_ctzll(m)
+#define LOWEST_BIT32(m) __builtin_ctz(m)
+#else
+static inline int lowest_bit(uint64_t m) { int i = 0; while (!(m & 1)) { m >>= 1; i++; } return i; }
+#define LOWEST_BIT64(m) lowest_bit(m)
+#define LOWEST_BIT32(m) lowest_bit(m)
+#endif
+
 /* The squares of one kind of piece (codes mapped by CODE_KIND into `kinds`, 96 bytes, 81.. zero) as a
  * bit mask: bits 0..63 in *lo, squares 64..80 in the return value. */
 #ifdef __SSE2__
@@ -329,7 +339,7 @@ static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *piec
             uint64_t lo;
             uint32_t hi = kind_mask(kinds, kind, &lo);
             while (lo) {
-                int s = __builtin_ctzll(lo);
+                int s = LOWEST_BIT64(lo);
                 lo &= lo - 1;
                 if (slot == end)
                     return r;
@@ -339,7 +349,7 @@ static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *piec
                 slot++;
             }
             while (hi) {
-                int s = 64 + __builtin_ctz(hi);
+                int s = 64 + LOWEST_BIT32(hi);
                 hi &= hi - 1;
                 if (slot == end)
                     return r;
