@@ -338,19 +338,15 @@ static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *piec
             int slot = KIND_FIRST_SLOT[kind], end = slot + KIND_SLOTS[kind];
             uint64_t lo;
             uint32_t hi = kind_mask(kinds, kind, &lo);
-            while (lo) {
-                int s = LOWEST_BIT64(lo);
-                lo &= lo - 1;
-                if (slot == end)
-                    return r;
-                uint8_t code = row[s];
-                out[slot] = (uint8_t)(s | CODE_OPPONENT[code]);
-                flags |= (uint64_t)CODE_PROMOTED[code] << slot;
-                slot++;
-            }
-            while (hi) {
-                int s = 64 + LOWEST_BIT32(hi);
-                hi &= hi - 1;
+            while (lo || hi) {                                     /* squares 0..63, then 64..80 */
+                int s;
+                if (lo) {
+                    s = LOWEST_BIT64(lo);
+                    lo &= lo - 1;
+                } else {
+                    s = 64 + LOWEST_BIT32(hi);
+                    hi &= hi - 1;
+                }
                 if (slot == end)
                     return r;
                 uint8_t code = row[s];
