@@ -418,6 +418,9 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
             check_piece_set(board[row], hands[row])      # raises, naming the kind
             raise ValueError(f"row {row}: more pieces than one set")
         return pieces, promoted
+    invalid = (board >= NUM_PIECE_CODES).any(axis=1)
+    if invalid.any():
+        raise ValueError(f"row {int(np.argmax(invalid))}: a piece code outside 0..{NUM_PIECE_CODES - 1}")
     base = _CODE_BASE[board]                                                    # [N, 81] type 0..8
     on_board = np.bincount((np.arange(n)[:, None] * _NUM_KINDS + base).ravel(),
                            minlength=n * _NUM_KINDS).reshape(n, _NUM_KINDS).astype(np.int16)
