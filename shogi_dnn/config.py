@@ -86,7 +86,11 @@ class TrainConfig:
                                     # of tiny steps on simulated CPU towers, measured)
     eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains on
                                     # (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale)); 0 = results only
-    eval_scale: float = 756.0       # a > 0: centipawns per unit of logit, the target is sigmoid(eval / a)
+    eval_scale: float = 756.0       # a: centipawns per unit of logit, the target is sigmoid(eval / a); 0 = fit a
+                                    # on the training split's results (evalfit.py: the engine baseline's a)
+    eval_weighting: str = "constant"  # "constant": λ everywhere; "trust": λ x the evaluations' trust at the
+                                    # position's ply (evalfit.py: their gain over a coin on the training split's
+                                    # results, 1 where most informative): weak opening evaluations weigh little
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +118,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optim.optimizer": ("sgd", "adam"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
     "optim.lr_decay": ("none", "cosine"),
+    "train.eval_weighting": ("constant", "trust"),
 }
 
 
@@ -213,10 +218,10 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "train.seed": (0, math.inf, True), "train.log_every_steps": (0, math.inf, False),
     "train.checkpoint_every_steps": (0, math.inf, True), "train.keep_checkpoints": (0, math.inf, False),
     "train.max_steps_per_stage": (0, math.inf, True),
-    "train.eval_weight": (0, 1, True), "train.eval_scale": (0, math.inf, False),
+    "train.eval_weight": (0, 1, True), "train.eval_scale": (0, math.inf, True),
 }
 _RANGE_TEXT = {"data.read_lanes": " (0 = one per worker)", "train.global_batch": " (0 = per_replica_batch x towers)",
-               "train.eval_scale": " (centipawns per unit of logit)"}
+               "train.eval_scale": " (centipawns per unit of logit; 0 = fitted)"}
 
 
 def _check_ranges(config: Config, origin: str) -> None:

@@ -94,13 +94,16 @@ def test_eval_target_keys_defaults_and_validation(tmp_path) -> None:
     config = cfg.load_config(None, ["train.eval_weight=1", "train.eval_scale=600"])
     assert (config.train.eval_weight, config.train.eval_scale) == (1.0, 600.0)
     assert isinstance(config.train.eval_weight, float)
+    fitted = cfg.load_config(None, ["train.eval_scale=0", "train.eval_weighting=trust"]).train
+    assert (fitted.eval_scale, fitted.eval_weighting) == (0.0, "trust")     # 0 = fit a on the training split
     preset = write(tmp_path / "evals.toml", "[train]\neval_weight = 1.5\n")
     with pytest.raises(ConfigError, match=r"evals\.toml: train\.eval_weight = 1\.5 must be in \[0, 1\]"):
         cfg.load_config(preset)
     for overrides, message in ((["train.eval_weight=-0.1"], r"train\.eval_weight = -0\.1 must be in \[0, 1\]"),
                                (["train.eval_weight=nan"], r"train\.eval_weight = nan must be a finite number"),
-                               (["train.eval_scale=0"], r"train\.eval_scale = 0\.0 must be positive"),
-                               (["train.eval_scale=-756"], r"train\.eval_scale = -756\.0 must be positive"),
+                               (["train.eval_scale=-756"], r"train\.eval_scale = -756\.0 must be >= 0"),
+                               (["train.eval_weighting=ply"], r"train\.eval_weighting = 'ply' must be one of "
+                                                              r"constant, trust"),
                                (["train.eval_scale=inf"], r"train\.eval_scale = inf must be a finite number"),
                                (["train.eval_weight=much"], r"train\.eval_weight = 'much' must be float")):
         with pytest.raises(ConfigError, match=message) as info:

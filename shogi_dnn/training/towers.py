@@ -27,7 +27,8 @@ Engine evaluations as targets (train.eval_weight λ, train.eval_scale a; example
 is taken of the per-example loss
   (1-λ)·BCE(logit, win) + λ·BCE(logit, sigmoid(eval / a))   where the position has an evaluation,
   BCE(logit, win)                                           where it has none (features.EVAL_NONE),
-and λ = 0 builds exactly the result-only graph (bit-identical losses, gradients and metrics). The
+with λ replaced by λ·trust[ply range] when a trust table is given (train.eval_weighting = "trust", per
+evalfit.PLY_EDGES range), and λ = 0 builds exactly the result-only graph (bit-identical losses, gradients and metrics). The
 metric sums below stay about the *result*: loss_sum is the result BCE whatever λ, so the logged loss
 means what evaluate reports, and runs with different λ (or none) compare on one scale; the blended
 loss is what the optimizer minimises, never logged (it would need its own METRIC_KEYS entry in
@@ -51,6 +52,7 @@ import tensorflow as tf
 
 from shogi_dnn.config import OptimConfig, TrainConfig, scaled_lr  # scaled_lr: also towers.scaled_lr
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.evalfit import PLY_RANGE_WIDTH
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training.cluster import Cluster, replica_values
 from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
@@ -277,13 +279,15 @@ def current_lr(optimizer: keras.optimizers.Optimizer) -> float:
 
 
 def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_weight: float = 0.0,
-                   eval_scale: float = TrainConfig.eval_scale) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+                   eval_scale: float = TrainConfig.eval_scale, eval_trust: Sequence[float] | None = None,
+                   ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """Per-example training loss [B] float32 and the metric sums of one (per-replica) batch.
 
     batch: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32 (1 win, 0 loss, 0.5 draw), and
     eval [B] int16 (centipawns, side to move's view, EVAL_NONE = none; read only when eval_weight > 0,
     a batch without it counts as having no evaluations).
     eval_weight, eval_scale: λ and a of the module docstring (a Python float: λ = 0 adds no op at all).
+    eval_trust: None (λ everywhere) or [R] floats, λ's factor per evalfit.PLY_EDGES range (reads batch["ply"]).
     The sums are about the result target whatever λ (the module docstring says why).
     """
     logits = tf.cast(model({"board": batch["board"], "hands": batch["hands"]}, training=training), tf.float32)
@@ -292,7 +296,8 @@ def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_wei
     result_losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=win, logits=logits)
     losses = result_losses
     if eval_weight > 0 and "eval" in batch:
-        losses = blend_eval_losses(logits, result_losses, batch["eval"], eval_weight, eval_scale)
+        weight = float(eval_weight) if eval_trust is None else eval_weight * trust_by_ply(batch["ply"], eval_trust)
+        losses = blend_eval_losses(logits, result_losses, batch["eval"], weight, eval_scale)
     decisive = tf.cast(tf.not_equal(win, 0.5), tf.float32)
     correct = decisive * tf.cast(tf.equal(logits > 0.0, win > 0.5), tf.float32)
     sums = {"loss_sum": tf.reduce_sum(result_losses), "correct": tf.reduce_sum(correct),
@@ -300,14 +305,24 @@ def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_wei
     return losses, sums
 
 
-def blend_eval_losses(logits: tf.Tensor, result_losses: tf.Tensor, evals: tf.Tensor, eval_weight: float,
-                      eval_scale: float) -> tf.Tensor:
-    """[B] (1-λ)·result_losses + λ·BCE(logits, sigmoid(eval / a)) where eval != EVAL_NONE, else result_losses."""
+def trust_by_ply(ply: tf.Tensor, trust: Sequence[float]) -> tf.Tensor:
+    """[B] float32 trust[range of ply] for ply [B] int (evalfit.ply_range: 20 plies a range, the last open)."""
+    table = tf.constant(list(trust), tf.float32)
+    index = tf.clip_by_value(tf.cast(tf.reshape(ply, [-1]), tf.int32) // PLY_RANGE_WIDTH, 0, len(trust) - 1)
+    return tf.gather(table, index)
+
+
+def blend_eval_losses(logits: tf.Tensor, result_losses: tf.Tensor, evals: tf.Tensor,
+                      eval_weight: float | tf.Tensor, eval_scale: float) -> tf.Tensor:
+    """[B] (1-λ)·result_losses + λ·BCE(logits, sigmoid(eval / a)) where eval != EVAL_NONE, else result_losses.
+
+    eval_weight: λ, a float or a [B] float32 tensor (one λ per example)."""
     evals = tf.reshape(evals, [-1])
     has_eval = tf.not_equal(evals, tf.constant(EVAL_NONE, evals.dtype))
     target = tf.sigmoid(tf.cast(evals, tf.float32) / float(eval_scale))
     eval_losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=target, logits=logits)
-    blended = (1.0 - float(eval_weight)) * result_losses + float(eval_weight) * eval_losses
+    weight = eval_weight if isinstance(eval_weight, tf.Tensor) else float(eval_weight)
+    blended = (1.0 - weight) * result_losses + weight * eval_losses
     return tf.where(has_eval, blended, result_losses)
 
 
@@ -347,10 +362,12 @@ def tower_busy_seconds(start: tf.Tensor, grads: Sequence[tf.Tensor]) -> tf.Tenso
 def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
                     optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
                     clip_global_norm: float = 0.0, time_towers: bool = False, eval_weight: float = 0.0,
-                    eval_scale: float = TrainConfig.eval_scale) -> Callable[..., dict[str, tf.Tensor]]:
+                    eval_scale: float = TrainConfig.eval_scale, eval_trust: Sequence[float] | None = None,
+                    ) -> Callable[..., dict[str, tf.Tensor]]:
     """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
 
-    eval_weight, eval_scale: train.eval_weight and train.eval_scale (example_losses; 0 = results only).
+    eval_weight, eval_scale, eval_trust: λ, the resolved a (> 0) and the per-ply-range trust or None
+    (example_losses; λ = 0 = results only).
 
     Each b is an element of strategy.experimental_distribute_dataset over global batches of
     `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
@@ -372,7 +389,7 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
             first = [start] if timed else []
             with tf.control_dependencies(grads if total is not None else first), tf.GradientTape() as tape:
                 losses, sums = example_losses(model, batch, training=True, eval_weight=eval_weight,
-                                              eval_scale=eval_scale)
+                                              eval_scale=eval_scale, eval_trust=eval_trust)
                 # Divide by the whole update batch: summing towers and micro-batches gives the mean.
                 loss = tf.nn.compute_average_loss(losses, global_batch_size=update_batch)
                 loss = optimizer.scale_loss(loss) if scaled else loss

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import __version__, run_files, shards
+from shogi_dnn import __version__, evalfit, run_files, shards
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
@@ -88,6 +88,65 @@ class StopFlag:
                 signal.signal(sig, handler)
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalTarget:
+    """The evaluation target a run trains on, resolved from train.eval_* and the training split.
+
+    weight: λ (0 = results only); scale: a in centipawns per logit (> 0); trust: None or [R] per-ply-range
+    factors of λ (evalfit.PLY_EDGES); fit: what the training split's evaluations say (None: none carry one).
+    """
+
+    weight: float
+    scale: float
+    trust: tuple[float, ...] | None
+    weighting: str
+    fit: evalfit.EvalFit | None
+
+    def describe(self) -> str:
+        """The run log's line: coverage, λ, a and the weighting."""
+        if self.fit is None:
+            return ("no engine evaluations in the training split: results only" if self.weight > 0 else
+                    "evaluation targets off (train.eval_weight = 0): results only")
+        coverage = f"evaluations on {self.fit.coverage:.1%} of training positions"
+        if self.weight == 0:
+            return f"{coverage}, not used (train.eval_weight = 0): results only"
+        trust = ("" if self.trust is None else ", trust by ply " +
+                 " ".join(f"{e}+:{t:.2f}" for e, t, c in zip(self.fit.ply_edges, self.trust, self.fit.counts) if c))
+        return (f"{coverage}, λ = {self.weight:g}, a = {self.scale:.0f} cp/logit"
+                f" ({'fitted' if self.fitted_scale else 'set'}; fitted on results: {self.fit.scale:.0f})"
+                f", weighting {self.weighting}{trust}")
+
+    @property
+    def fitted_scale(self) -> bool:
+        return self.fit is not None and self.scale == self.fit.scale
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weight": self.weight, "scale": self.scale, "weighting": self.weighting,
+                "trust": None if self.trust is None else list(self.trust),
+                "fit": None if self.fit is None else self.fit.to_dict()}
+
+
+def resolve_eval_target(cfg: config_mod.TrainConfig, manifest: shards.Manifest) -> EvalTarget:
+    """λ, a and the trust table for a run: fitted on the training split's evaluations (evalfit.py) when
+    train.eval_weight > 0; a dataset without evaluations trains on results only (λ has no effect)."""
+    if cfg.eval_weight == 0:
+        return EvalTarget(0.0, cfg.eval_scale or evalfit.DEFAULT_SCALE, None, cfg.eval_weighting, None)
+    paths = [manifest.shard_path(s) for s in manifest.split("train")]
+    fit = evalfit.fit_batches(_eval_columns(paths))
+    if fit is None:
+        return EvalTarget(0.0, cfg.eval_scale or evalfit.DEFAULT_SCALE, None, cfg.eval_weighting, None)
+    scale = cfg.eval_scale if cfg.eval_scale > 0 else fit.scale
+    trust = fit.trust if cfg.eval_weighting == "trust" else None
+    return EvalTarget(cfg.eval_weight, scale, trust, cfg.eval_weighting, fit)
+
+
+def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(eval [N] int16, win [N] float32, ply [N] int16) of every position, a shard at a time."""
+    for path in paths:
+        rows = shards.read_positions(path, keys=[shards.KEY_EVAL, shards.KEY_WIN, shards.KEY_PLY]).arrays
+        yield rows[shards.KEY_EVAL], rows[shards.KEY_WIN], rows[shards.KEY_PLY]
+
+
 class _Interval:
     """Step outputs since the last log line, and when the interval started."""
 
@@ -116,6 +175,7 @@ class Trainer:
         self.update_batch = self.global_batch * self.micro_batches
         self.plan = StagePlan(self.manifest, config, self.update_batch, cluster.num_workers(strategy))
         self.devices = cluster.device_names(strategy)      # every tower of every worker
+        self.eval_target = resolve_eval_target(config.train, self.manifest)
         with strategy.scope():
             self.model = build_model(config.model, seed=config.train.seed)
         self.optimizer = towers.build_optimizer(config.optim, self.global_batch, self._total_steps(),
@@ -126,8 +186,9 @@ class Trainer:
                                                  global_batch=self.global_batch, micro_batches=self.micro_batches,
                                                  clip_global_norm=config.optim.clip_global_norm,
                                                  time_towers=config.train.time_towers,
-                                                 eval_weight=config.train.eval_weight,
-                                                 eval_scale=config.train.eval_scale)
+                                                 eval_weight=self.eval_target.weight,
+                                                 eval_scale=self.eval_target.scale,
+                                                 eval_trust=self.eval_target.trust)
         self.update = towers.make_iterator_step(self.train_step, self.micro_batches)
         self.eval_step = towers.make_eval_step(strategy, self.model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -195,6 +256,7 @@ class Trainer:
                  plural(self.micro_batches, "micro-batch", "micro-batches"), self.update_batch,
                  towers.scaled_lr(self.config.optim, self.update_batch),
                  plural(self.plan.num_groups, "sample group"), plural(self.plan.epochs, "epoch"))
+        log.info("%s", self.eval_target.describe())
         return state
 
     def _restore_newest_valid(self, existing: list[Path]) -> TrainState:
@@ -249,7 +311,8 @@ class Trainer:
                 "read_lanes": self.plan.lanes,
                 "peak_lr": towers.scaled_lr(self.config.optim, self.update_batch),
                 "resume_command": self.resume_command, "shogi_dnn": __version__, "tensorflow": tf.__version__,
-                "keras": keras.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                "keras": keras.__version__, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "eval_target": self.eval_target.to_dict()}
 
     def _interrupted(self, state: TrainState) -> TrainResult:
         if self.checkpoints.last_saved_step != state.step:

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Train a preset under several option sets and seeds, then tabulate held-out scores (docs/accuracy.md).
+
+  python scripts/accuracy_sweep.py run --data DATA --test-data TEST --out SWEEP --name lam0.33 \
+      --seeds 1,2,3 -- --config train/cpu-small.toml --set train.eval_weight=0.33
+  python scripts/accuracy_sweep.py table SWEEP --data DATA --test-data TEST [--split test]
+
+`run` trains one run per seed (`shogi-dnn train ... --set train.seed=S`, skipped when SWEEP/NAME-sS/model.keras
+exists), then writes each run's mirror-averaged logits on the validation split of DATA and on every shard
+of TEST (games drawn the same way with other seeds) as SWEEP/NAME-sS/pred-<split>.npz (logit [N] float32, in
+shard order). `table` scores every run and the baselines on the same positions: the test games that repeat
+a training game move for move are removed first (the engine replays itself), accuracy is over decisive
+positions, and the intervals are 95% bootstrap intervals over games (scoring.bootstrap_games when present).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from shogi_dnn import evalfit, shards
+from shogi_dnn.analysis import scoring
+
+KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME)
+PHASES = ((0, 40), (40, 80), (80, 10**6))
+
+
+def split_paths(data: Path, split: str) -> list[Path]:
+    manifest = shards.read_manifest(data)
+    infos = manifest.shards if split == "all" else manifest.split(split)
+    return [manifest.shard_path(s) for s in infos]
+
+
+def read_split(paths: list[Path]) -> dict[str, np.ndarray]:
+    parts = [shards.read_positions(p, keys=KEYS).arrays for p in paths]
+    return {k: np.concatenate([p[k] for p in parts]) for k in KEYS}
+
+
+def game_signatures(data: dict[str, np.ndarray]) -> dict[int, bytes]:
+    """game id -> sha1 of its positions (board + hands, in order): equal games have equal signatures."""
+    out: dict[int, bytes] = {}
+    games = data[shards.KEY_GAME]
+    starts = np.flatnonzero(np.r_[True, games[1:] != games[:-1]])
+    ends = np.r_[starts[1:], len(games)]
+    for s, e in zip(starts, ends):
+        h = hashlib.sha1(data[shards.KEY_BOARD][s:e].tobytes())
+        h.update(data[shards.KEY_HANDS][s:e].tobytes())
+        out[int(games[s])] = h.digest()
+    return out
+
+
+def predict(run_dir: Path, paths: list[Path], out: Path) -> None:
+    from shogi_dnn.analysis.run_model import load_run_model
+    from shogi_dnn.training import model as model_lib
+    model = load_run_model(run_dir)
+    logits = []
+    for p in paths:
+        arr = shards.read_positions(p, keys=(shards.KEY_BOARD, shards.KEY_HANDS)).arrays
+        for s in range(0, len(arr[shards.KEY_BOARD]), 8192):
+            b, h = arr[shards.KEY_BOARD][s:s + 8192], arr[shards.KEY_HANDS][s:s + 8192]
+            logits.append(np.asarray(model_lib.value_logits(model, b, h, mirror_average=True)))
+    tmp = out.with_suffix(".tmp.npz")
+    np.savez(tmp, logit=np.concatenate(logits).astype(np.float32))
+    tmp.replace(out)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        run = args.out / f"{args.name}-s{seed}"
+        if not (run / "model.keras").is_file():
+            cmd = ["shogi-dnn", "train", "--data", str(args.data), "--run-dir", str(run), *args.train_args,
+                   "--set", f"train.seed={seed}"]
+            if run.exists():
+                cmd.append("--resume")
+            print(" ".join(cmd), flush=True)
+            with open(args.out / f"{args.name}-s{seed}.log", "a") as log:
+                if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode:
+                    print(f"{run}: training failed (see the log)", file=sys.stderr)
+                    return 1
+        for split, data in (("validation", args.data), ("test", args.test_data)):
+            if data is None or (run / f"pred-{split}.npz").is_file():
+                continue
+            predict(run, split_paths(data, "validation" if split == "validation" else "all"),
+                    run / f"pred-{split}.npz")
+    return 0
+
+
+def scores(prob: np.ndarray, win: np.ndarray, ply: np.ndarray) -> dict[str, float]:
+    p = np.clip(prob, 1e-7, 1 - 1e-7)
+    loss = float(np.mean(-(win * np.log(p) + (1 - win) * np.log(1 - p))))
+    dec = win != 0.5
+    acc = float(np.mean((p[dec] > 0.5) == (win[dec] > 0.5)))
+    bins = np.minimum((p * 10).astype(int), 9)
+    ece = float(sum(abs(p[bins == b].mean() - win[bins == b].mean()) * (bins == b).sum()
+                    for b in range(10) if (bins == b).any()) / len(p))
+    out = {"accuracy": acc, "loss": loss, "ece": ece}
+    for lo, hi in PHASES:
+        m = dec & (ply >= lo) & (ply < hi)
+        out[f"acc{lo}"] = float(np.mean((p[m] > 0.5) == (win[m] > 0.5))) if m.any() else float("nan")
+    return out
+
+
+def bootstrap_diff(a: np.ndarray, b: np.ndarray, win: np.ndarray, games: np.ndarray, n: int = 1000,
+                   seed: int = 0) -> tuple[tuple[float, float], tuple[float, float]]:
+    """95% intervals of (accuracy a - b, loss a - b) resampling whole games."""
+    uniq, inv = np.unique(games, return_inverse=True)
+    pa, pb = np.clip(a, 1e-7, 1 - 1e-7), np.clip(b, 1e-7, 1 - 1e-7)
+    la = -(win * np.log(pa) + (1 - win) * np.log(1 - pa))
+    lb = -(win * np.log(pb) + (1 - win) * np.log(1 - pb))
+    dec = (win != 0.5).astype(float)
+    ca = dec * ((pa > 0.5) == (win > 0.5))
+    cb = dec * ((pb > 0.5) == (win > 0.5))
+    g = len(uniq)
+    sums = [np.bincount(inv, weights=w, minlength=g) for w in (la - lb, ca - cb, dec, np.ones_like(win))]
+    rng = np.random.default_rng(seed)
+    acc, loss = [], []
+    for _ in range(n):
+        k = np.bincount(rng.integers(0, g, g), minlength=g)
+        acc.append(k @ sums[1] / (k @ sums[2]))
+        loss.append(k @ sums[0] / (k @ sums[3]))
+    return tuple(np.percentile(acc, [2.5, 97.5])), tuple(np.percentile(loss, [2.5, 97.5]))
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from shogi_dnn.analysis import baselines as bl
+    train_paths = split_paths(args.data, "train")
+    if args.split == "test":
+        data = read_split(split_paths(args.test_data, "all"))
+        seen = set(game_signatures(read_split(train_paths)).values())
+        sig = game_signatures(data)
+        keep_games = np.array([g for g, s in sig.items() if s not in seen])
+        keep = np.isin(data[shards.KEY_GAME], keep_games)
+        print(f"test: {len(sig)} games, {len(sig) - len(keep_games)} repeat a training game and are removed")
+    else:
+        data = read_split(split_paths(args.data, "validation"))
+        keep = np.ones(len(data[shards.KEY_WIN]), bool)
+    win = data[shards.KEY_WIN].astype(np.float64)[keep]
+    ply = data[shards.KEY_PLY][keep]
+    games = data[shards.KEY_GAME][keep]
+    rows: dict[str, list[dict[str, float]]] = {}
+    probs: dict[str, list[np.ndarray]] = {}
+    for pred in sorted(args.sweep.glob(f"*/pred-{args.split}.npz")):
+        name = pred.parent.name.rsplit("-s", 1)[0]
+        p = scoring.sigmoid(np.load(pred)["logit"].astype(np.float64))[keep]
+        rows.setdefault(name, []).append(scores(p, win, ply))
+        probs.setdefault(name, []).append(p)
+    base = bl.fit_baselines(train_paths)
+    material = scoring.sigmoid(base.material_logits(data[shards.KEY_BOARD], data[shards.KEY_HANDS]))[keep]
+    fit = evalfit.fit_batches((d[shards.KEY_EVAL], d[shards.KEY_WIN], d[shards.KEY_PLY])
+                              for d in (shards.read_positions(p, keys=(shards.KEY_EVAL, shards.KEY_WIN,
+                                                                        shards.KEY_PLY)).arrays
+                                        for p in train_paths))
+    baselines = {"material baseline": material}
+    if fit is not None:
+        baselines["engine evaluation (fitted a)"] = evalfit.probabilities(data[shards.KEY_EVAL], fit.scale)[keep]
+    if hasattr(bl, "fit_piece_square"):
+        ps = bl.fit_piece_square(train_paths)
+        baselines["piece-square baseline"] = scoring.sigmoid(ps.logits(data[shards.KEY_BOARD], data[shards.KEY_HANDS]))[keep]
+    print(f"{args.split}: {len(np.unique(games))} games, {len(win)} positions ({int((win != 0.5).sum())} decisive)")
+    print("| option | runs | accuracy | log loss | ECE | acc. ply 0-40 | 40-80 | 80+ | acc. - material (games 95%) | loss - material |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    def fmt(vals: list[float]) -> str:
+        return f"{np.mean(vals):.4f}" + (f" ({min(vals):.4f}-{max(vals):.4f})" if len(vals) > 1 else "")
+    for name, rs in list(rows.items()) + [(k, [scores(v, win, ply)]) for k, v in baselines.items()]:
+        cells = [fmt([r[k] for r in rs]) for k in ("accuracy", "loss", "ece")]
+        cells += [f"{np.mean([r[f'acc{lo}'] for r in rs]):.3f}" for lo, _ in PHASES]
+        if name in probs:
+            mean_p = np.mean(probs[name], axis=0)
+            (a_lo, a_hi), (l_lo, l_hi) = bootstrap_diff(mean_p, material, win, games)
+            cells += [f"{a_lo:+.3f}..{a_hi:+.3f}", f"{l_lo:+.3f}..{l_hi:+.3f}"]
+        else:
+            cells += ["", ""]
+        print(f"| {name} | {len(rs)} | " + " | ".join(cells) + " |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--data", type=Path, required=True)
+    run.add_argument("--test-data", type=Path)
+    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--name", required=True)
+    run.add_argument("--seeds", default="1,2,3")
+    run.add_argument("train_args", nargs=argparse.REMAINDER)
+    table = sub.add_parser("table")
+    table.add_argument("sweep", type=Path)
+    table.add_argument("--data", type=Path, required=True)
+    table.add_argument("--test-data", type=Path)
+    table.add_argument("--split", default="test", choices=("test", "validation"))
+    table.add_argument("--json")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        args.train_args = [a for a in args.train_args if a != "--"]
+        args.out.mkdir(parents=True, exist_ok=True)
+        return cmd_run(args)
+    return cmd_table(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

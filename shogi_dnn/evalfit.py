@@ -1,0 +1,183 @@
+"""Engine evaluations as win probabilities: sigmoid(eval / a), with a (and trust) fitted on results.
+
+One owner for how a record's evaluations relate to game results, used by the trainer (evaluation targets:
+`train.eval_scale = 0` fits a; `train.eval_weighting = "informative"` weighs λ by ply) and by the engine
+baseline of `evaluate` (analysis/baselines.py). numpy only, no TensorFlow.
+
+The fit streams over shards once and is exact: positions are aggregated by (ply range, clipped evaluation)
+into counts and label sums, then a one-parameter logistic regression p = sigmoid(k · eval), k = 1 / a, is
+solved by Newton's method on the aggregate (no bias: an evaluation is from the side to move's view, and 0
+means even). Evaluations are clipped to ±FIT_CLIP before fitting and scoring: mate scores (±32000) and
+resignation-range scores say "won" with no more weight than FIT_CLIP does, so one wrong-signed mate score
+cannot drag the scale.
+
+Ply ranges (PLY_EDGES): [0, 20), [20, 40), ..., [180, 200), [200, inf). For each range r with
+evaluations the fit keeps:
+
+  scale[r]   a fitted on that range alone (how many centipawns make one logit there)
+  gain[r]    how much the evaluations (at the global scale) beat a coin on the results there:
+             max(0, ln 2 - logloss[r]) / ln 2, from 0 (no better than a coin) to 1 (certain and right)
+  trust[r]   gain[r] / max(gain): 1 where evaluations are most informative, 0 where they are a coin
+
+Table of EvalFit.to_dict() (stored in a run's run.json under "eval_fit" and printed by the trainer):
+
+  key         type          meaning
+  scale       float         a fitted on every evaluated training position (centipawns per logit)
+  positions   int           evaluated positions the fit saw (clipped evals, draws as 0.5)
+  coverage    float         share of the training positions that carry an evaluation
+  ply_edges   [R] int       lower edge of each ply range
+  scales      [R] float     per-range a (the global a where a range has too few positions)
+  gains       [R] float     per-range gain (0 where a range has no positions)
+  trust       [R] float     per-range trust in [0, 1]
+  counts      [R] int       evaluated positions per range
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from shogi_dnn.features import EVAL_NONE  # noqa: F401  (re-exported: evalfit.EVAL_NONE)
+
+FIT_CLIP = 4000                                   # |eval| used for fitting and for the engine predictor
+PLY_RANGE_WIDTH = 20
+PLY_EDGES = tuple(range(0, 220, PLY_RANGE_WIDTH))  # 0, 20, ..., 200: the last range is [200, inf)
+MIN_RANGE_POSITIONS = 200                         # a range with fewer keeps the global scale
+DEFAULT_SCALE = 756.0                             # dlshogi's a: the fallback when nothing can be fitted
+LN2 = math.log(2.0)
+
+
+def ply_range(ply: np.ndarray) -> np.ndarray:
+    """[N] int64 index into PLY_EDGES of each ply ([N] int)."""
+    return np.clip(np.asarray(ply, np.int64) // PLY_RANGE_WIDTH, 0, len(PLY_EDGES) - 1)
+
+
+class EvalStats:
+    """Streaming aggregate: per (ply range, clipped eval) position counts and label sums."""
+
+    def __init__(self) -> None:
+        width = 2 * FIT_CLIP + 1
+        self.count = np.zeros((len(PLY_EDGES), width), np.float64)
+        self.label = np.zeros((len(PLY_EDGES), width), np.float64)
+        self.total = 0                            # every position seen, evaluated or not
+
+    def add(self, evals: np.ndarray, win: np.ndarray, ply: np.ndarray) -> None:
+        """Add a batch: evals [N] int16 (EVAL_NONE = none), win [N] float (1/0/0.5), ply [N] int."""
+        evals = np.asarray(evals).reshape(-1)
+        self.total += evals.size
+        has = evals != EVAL_NONE
+        if not has.any():
+            return
+        e = np.clip(evals[has].astype(np.int64), -FIT_CLIP, FIT_CLIP) + FIT_CLIP
+        r = ply_range(np.asarray(ply).reshape(-1)[has])
+        flat = r * self.count.shape[1] + e
+        size = self.count.size
+        self.count += np.bincount(flat, minlength=size).reshape(self.count.shape)
+        self.label += np.bincount(flat, weights=np.asarray(win, np.float64).reshape(-1)[has],
+                                  minlength=size).reshape(self.count.shape)
+
+    @property
+    def evaluated(self) -> int:
+        return int(self.count.sum())
+
+
+def fit_scale(count: np.ndarray, label: np.ndarray, iterations: int = 100) -> float:
+    """a of p = sigmoid(eval / a) maximising the likelihood of the aggregate.
+
+    Args:
+        count, label: [2 * FIT_CLIP + 1] float64 positions and label sums per clipped eval (index = eval + FIT_CLIP).
+    Returns:
+        a > 0 in centipawns per logit; DEFAULT_SCALE when the evaluations do not favour the winner at all.
+    """
+    x = np.arange(-FIT_CLIP, FIT_CLIP + 1, dtype=np.float64)
+    keep = count > 0
+    x, n, s = x[keep], count[keep], label[keep]
+    if n.sum() == 0 or not np.any(x != 0):
+        return DEFAULT_SCALE
+    k = 1.0 / DEFAULT_SCALE
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-k * x))
+        gradient = float(np.sum(x * (n * p - s)))
+        hessian = float(np.sum(x * x * n * p * (1 - p))) + 1e-12
+        step = gradient / hessian
+        k = min(max(k - step, 1e-7), 1.0)        # k > 0: evaluations never read backwards
+        if abs(step) < 1e-12:
+            break
+    return float(1.0 / k) if k > 1e-7 else DEFAULT_SCALE * 1e4
+
+
+def log_loss(count: np.ndarray, label: np.ndarray, scale: float) -> float:
+    """Mean binary cross-entropy of sigmoid(eval / scale) over an aggregate (NaN when empty)."""
+    x = np.arange(-FIT_CLIP, FIT_CLIP + 1, dtype=np.float64) / scale
+    n = count.sum()
+    if n == 0:
+        return float("nan")
+    # BCE(z, y) = softplus(z) - y z, summed as count * softplus - label * z
+    softplus = np.logaddexp(0.0, x)
+    return float((np.sum(count * softplus) - np.sum(label * x)) / n)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalFit:
+    """What the training split's evaluations say about results (module docstring: the table)."""
+
+    scale: float
+    positions: int
+    coverage: float
+    ply_edges: tuple[int, ...]
+    scales: tuple[float, ...]
+    gains: tuple[float, ...]
+    trust: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalFit:
+        return cls(float(data["scale"]), int(data["positions"]), float(data["coverage"]),
+                   tuple(int(v) for v in data["ply_edges"]), tuple(float(v) for v in data["scales"]),
+                   tuple(float(v) for v in data["gains"]), tuple(float(v) for v in data["trust"]),
+                   tuple(int(v) for v in data["counts"]))
+
+    def describe(self) -> str:
+        """One line for a log: coverage, scale, and the trust by ply range."""
+        ranges = " ".join(f"{e}+:{t:.2f}" for e, t, c in zip(self.ply_edges, self.trust, self.counts) if c)
+        return (f"evaluations on {self.coverage:.1%} of training positions, fitted a = {self.scale:.0f} cp/logit, "
+                f"trust by ply {ranges}")
+
+
+def fit_stats(stats: EvalStats) -> EvalFit | None:
+    """EvalFit of an aggregate; None when no position carries an evaluation."""
+    if stats.evaluated == 0:
+        return None
+    scale = fit_scale(stats.count.sum(axis=0), stats.label.sum(axis=0))
+    scales, gains, counts = [], [], []
+    for r in range(len(PLY_EDGES)):
+        n = int(stats.count[r].sum())
+        counts.append(n)
+        scales.append(fit_scale(stats.count[r], stats.label[r]) if n >= MIN_RANGE_POSITIONS else scale)
+        gains.append(max(0.0, LN2 - log_loss(stats.count[r], stats.label[r], scale)) / LN2 if n else 0.0)
+    best = max(gains)
+    trust = [g / best if best > 0 else 0.0 for g in gains]
+    return EvalFit(scale, stats.evaluated, stats.evaluated / max(stats.total, 1), PLY_EDGES,
+                   tuple(scales), tuple(gains), tuple(trust), tuple(counts))
+
+
+def fit_batches(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> EvalFit | None:
+    """EvalFit of (evals [N] int16, win [N] float, ply [N] int) batches; None without any evaluation."""
+    stats = EvalStats()
+    for evals, win, ply in batches:
+        stats.add(evals, win, ply)
+    return fit_stats(stats)
+
+
+def probabilities(evals: np.ndarray, scale: float) -> np.ndarray:
+    """[N] float64 sigmoid(clip(eval) / scale); 0.5 where evals is EVAL_NONE."""
+    evals = np.asarray(evals).reshape(-1)
+    z = np.clip(evals.astype(np.float64), -FIT_CLIP, FIT_CLIP) / scale
+    return np.where(evals == EVAL_NONE, 0.5, 1.0 / (1.0 + np.exp(-z)))
