@@ -3,7 +3,7 @@ PYTHON ?= python3
 RUN ?= runs/sample
 DATA ?= runs/demo-data
 
-.PHONY: install demo test bench clean
+.PHONY: install demo demo-engine test bench clean
 
 install:
 	$(PYTHON) -m pip install -q -e ".[test]"
@@ -28,6 +28,29 @@ demo: install
 	    $(RUN)/$(DEMO_GAME_FILE) > $(RUN)/predict-validation-game.txt
 	@echo "predict: win-rate curve of validation game $(DEMO_GAME) of $(DEMO_GAME_FILE): $(RUN)/predict-validation-game.png (table: .txt)"
 	$(PYTHON) -m shogi_dnn report --run-dir $(RUN) --summary
+
+# The second demo, on engine evaluations: 1,400 Fairy-Stockfish self-play games with the engine's score after
+# every engine move (datasets/fairy.tar.xz; its fairy/README.md says how they were made). The same steps as
+# `demo`; the network also learns from the evaluations (train/base.toml's evaluation targets), and the last
+# table adds the engine's own evaluation and a piece-square regression beside the material baseline.
+ENGINE_ARCHIVE = datasets/fairy.tar.xz
+ENGINE_RUN ?= runs/sample-engine
+ENGINE_DATA ?= runs/demo-engine-data
+# Game 64 of this file is in the validation split (tests/test_datasets.py checks it).
+ENGINE_GAME_FILE = fairy/fairy-0000.csa
+ENGINE_GAME = 64
+
+demo-engine: install
+	$(PYTHON) -m shogi_dnn convert $(ENGINE_ARCHIVE) --out $(ENGINE_DATA) --val-fraction 0.1 --quiet
+	rm -rf $(ENGINE_RUN)
+	$(PYTHON) -m shogi_dnn train --config train/demo.toml --data $(ENGINE_DATA) --run-dir $(ENGINE_RUN)
+	$(PYTHON) -m shogi_dnn evaluate --run-dir $(ENGINE_RUN) --split validation > $(ENGINE_RUN)/evaluate-validation.txt
+	@echo "evaluate: the details (by ply, calibration) are in $(ENGINE_RUN)/evaluate-validation.txt"
+	tar -xJf $(ENGINE_ARCHIVE) -C $(ENGINE_RUN) $(ENGINE_GAME_FILE)
+	$(PYTHON) -m shogi_dnn predict --run-dir $(ENGINE_RUN) --game $(ENGINE_GAME) \
+	    --out $(ENGINE_RUN)/predict-validation-game.png $(ENGINE_RUN)/$(ENGINE_GAME_FILE) > $(ENGINE_RUN)/predict-validation-game.txt
+	@echo "predict: win-rate curve of validation game $(ENGINE_GAME) of $(ENGINE_GAME_FILE): $(ENGINE_RUN)/predict-validation-game.png (table: .txt)"
+	$(PYTHON) -m shogi_dnn report --run-dir $(ENGINE_RUN) --summary
 
 test: install
 	$(PYTHON) -m pytest -q

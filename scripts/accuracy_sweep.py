@@ -182,6 +182,30 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_subset(args: argparse.Namespace) -> int:
+    """A dataset folder holding the first `fraction` of DATA's training shards (by games) and all its other
+    shards: symbolic links and a manifest, nothing copied (the learning curve's smaller training sets)."""
+    manifest = json.loads((args.data / shards.MANIFEST_NAME).read_text())
+    train = [s for s in manifest["shards"] if s["split"] == "train"]
+    want, kept, games = args.fraction * sum(s["games"] for s in train), [], 0
+    for s in train:
+        if games >= want - 1e-9:
+            break
+        kept.append(s)
+        games += s["games"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    chosen = kept + [s for s in manifest["shards"] if s["split"] != "train"]
+    for s in chosen:
+        link = args.out / s["path"]
+        if not link.exists():
+            link.symlink_to((args.data / s["path"]).resolve())
+    manifest["shards"] = chosen
+    manifest["totals"]["subset_of"] = str(args.data)
+    (args.out / shards.MANIFEST_NAME).write_text(json.dumps(manifest, indent=1))
+    print(f"{args.out}: {len(kept)} of {len(train)} training shards, {games} games")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -198,7 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("--test-data", type=Path)
     table.add_argument("--split", default="test", choices=("test", "validation"))
     table.add_argument("--json")
+    subset = sub.add_parser("subset")
+    subset.add_argument("--data", type=Path, required=True)
+    subset.add_argument("--out", type=Path, required=True)
+    subset.add_argument("--fraction", type=float, required=True)
     args = parser.parse_args(argv)
+    if args.command == "subset":
+        return cmd_subset(args)
     if args.command == "run":
         args.train_args = [a for a in args.train_args if a != "--"]
         args.out.mkdir(parents=True, exist_ok=True)

@@ -6,14 +6,17 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shogi_dnn import cli, shards
 from shogi_dnn.convert.run import REPORT_NAME
+from shogi_dnn.features import EVAL_NONE
 from tests.support.paths import REPO
 
 SAMPLE = REPO / "datasets" / "sample"
 ARCHIVE = REPO / "datasets" / "gnushogi.tar.xz"      # the demo's corpus (make demo, bench convert)
+ENGINE_ARCHIVE = REPO / "datasets" / "fairy.tar.xz"  # make demo-engine: games with engine evaluations
 
 
 def _module_table() -> list[list[str]]:
@@ -98,3 +101,40 @@ def test_the_demo_predicts_a_validation_game(tmp_path: Path) -> None:
         where |= {info.split for source, start in zip(games["source"], games["line"])
                   if str(source).endswith(":" + member) and int(start) == line}
     assert line == 2125 and where == {"validation"}
+
+
+def test_engine_demo_archive_is_small_and_holds_the_csa_files_and_readme() -> None:
+    import tarfile
+
+    assert ENGINE_ARCHIVE.stat().st_size < 600_000
+    with tarfile.open(ENGINE_ARCHIVE) as archive:
+        names = archive.getnames()
+    assert names[:2] == ["fairy/README.md", "fairy/SUMMARY.tsv"] and len(names) == 16
+    assert all(re.fullmatch(r"fairy/fairy-\d{4}\.csa", n) for n in names[2:])
+
+
+@pytest.mark.slow
+def test_engine_demo_converts_every_game_with_evaluations_and_predicts_a_validation_game(tmp_path: Path) -> None:
+    """make demo-engine: every game read (the 210 games Fairy-Stockfish repeated move for move dropped), 94%
+    of positions evaluated, and its predict example (ENGINE_GAME of ENGINE_GAME_FILE) in the validation split."""
+    import tarfile
+
+    out = tmp_path / "engine"
+    assert cli.main(["convert", str(ENGINE_ARCHIVE), "--out", str(out), "--val-fraction", "0.1",
+                     "--no-progress"]) == 0
+    report = json.loads((out / REPORT_NAME).read_text())
+    assert report["games_found"] == 1400 and report["converted"] == 1190 and report["errors"] == []
+    assert report["skipped"] == {"duplicate": 210} and report["games"]["validation"] == 118
+    manifest = shards.read_manifest(out)
+    evals = np.concatenate([shards.read_positions(out / i.path, keys=[shards.KEY_EVAL]).arrays[shards.KEY_EVAL]
+                            for i in manifest.shards])
+    assert len(evals) == 139924 and int((evals != EVAL_NONE).sum()) == 132121
+    member, game = _make_variable("ENGINE_GAME_FILE"), int(_make_variable("ENGINE_GAME"))
+    with tarfile.open(ENGINE_ARCHIVE) as archive:
+        text = archive.extractfile(member).read().decode()
+    starts = [1] + [i + 2 for i, line in enumerate(text.splitlines()) if line == "/"]
+    line = starts[game - 1]
+    where = {info.split for info in manifest.shards
+             for source, start in zip(*(lambda g: (g["source"], g["line"]))(shards.read_games(out / info.path)))
+             if str(source).endswith(":" + member) and int(start) == line}
+    assert line == 14560 and where == {"validation"}
