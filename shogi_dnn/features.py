@@ -244,6 +244,46 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
                        game_evals(record.evals, count))
 
 
+def repeated_games(games: list[EncodedGame]) -> list[int]:
+    """The indices of the games in which some position may occur four times (with the same side to
+    move): a superset of those where it does (first_fourfold tells). One sort for all the games: each
+    position's key is the sum of its packed row's 64-bit words (or its board's and hands' bytes), its
+    side to move and its game's index times an odd constant; equal positions of a game have equal keys.
+    """
+    long = [game for game in games if len(game) >= 13]         # four occurrences need 12 moves
+    if not long:
+        return []
+    index = np.fromiter((i for i, game in enumerate(games) if len(game) >= 13), np.int64, len(long))
+    owner = np.repeat(index, [len(game) for game in long])
+    if all(game.pieces is not None for game in long):
+        keys = np.concatenate([game.pieces for game in long]).view(np.uint64).sum(axis=1)
+    else:
+        keys = np.concatenate([game.board for game in long]).astype(np.uint64) @ _BOARD_WEIGHTS
+        keys += np.concatenate([game.hands for game in long]).astype(np.uint64) @ _HAND_WEIGHTS
+    keys += np.concatenate([game.turn for game in long])
+    keys += owner.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)     # wraps modulo 2**64
+    ordered = np.sort(keys)
+    repeated = ordered[3:][ordered[3:] == ordered[:-3]]      # keys held by four positions or more
+    if not len(repeated):
+        return []
+    return sorted({int(i) for i in owner[np.isin(keys, repeated)]})
+
+
+_BOARD_WEIGHTS = (np.uint64(1_000_003) ** np.arange(NUM_SQUARES, dtype=np.uint64)) | np.uint64(1)
+_HAND_WEIGHTS = (np.uint64(7_919) ** np.arange(1, HAND_SIZE + 1, dtype=np.uint64)) | np.uint64(1)
+
+
+def first_fourfold(game: EncodedGame) -> int:
+    """The index of the first position of `game` that occurs for the fourth time (with the same side to
+    move), or -1: where the game was over by repetition (shogi_dnn.kifu.repetition). Exact (rows
+    compared as bytes); convert calls it only for the games repeated_games names."""
+    if len(game) < 13:
+        return -1
+    from shogi_dnn.kifu.repetition import fourfold_index
+    rows = np.concatenate([game.board, game.hands, game.turn[:, None]], axis=1)
+    return fourfold_index([row.tobytes() for row in rows])
+
+
 def _replay_positions(record: GameRecord, position_factory) -> tuple[np.ndarray, ...]:
     """board, hands, turn, move arrays read from a rules backend's position after each move."""
     position = position_factory(record.start_sfen)

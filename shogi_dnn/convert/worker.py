@@ -22,10 +22,11 @@ from typing import Any
 from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
 from shogi_dnn.convert.sources import SourceFile
 from shogi_dnn.errors import KifuError, ShogiDnnError
-from shogi_dnn.features import EncodedGame, encode_game
-from shogi_dnn.kifu import read_record_bytes
-from shogi_dnn.kifu.record import GameRecord, SourceLine
-from shogi_dnn.rules import BACKEND_ENV, position_factory
+from shogi_dnn.features import encode_game, first_fourfold, repeated_games
+from shogi_dnn.kifu import read_record_bytes, repetition
+from shogi_dnn.kifu.csa import in_check
+from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine
+from shogi_dnn.rules import BACKEND_ENV, BLACK, position_factory
 
 PIECE_BYTES = 1 << 20              # multi-game CSA files are handed to workers in pieces of about this size
 _CSA_SEPARATOR = re.compile(rb"\n/\r?\n")
@@ -86,6 +87,10 @@ class FileResult:
     pid: int = 0                     # the process that made this result
     cpu_s: float = 0.0               # that process's CPU time so far (user + system)
     first_line: int = 0              # the piece's first line in its file (0: an unreadable input)
+    # What the report lists by kind (convert-report.json `fidelity`): repaired record lines, foul
+    # endings (ILLEGAL_MOVE games by format), repetitions cut or refused (kifu.repetition kinds).
+    fidelity: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    repaired: list[str] = dataclasses.field(default_factory=list)     # `file:line: what` per repair
 
 
 def _game_row(record: GameRecord) -> tuple:
@@ -149,6 +154,7 @@ def _rules_backend(backend: str) -> Iterator[None]:
 
 def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Callable) -> FileResult:
     result = FileResult(source.name, last=source.last, first_line=source.first_line)
+    records: list[GameRecord] = []           # the record of each kept game (result.games)
     for item in _read_records(source, result):
         if isinstance(item, KifuError):
             result.errors.append(str(item))
@@ -157,6 +163,7 @@ def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Ca
                 result.skipped[SKIP_ERROR] += 1
             continue
         result.found += 1
+        _count_fidelity(item, result)
         reason = settings.filters.skip_reason(item)
         if reason is not None:
             result.skipped[reason] += 1
@@ -173,10 +180,72 @@ def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Ca
         key = game_key(item)
         split = assign_split(key, settings.val_fraction, settings.test_fraction)
         result.games.append(ConvertedGame(split, _game_row(item), positions, key))
+        records.append(item)
+    start = time.perf_counter()
+    _settle_repetitions(result, records, factory)
+    result.encode_s += time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result.peak_rss_mib = usage.ru_maxrss / 1024   # Linux: KiB
     result.pid, result.cpu_s = os.getpid(), usage.ru_utime + usage.ru_stime
     return result
+
+
+SKIP_REPETITION = "unconfirmed_repetition"     # skip reason: 千日手 claimed, no fourfold repetition
+
+
+def _count_fidelity(record: GameRecord, result: FileResult) -> None:
+    """Repairs and foul endings of a read record, for the report."""
+    for repair in record.repairs:
+        kind = repair.partition(" ")[0]
+        result.fidelity[f"repaired:{kind}"] += 1
+        result.repaired.append(f"{record.source.path}: {repair}")
+    if record.ending is Ending.ILLEGAL_MOVE:
+        result.fidelity[f"foul:{record.format}"] += 1
+
+
+def _settle_repetitions(result: FileResult, records: list[GameRecord], factory: Callable) -> None:
+    """Apply the fourfold-repetition rule (kifu.repetition) to the kept games of one piece: a game that
+    played on past a fourth occurrence is cut and re-encoded, one whose claimed repetition did not
+    happen is dropped (skip reason SKIP_REPETITION, an error line). Candidates are found for the whole
+    piece at once (features.repeated_games: one sort of every position's key), so a piece without
+    repetitions costs a few numpy calls, not a few per game."""
+    candidates = set(repeated_games([game.positions for game in result.games]))
+    candidates.update(i for i, record in enumerate(records) if record.ending in CLAIMED_REPETITION)
+    dropped = []
+    for index in sorted(candidates):
+        game, record = result.games[index], records[index]
+        end = first_fourfold(game.positions)
+        first, checks = _repeat_span(game.positions, end)
+        try:
+            settled = repetition.settle(record, end, checks, first)
+        except KifuError as exc:                 # a claimed repetition that did not happen
+            result.errors.append(str(exc))
+            result.skipped[SKIP_REPETITION] += 1
+            result.fidelity[f"repetition:{repetition.UNCONFIRMED_CLAIM}"] += 1
+            dropped.append(index)
+            continue
+        if settled.kind:
+            result.fidelity[f"repetition:{settled.kind}"] += 1
+        if settled.record is not record:
+            result.games[index] = dataclasses.replace(game, row=_game_row(settled.record),
+                                                      positions=encode_game(settled.record, factory))
+    for index in reversed(dropped):
+        del result.games[index]
+
+
+def _repeat_span(positions, end: int) -> tuple[int, list[bool] | None]:
+    """The first of the four occurrences and, from it to `end`, whether the side to move is in check
+    (read off the encoded boards, side to move's view: no replay); (-1, None) without a repetition."""
+    if end < 0:
+        return -1, None
+    rows = [positions.board[i].tobytes() + positions.hands[i].tobytes() + bytes((int(positions.turn[i]),))
+            for i in range(end + 1)]
+    first = rows.index(rows[end])
+    checks = [False] * first + [in_check(positions.board[i].tolist(), BLACK) for i in range(first, end + 1)]
+    return first, checks
+
+
+CLAIMED_REPETITION = (Ending.SENNICHITE, Ending.OUTE_SENNICHITE)
 
 
 def _worker_init() -> None:

@@ -59,6 +59,12 @@ class ConvertReport:
     peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
     worker_cpu: dict[int, float] = dataclasses.field(default_factory=dict, repr=False)   # pid -> CPU s
     resumed: dict[str, int] = dataclasses.field(default_factory=dict)    # pieces, games, positions restored
+    # Record fidelity by kind: `repaired:<kind>` (lines the reader repaired, e.g. repaired:csa_board_row),
+    # `foul:<format>` (games ending in an illegal move), `repetition:<kind>` (kifu.repetition: games cut
+    # at a fourfold repetition, relabelled, or whose claimed repetition did not happen); and the
+    # repaired lines themselves (`file: <kind> <where>: <what>`, at most MAX_LISTED_ERRORS).
+    fidelity: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    repaired: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvertReport:
@@ -66,6 +72,7 @@ class ConvertReport:
         fields = {f.name for f in dataclasses.fields(cls)}
         report = cls(**{k: v for k, v in data.items() if k in fields})
         report.skipped = collections.Counter(report.skipped)
+        report.fidelity = collections.Counter(report.fidelity)
         report.timings = collections.defaultdict(float, report.timings)
         return report
 
@@ -75,6 +82,8 @@ class ConvertReport:
         self.files_unreadable += int(not result.readable)
         self.games_found += result.found
         self.skipped.update(result.skipped)
+        self.fidelity.update(result.fidelity)
+        self.repaired.extend(result.repaired[:max(0, MAX_LISTED_ERRORS - len(self.repaired))])
         room = max(0, MAX_LISTED_ERRORS - len(self.errors))
         self.errors.extend(result.errors[:room])
         self.errors_not_listed += len(result.errors) - min(room, len(result.errors))
@@ -88,6 +97,7 @@ class ConvertReport:
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "worker_cpu"}
         data["skipped"] = dict(sorted(self.skipped.items()))
+        data["fidelity"] = dict(sorted(self.fidelity.items()))
         data["positions_total"] = sum(self.positions.values())
         data["timings"] = {k: round(v, 3) for k, v in sorted(self.timings.items())}
         return data
@@ -104,9 +114,11 @@ class ConvertReport:
                    f"({plural(self.resumed['games'], 'game')} converted before the interruption, not read again)\n"
                    if self.resumed else "")
         errors = len(self.errors) + self.errors_not_listed
+        fidelity = ", ".join(f"{k} {v:,}" for k, v in sorted(self.fidelity.items()))
         return (resumed + f"{plural(self.files_read, 'file')} read ({self.files_unreadable:,} unreadable); "
                 f"{plural(self.games_found, 'game')} found, {self.converted:,} converted, skipped: {skipped}\n"
                 f"{splits or 'no positions written'}\n"
+                + (f"record fidelity: {fidelity}\n" if fidelity else "") +
                 f"{plural(errors, 'error')}"
                 + (f" (listed in {REPORT_NAME}{', the first ' + format(len(self.errors), ',') if self.errors_not_listed else ''})"
                    if errors else "") + "; "

@@ -154,6 +154,7 @@ class _Game:
     summary_line: int = 0
     evals: dict[int, int] = dataclasses.field(default_factory=dict)   # position index -> Black-view score
     pending: str = ""                                        # header whose value is on the next line
+    repairs: list[str] = dataclasses.field(default_factory=list)   # GameRecord.repairs
     has_content: bool = False                                # anything beyond comments and a version
     error: KifuError | None = None
 
@@ -435,18 +436,26 @@ def _board_from_rows(game: _Game, path: str) -> list[int]:
         raise KifuError(path, min(number for number, _ in game.rows.values()),
                         f"board rows P{missing[0]} missing")
     board = [0] * rules.NUM_SQUARES
-    for rank, (number, text) in game.rows.items():
-        board[(rank - 1) * 9:rank * 9] = _parse_row(text, number, path)
+    for rank, (number, text) in sorted(game.rows.items()):
+        board[(rank - 1) * 9:rank * 9], repair = _parse_row(text, number, path)
+        if repair:
+            game.repairs.append(f"{REPAIRED_ROW} P{rank} line {number}: {repair}")
     return board
 
 
-def _parse_row(text: str, number: int, path: str) -> list[int]:
-    """9 piece codes (file 9 first) from a `P1` row; cells are ` * ` or `+FU`, any spacing.
+REPAIRED_ROW = "csa_board_row"     # the kind of repair a GameRecord.repairs entry names (see _parse_row)
 
-    Text after nine well-formed 3-character cells is ignored, as cshogi's CSA parser does (it reads
-    the nine cells at fixed columns): `P1-KY-KE-GI-KI-OU-KI-GI-KE-KY *.` is the even-game rank 1.
-    Unless that text starts like a tenth cell (`-KY`, ` * `, ` *` at the end of the line): which cell
-    is one too many cannot be told, and the row is refused, as is any malformed cell.
+
+def _parse_row(text: str, number: int, path: str) -> tuple[list[int], str]:
+    """9 piece codes (file 9 first) from a `P1` row, and '' or what was repaired; cells are ` * ` or
+    `+FU`, any spacing.
+
+    Read as cshogi reads a row (nine cells at fixed columns), where the meaning is unambiguous: text
+    after nine well-formed 3-character cells is ignored (`P1-KY-KE-GI-KI-OU-KI-GI-KE-KY *.` is the
+    even-game rank 1), and a last cell written ` *` followed by another character (` *.`, ` *\t`,
+    ` *x`) is the empty square cshogi reads there. Refused (as cshogi's undefined reading of them):
+    text after the cells that starts like a tenth cell (`-KY`, ` * `, ` *` at the end of the line),
+    since which cell is one too many cannot be told, and any other malformed cell.
     """
     try:
         cells = _row_cells(text, number, path)
@@ -454,13 +463,15 @@ def _parse_row(text: str, number: int, path: str) -> list[int]:
         fixed = _fixed_row(text)
         if fixed is None:
             raise
-        return fixed if fixed else _refuse_extra_cell(text, number, path, exc)
+        if not fixed[0]:
+            _refuse_extra_cell(text, number, path, exc)
+        return fixed
     if len(cells) != 9:
         fixed = _fixed_row(text) if len(cells) > 9 else None
-        if fixed:
+        if fixed and fixed[0]:
             return fixed
         raise KifuError(path, number, f"board row has {len(cells)} cells, expected 9")
-    return cells
+    return cells, ""
 
 
 def _row_cells(text: str, number: int, path: str) -> list[int]:
@@ -491,17 +502,25 @@ def _fixed_cell(cell: str) -> int | None:
     return None
 
 
-def _fixed_row(text: str) -> list[int] | None:
-    """The 9 cells at fixed columns followed by other text: the codes; [] when that text starts like a
-    tenth cell (ambiguous); None when the first 27 characters are not nine well-formed cells."""
-    if len(text) <= 27:
+def _fixed_row(text: str) -> tuple[list[int], str] | None:
+    """The 9 cells at fixed columns, repaired as _parse_row says: (codes, what was repaired); ([], '')
+    when the text after them starts like a tenth cell (ambiguous); None when the cells are not there."""
+    if len(text) < 26:
         return None
-    codes = [_fixed_cell(text[k:k + 3]) for k in range(0, 27, 3)]
+    codes = [_fixed_cell(text[k:k + 3]) for k in range(0, 24, 3)]
     if any(code is None for code in codes):
         return None
-    if _fixed_cell(text[27:30].ljust(3)) is not None:
-        return []
-    return codes        # type: ignore[return-value]
+    last, repair = _fixed_cell(text[24:27]), ""
+    if last is None:
+        if text[24:26] != " *" or text[26:27] in ("+", "-"):
+            return None
+        last, repair = 0, f"last cell {text[24:27]!r} read as empty"
+    tail = text[27:]
+    if tail:
+        if _fixed_cell(tail[:3].ljust(3)) is not None:
+            return [], ""
+        repair = "; ".join(filter(None, (repair, f"text after the 9 cells ignored: {tail[:10]!r}")))
+    return codes + [last], repair        # type: ignore[operator]
 
 
 def _refuse_extra_cell(text: str, number: int, path: str, exc: KifuError) -> list[int]:
@@ -594,7 +613,7 @@ def _build_record(game: _Game, path: str, new_game_position=None) -> GameRecord:
         source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
         black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
         event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)),
-        move_codes=codes if codes is not None and len(codes) == len(moves) else None)
+        repairs=tuple(game.repairs), move_codes=codes if codes is not None and len(codes) == len(moves) else None)
 
 
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:

@@ -74,6 +74,8 @@ class GameRecord:
             in centipawns from the view of the side to move in that position, clipped to
             ±`shogi_dnn.kifu.evals.MATE_EVAL` (a mate score is ±MATE_EVAL), or None where the record
             gives none. Which comments are read and how their signs are turned: shogi_dnn.kifu.evals.
+        repairs: what the reader repaired to read the game, one line each (`<kind> <where>: <what>`,
+            e.g. `csa_board_row P2 line 5: last cell ' *.' read as empty`); `()` for a clean record.
         move_codes: optional, derived: `moves` as absolute move codes (features.absolute_move_code,
             [len(moves)] int64) when the reader had them at hand (the CSA reader's compiled checker),
             else None; encoding then skips turning the USI back into codes. Not compared.
@@ -92,6 +94,7 @@ class GameRecord:
     handicap: str = ""
     event: str = ""
     evals: tuple[int | None, ...] = ()
+    repairs: tuple[str, ...] = ()
     move_codes: typing.Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property

@@ -261,7 +261,8 @@ def _board_with_rank1(row: str) -> str:
     ("-KY-KE-GI-KI-OU-KI-GI-KE-KY-KY", "10 cells"),                     # which cell is extra?
     ("-KY-KE-GI-KI-OU-KI-GI-KE-KY *", "10 cells"),                      # a 10th empty cell
     ("-KY-KE-GI-KI-OU-KI-GI-KE-KY * .", "10th cell ' * '"),
-    ("-KY-KE-GI-KI-OU-KI-GI-KE *.", "bad board cell"),                  # 8 cells and a tail
+    ("-KY-KE-GI-KI-OU-KI-GI-KE *+", "bad board cell"),                  # ` *` then a piece sign: shifted
+    ("-KY-KE-GI-KI-OU-KI-GI *.", "bad board cell"),                     # 7 cells and a stray last one
 ])
 def test_board_rows_with_ambiguous_or_malformed_cells_are_refused(row: str, reason: str) -> None:
     error = parse_one(_board_with_rank1(row))
@@ -273,6 +274,25 @@ def test_board_rows_with_ambiguous_or_malformed_cells_are_refused(row: str, reas
 def test_board_rows_with_an_unambiguous_tail_are_read(row: str) -> None:
     record = parse_one(_board_with_rank1(row))
     assert isinstance(record, GameRecord) and record.start_sfen == STANDARD_START_SFEN, record
+
+
+@pytest.mark.parametrize("last", [" *.", " *,", " *x", " *.  ' tail"])
+def test_board_row_whose_last_empty_cell_has_a_stray_character_is_read_and_reported(last: str) -> None:
+    # cshogi reads the nine cells at fixed columns, an unknown last cell as empty: so do we, and say so.
+    record = parse_one(_board_with_rank1("-KY-KE-GI-KI-OU-KI-GI-KE" + last))
+    assert isinstance(record, GameRecord), record
+    assert record.start_sfen.split(" ")[0].startswith("lnsgkgsn1/")
+    assert len(record.repairs) == 1 and record.repairs[0].startswith("csa_board_row P1 line 1: last cell")
+    cshogi_csa = pytest.importorskip("cshogi.CSA")
+    (parsed,) = cshogi_csa.Parser.parse_str("V2.2\n" + _board_with_rank1("-KY-KE-GI-KI-OU-KI-GI-KE" + last))
+    assert parsed.sfen.split(" ")[0] == record.start_sfen.split(" ")[0]
+
+
+def test_clean_board_rows_report_no_repair_and_trailing_text_is_reported() -> None:
+    assert parse_one(_board_with_rank1(EVEN_ROWS[0])).repairs == ()
+    record = read_one("board_rows_trailing_text.csa")
+    assert [r.split(":")[0] for r in record.repairs] == ["csa_board_row P1 line 4", "csa_board_row P3 line 6",
+                                                         "csa_board_row P7 line 10"]
 
 
 def test_compact_board_rows_and_missing_turn_line() -> None:

@@ -344,15 +344,24 @@ def test_recorded_foul_is_a_result(data_dir: Path) -> None:
     assert (record.winner, record.ending) == (Winner.WHITE, Ending.ILLEGAL_MOVE)
 
 
-@pytest.mark.parametrize("after", ["   4 反則負け\n", "*反則手にて終局\n", "まで3手で先手の反則負け\n"])
+@pytest.mark.parametrize("after", ["   4 反則勝ち\n", "*反則手にて終局\n", "まで3手で先手の反則負け\n",
+                                   "   4 反則勝ち\n*二歩\nまで3手で後手の勝ち\n",
+                                   "*王手放置\n   4 反則勝ち\nまで3手で後手の反則勝ち\n"])
 def test_recorded_illegal_last_move_is_a_result(after: str) -> None:
+    # Ply 3 (Black) is illegal; the entry after it is White's: `4 反則勝ち` is White winning.
     record = parse_one(HEADER + "\n".join(OPENING[:2]) + "\n   3 ２五歩(27)\n" + after)
     assert record.moves == ("7g7f", "3c3d")
     assert (record.winner, record.ending) == (Winner.WHITE, Ending.ILLEGAL_MOVE)
 
 
+def test_recorded_illegal_move_then_foul_loss_of_the_other_side_conflicts() -> None:
+    # `4 反則負け` says White (to move at entry 4) lost, but the recorded illegal move is Black's.
+    items = parse_all(HEADER + "\n".join(OPENING[:2]) + "\n   3 ２五歩(27)\n   4 反則負け\n")
+    assert len(items) == 1 and isinstance(items[0], KifuError) and "conflicting results" in items[0].reason
+
+
 def test_illegal_move_without_foul_mark_stays_an_error() -> None:
-    items = parse_all(HEADER + "\n".join(OPENING[:2]) + "\n   3 ２五歩(27)\n*コメント\n   4 反則負け\n")
+    items = parse_all(HEADER + "\n".join(OPENING[:2]) + "\n   3 ２五歩(27)\n*コメント\n   4 投了\n")
     assert len(items) == 1 and isinstance(items[0], KifuError) and items[0].ply == 3
 
 

@@ -27,7 +27,7 @@ def random_game(rng: random.Random, index: int, start_sfen: str = STANDARD_START
     if position.is_checkmate():
         winner, ending = (Winner.WHITE if loser_is_black else Winner.BLACK), Ending.CHECKMATE
     elif kind < 0.15:
-        winner, ending = Winner.DRAW, Ending.SENNICHITE
+        winner, ending = Winner.DRAW, Ending.JISHOGI     # a random game never repeats: no 千日手 claim
     else:
         winner, ending = (Winner.WHITE if loser_is_black else Winner.BLACK), Ending.RESIGN
     ratings = (float(rng.randrange(1000, 3000, 100)), float(rng.randrange(1000, 3000, 100))) \

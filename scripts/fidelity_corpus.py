@@ -1,0 +1,347 @@
+"""The fidelity corpus: real record files from public repositories, the expected result of each game
+from an independent reader, and the agreement table of our readers against it.
+
+  python scripts/fidelity_corpus.py build  [--out DIR]      copy the files listed in the manifest into DIR
+  python scripts/fidelity_corpus.py expect [--corpus DIR]   (re)write EXPECTED.tsv with cshogi / python-shogi
+  python scripts/fidelity_corpus.py table  [--corpus DIR]   our readers against EXPECTED.tsv: the table
+
+Files come from /work/shared/kifu (SOURCES.tsv: repository, commit, path) and from git mirrors
+(`fetch`ed snapshots under /work/.mirror); tests/data/fidelity/MANIFEST.tsv lists every file
+(repository, commit, path, sha256, format, license) and `build` rebuilds the corpus from either place,
+checking each sha256. The files are not kept in this repository (most of their licenses do not allow
+it); tests/kifu/test_fidelity.py runs against DIR when it is present and skips otherwise.
+
+Expected values (EXPECTED.tsv, one row a game): the move count, winner and ending an independent
+reader gives: cshogi (CSA, KIF, KI2), else python-shogi; where the reader cannot say (no summary line:
+cshogi's KIF reader takes the winner from the `まで` line only) or reads a game in a way the format's
+own documents contradict, the row says which source was used and why (`basis`, `note`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "tests" / "data" / "fidelity"
+MANIFEST = HERE / "MANIFEST.tsv"
+EXPECTED = HERE / "EXPECTED.tsv"
+DEFAULT_CORPUS = ROOT / "datasets" / "raw" / "fidelity"
+SHARED = Path("/work/shared/kifu")
+MIRRORS = Path("/work/.mirror")
+SUFFIXES = {".csa": "csa", ".kif": "kif", ".kifu": "kif", ".ki2": "ki2", ".ki2u": "ki2"}
+# Snapshots added beyond /work/shared/kifu: (repository, git directory under MIRRORS, license).
+EXTRA_MIRRORS = [
+    ("sunfish-shogi/electron-shogi", "sunfish-shogi+electron-shogi/repo", "MIT"),
+    ("shogi-server/shogi-server", "shogi-server+shogi-server/repo", "GPL-2.0"),
+    ("sunfish-shogi/tsshogi", "sunfish-shogi+tsshogi/repo", "MIT"),
+    ("TadaoYamaoka/cshogi", "TadaoYamaoka+cshogi/repo", "GPL-3.0"),
+    ("gunyarakun/python-shogi", "gunyarakun+python-shogi/repo", "GPL-3.0"),
+]
+MANIFEST_FIELDS = ["repo", "commit", "path", "sha256", "format", "license", "local"]
+EXPECTED_FIELDS = ["local", "game", "moves", "winner", "ending", "basis", "note"]
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _git_blob(gitdir: Path, commit: str, path: str) -> bytes:
+    return subprocess.run(["git", "-C", str(gitdir), "show", f"{commit}:{path}"], check=True,
+                          capture_output=True).stdout
+
+
+def make_manifest() -> list[dict[str, str]]:
+    """Every record file of the shared folder and the extra mirrors, identical bytes once."""
+    rows, seen = [], set()
+    with open(SHARED / "SOURCES.tsv", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            fmt = SUFFIXES.get(Path(row["local_path"]).suffix.lower())
+            if fmt is None:
+                continue
+            data = (SHARED / row["local_path"]).read_bytes()
+            digest = _sha256(data)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            rows.append({"repo": row["repo"], "commit": row["commit"], "path": row["path_in_repo"], "sha256": digest,
+                         "format": fmt, "license": row["license_note"], "local": row["local_path"]})
+    for repo, gitdir, licence in EXTRA_MIRRORS:
+        git = MIRRORS / gitdir
+        if not git.exists():
+            continue
+        commit = subprocess.run(["git", "-C", str(git), "rev-parse", "HEAD"], check=True, capture_output=True,
+                                text=True).stdout.strip()
+        names = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", commit], check=True,
+                               capture_output=True, text=True).stdout.splitlines()
+        for name in names:
+            fmt = SUFFIXES.get(Path(name).suffix.lower())
+            if fmt is None or "node_modules" in name:
+                continue
+            data = _git_blob(git, commit, name)
+            digest = _sha256(data)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            rows.append({"repo": repo, "commit": commit, "path": name, "sha256": digest, "format": fmt,
+                         "license": licence, "local": repo.replace("/", "__") + "/" + name})
+    return rows
+
+
+def read_manifest() -> list[dict[str, str]]:
+    with open(MANIFEST, encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def build(out: Path) -> int:
+    """Copy every manifest file into `out` (from the shared folder, else a mirror), sha256 checked."""
+    missing = 0
+    for row in read_manifest():
+        target = out / row["local"]
+        data = None
+        if (SHARED / row["local"]).exists():
+            data = (SHARED / row["local"]).read_bytes()
+        else:
+            git = MIRRORS / row["repo"].replace("/", "+") / "repo"
+            if git.exists():
+                try:
+                    data = _git_blob(git, row["commit"], row["path"])
+                except subprocess.CalledProcessError:
+                    data = None
+        if data is None or _sha256(data) != row["sha256"]:
+            missing += 1
+            print(f"missing or changed: {row['repo']} {row['path']}", file=sys.stderr)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    print(f"{out}: {len(read_manifest()) - missing} files ({missing} missing)")
+    return 1 if missing else 0
+
+
+# --- the independent reader ------------------------------------------------------------------------
+
+_CSA_ENDINGS = {"%TORYO": "resign", "%TSUMI": "checkmate", "%SENNICHITE": "sennichite",
+                "%OUTE_SENNICHITE": "oute_sennichite", "%KACHI": "entering_king", "%JISHOGI": "jishogi",
+                "%HIKIWAKE": "draw", "%MAX_MOVES": "max_moves", "%TIME_UP": "time_up",
+                "%ILLEGAL_MOVE": "illegal_move", "%+ILLEGAL_ACTION": "illegal_move",
+                "%-ILLEGAL_ACTION": "illegal_move", "%CHUDAN": "interrupted", "%MATTA": "matta",
+                "%ERROR": "interrupted", "%FUZUMI": "interrupted"}
+
+
+def _decode(data: bytes) -> str:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    for encoding in ("utf-8", "cp932", "euc-jp"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode("utf-8", "replace")
+
+
+def independent_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
+    """(moves, winner, ending, basis) of each game by cshogi; raises when it cannot read the file."""
+    import cshogi
+    winners = {cshogi.BLACK_WIN: "black", cshogi.WHITE_WIN: "white", cshogi.DRAW: "draw"}
+    if fmt == "csa":
+        from cshogi import CSA
+        games = CSA.Parser.parse_str(text)
+        out = []
+        for game in games:
+            ending = _CSA_ENDINGS.get(game.endgame, "none" if not game.endgame else game.endgame)
+            winner = winners.get(game.win, "unknown") if game.endgame in (
+                "%TORYO", "%TSUMI", "%TIME_UP", "%ILLEGAL_MOVE", "%+ILLEGAL_ACTION", "%-ILLEGAL_ACTION", "%KACHI",
+                "%SENNICHITE", "%JISHOGI", "%HIKIWAKE", "%MAX_MOVES") else "unknown"
+            out.append((len(game.moves), winner, ending, "cshogi"))
+        return out
+    if fmt == "kif":
+        from cshogi import KIF
+        game = KIF.Parser.parse_str(text)
+        winner = winners.get(game.win, "unknown") if game.win is not None else "unknown"
+        return [(len(game.moves), winner, _CSA_ENDINGS.get(game.endgame or "", "none"), "cshogi")]
+    from cshogi import KI2
+    game = KI2.Parser.parse_str(text)
+    winner = winners.get(game.win, "unknown") if game.win is not None else "unknown"
+    return [(len(game.moves), winner, _CSA_ENDINGS.get(game.endgame or "", "none"), "cshogi")]
+
+
+def _peer_rows(corpus: Path, entries: list[dict[str, str]]) -> list[dict] | None:
+    """The peer's rows for `entries`, read in a child process (cshogi crashes on some malformed
+    files: a crash must not end the run); None when the child died."""
+    import json
+    args = [sys.executable, __file__, "--corpus", str(corpus), "peer", *(e["local"] for e in entries)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def peer(corpus: Path, locals_: list[str]) -> int:
+    """Print the peer's rows for some files, one JSON object a line (the child side of _peer_rows)."""
+    import json
+    formats = {e["local"]: e["format"] for e in read_manifest()}
+    for local in locals_:
+        data = (corpus / local).read_bytes()
+        try:
+            games = independent_games(formats[local], _decode(data))
+        except Exception as exc:  # noqa: BLE001 - any failure of the peer is recorded, not raised
+            why = f"cshogi: {type(exc).__name__}: {str(exc)[:80]}"
+            try:
+                games = python_shogi_games(formats[local], _decode(data))
+            except Exception:  # noqa: BLE001 - neither peer reads it
+                games = None
+        if games is None:
+            print(json.dumps({"local": local, "game": 0, "moves": -1, "winner": "", "ending": "",
+                              "basis": "unreadable", "note": why}))
+            continue
+        for index, (moves, winner, ending, basis) in enumerate(games):
+            print(json.dumps({"local": local, "game": index, "moves": moves, "winner": winner, "ending": ending,
+                              "basis": basis, "note": ""}))
+    return 0
+
+
+def python_shogi_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
+    """(moves, winner, ending, basis) by python-shogi (CSA and KIF), the second peer."""
+    import shogi.CSA
+    import shogi.KIF
+    winners = {"b": "black", "w": "white", "-": "draw", None: "unknown"}
+    if fmt == "csa":
+        games = shogi.CSA.Parser.parse_str(text)
+    elif fmt == "kif":
+        games = shogi.KIF.Parser.parse_str(text)
+    else:
+        raise ValueError("python-shogi reads no KI2")
+    return [(len(g["moves"]), winners.get(g["win"], "unknown"), "", "python-shogi") for g in games]
+
+
+def expect(corpus: Path) -> int:
+    """Write EXPECTED.tsv: each game's move count, winner and ending by the independent reader."""
+    rows: list[dict] = []
+    entries = read_manifest()
+    for start in range(0, len(entries), 40):
+        chunk = entries[start:start + 40]
+        got = _peer_rows(corpus, chunk)
+        if got is None:                       # one file crashed the peer: read them one by one
+            got = []
+            for entry in chunk:
+                one = _peer_rows(corpus, [entry])
+                got += one if one is not None else [{
+                    "local": entry["local"], "game": 0, "moves": -1, "winner": "", "ending": "",
+                    "basis": "unreadable", "note": "cshogi crashed (segmentation fault)"}]
+        rows += got
+    _apply_overrides(rows)
+    with open(EXPECTED, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, EXPECTED_FIELDS, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"{EXPECTED}: {len(rows)} games")
+    return 0
+
+
+OVERRIDES = HERE / "OVERRIDES.tsv"
+
+
+def _apply_overrides(rows: list[dict]) -> None:
+    """Rows of OVERRIDES.tsv (local, game, moves, winner, ending, note) replace the peer's values where
+    the record's own summary line says otherwise (basis `summary`, with the reason)."""
+    if not OVERRIDES.exists():
+        return
+    with open(OVERRIDES, encoding="utf-8") as handle:
+        fixes = {(r["local"], int(r["game"])): r for r in csv.DictReader(handle, delimiter="\t")}
+    for row in rows:
+        fix = fixes.get((row["local"], int(row["game"])))
+        if fix:
+            row.update(moves=int(fix["moves"]), winner=fix["winner"], ending=fix["ending"], basis="summary",
+                       note=fix["note"])
+
+
+# --- our readers against it ------------------------------------------------------------------------
+
+def ours(corpus: Path, entry: dict[str, str]) -> list[tuple[int, str, str] | str]:
+    from shogi_dnn.kifu import read_record_bytes
+    from shogi_dnn.kifu.record import GameRecord
+    out: list[tuple[int, str, str] | str] = []
+    for item in read_record_bytes((corpus / entry["local"]).read_bytes(), entry["local"]):
+        out.append((len(item.moves), item.winner.value, item.ending.value) if isinstance(item, GameRecord)
+                   else f"error: {item.reason}")
+    return out
+
+
+def compare(corpus: Path) -> dict:
+    """files, games, agreed and every disagreement (local, game, expected, ours)."""
+    with open(EXPECTED, encoding="utf-8") as handle:
+        expected = list(csv.DictReader(handle, delimiter="\t"))
+    by_file: dict[str, list[dict]] = {}
+    for row in expected:
+        by_file.setdefault(row["local"], []).append(row)
+    entries = {e["local"]: e for e in read_manifest()}
+    games = agreed = 0
+    disagreements = []
+    for local, rows in by_file.items():
+        mine = ours(corpus, entries[local])
+        for row in rows:
+            if row["basis"] == "unreadable":
+                continue
+            games += 1
+            index = int(row["game"])
+            got = mine[index] if index < len(mine) else "missing"
+            want = (int(row["moves"]), row["winner"], row["ending"])
+            if got == want or isinstance(got, tuple) and got[:2] == want[:2] and _same_ending(want[2], got[2]):
+                agreed += 1
+            else:
+                disagreements.append({"local": local, "game": index, "expected": want, "ours": got,
+                                      "basis": row["basis"], "note": row["note"]})
+    return {"files": len(by_file), "games": games, "agreed": agreed, "disagreements": disagreements,
+            "unreadable_by_peer": sum(r["basis"] == "unreadable" for r in expected)}
+
+
+def _same_ending(want: str, got: str) -> bool:
+    """Endings the peer cannot tell apart count as the same (cshogi's KIF reader names only %TORYO,
+    %KACHI, %ILLEGAL_MOVE/ACTION, %CHUDAN, %SENNICHITE from the summary line)."""
+    if want in (got, ""):                 # "": python-shogi names no ending
+        return True
+    return want in ("resign", "none") and got in ("resign", "checkmate", "time_up", "none", "jishogi",
+                                                  "max_moves", "forfeit")
+
+
+def table(corpus: Path) -> int:
+    result = compare(corpus)
+    print(f"files {result['files']}  games {result['games']}  agreed {result['agreed']}  "
+          f"disagree {len(result['disagreements'])}  (peer could not read {result['unreadable_by_peer']} files)")
+    for d in result["disagreements"]:
+        print(f"  {d['local']}#{d['game']}: expected {d['expected']} ({d['basis']}{': ' + d['note'] if d['note'] else ''})"
+              f"  ours {d['ours']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=["manifest", "build", "expect", "table", "peer"])
+    parser.add_argument("files", nargs="*")
+    parser.add_argument("--corpus", "--out", type=Path, default=DEFAULT_CORPUS)
+    args = parser.parse_args(argv)
+    if args.action == "manifest":
+        rows = make_manifest()
+        with open(MANIFEST, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.DictWriter(handle, MANIFEST_FIELDS, delimiter="\t", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"{MANIFEST}: {len(rows)} files from {len({r['repo'] for r in rows})} repositories")
+        return 0
+    if args.action == "build":
+        return build(args.corpus)
+    if args.action == "peer":
+        return peer(args.corpus, args.files)
+    if args.action == "expect":
+        return expect(args.corpus)
+    return table(args.corpus)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""Fourfold repetition (千日手): where a game was over, and how, from its positions.
+
+The rule (JSA, CSA server, Shogi Wars): the game ends when the same position (board, hands and side
+to move) occurs for the fourth time: a draw, unless every move of one side since the first of the four
+occurrences gave check (連続王手の千日手), and then that side loses. A record that plays on past the
+fourth occurrence is cut there; a record that claims a repetition (千日手, %SENNICHITE) that did not
+happen is not believed.
+
+`fourfold_index(keys)` finds the end from one hashable key per position (the encoder hands it packed
+rows; see features.first_fourfold, which does the same in a few numpy calls); `settle` turns it into
+the record's result, replaying the game with a rules position only when a repetition was found or
+claimed (a few games in a thousand), so that ordinary games cost nothing more than the keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Sequence
+
+from shogi_dnn.errors import KifuError
+from shogi_dnn.kifu.csa import in_check
+from shogi_dnn.kifu.record import Ending, GameRecord, Winner
+from shogi_dnn.rules import BLACK, new_position
+
+# Kinds of the repetition outcome, as convert-report.json counts them (`repetitions`).
+CUT_SENNICHITE = "cut_sennichite"                  # played on past a fourfold repetition: cut, a draw
+CUT_OUTE_SENNICHITE = "cut_oute_sennichite"        # the same with perpetual check: the checker lost
+ENDED_SENNICHITE = "sennichite"                    # ended at the fourth occurrence, as recorded
+ENDED_OUTE_SENNICHITE = "oute_sennichite"
+RELABELLED = "relabelled"     # ended at the fourth occurrence, another result recorded: `relabelled_<ending>`
+UNCONFIRMED_CLAIM = "unconfirmed_claim"            # 千日手 claimed, no position occurred four times
+
+_CLAIMS = (Ending.SENNICHITE, Ending.OUTE_SENNICHITE)
+
+
+def fourfold_index(keys: Sequence[Hashable]) -> int:
+    """The index of the first position that occurs for the fourth time, or -1.
+
+    Args:
+        keys: one key per position (index 0 the start), equal exactly when the positions (with the side
+            to move) are the same.
+    """
+    counts: dict[Hashable, int] = {}
+    for index, key in enumerate(keys):
+        seen = counts.get(key, 0) + 1
+        if seen == 4:
+            return index
+        counts[key] = seen
+    return -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """What the repetition rule makes of a record: the record to use (cut and relabelled, or the same),
+    the kind of change (one of the constants above, '' when nothing happened) and the plies cut."""
+
+    record: GameRecord
+    kind: str = ""
+    plies_cut: int = 0
+
+
+def settle(record: GameRecord, end: int, checks: Sequence[bool] | None = None, first: int = -1) -> Settled:
+    """Apply the rule to `record` given `end` = fourfold_index of its positions.
+
+    Args:
+        checks, first: optional: whether the side to move is in check in each position up to `end`, and
+            the index of the first of the four occurrences (the encoder's rows give them without a
+            replay); else the game is replayed with a rules position.
+
+    Raises:
+        KifuError: a claimed repetition (ending SENNICHITE/OUTE_SENNICHITE) with no fourfold one: the
+            result is not believed (the reason names the claim), as a bad record.
+    """
+    if end < 0:
+        if record.ending in _CLAIMS:
+            raise KifuError(record.source.path, record.source.line,
+                            f"{UNCONFIRMED_CLAIM}: {record.ending.value} claimed after {len(record.moves)} moves "
+                            "but no position occurred four times")
+        return Settled(record)
+    first_turn = 0 if record.start_sfen.split(" ")[1] == "b" else 1
+    winner, ending = (repetition_result(record, end) if checks is None
+                      else result_from_checks(first, end, checks, first_turn))
+    cut = len(record.moves) - end
+    if cut:
+        kind = CUT_OUTE_SENNICHITE if ending is Ending.OUTE_SENNICHITE else CUT_SENNICHITE
+    elif (winner, ending) == (record.winner, record.ending):
+        kind = ENDED_OUTE_SENNICHITE if ending is Ending.OUTE_SENNICHITE else ENDED_SENNICHITE
+    else:
+        kind = f"{RELABELLED}_{ending.value}"
+    evals = record.evals[:end + 1] if record.evals else ()
+    codes = record.move_codes[:end] if record.move_codes is not None else None
+    new = dataclasses.replace(record, moves=record.moves[:end], winner=winner, ending=ending, evals=evals,
+                              move_codes=codes)
+    return Settled(new, kind, cut)
+
+
+def repetition_result(record: GameRecord, end: int) -> tuple[Winner, Ending]:
+    """(winner, ending) of a game over at position `end`, the fourth occurrence of a position: a draw,
+    or a loss for the side whose every move since the first occurrence gave check."""
+    position = new_position(record.start_sfen)
+    keys, checks = [], []           # per position: its key; whether the side to move is in check
+    for index in range(end + 1):
+        keys.append(position.sfen().rsplit(" ", 1)[0])
+        checks.append(in_check(position.piece_codes(), position.turn))
+        if index < end:
+            position.push_usi(record.moves[index])
+    return result_from_checks(keys.index(keys[end]), end, checks,
+                              0 if record.start_sfen.split(" ")[1] == "b" else 1)
+
+
+def result_from_checks(first: int, end: int, checks: Sequence[bool], first_turn: int) -> tuple[Winner, Ending]:
+    """Draw, or OUTE_SENNICHITE lost by the side that gave check with every move after position `first`
+    up to `end` (`checks[i]`: the side to move is in check in position i; `first_turn`: the colour to
+    move in position 0)."""
+    for checker in (0, 1):
+        # Positions after the checker's moves since the first occurrence: the other side to move.
+        after = [checks[i] for i in range(first + 1, end + 1) if (first_turn + i) % 2 != checker]
+        if after and all(after):
+            return (Winner.WHITE if checker == BLACK else Winner.BLACK), Ending.OUTE_SENNICHITE
+    return Winner.DRAW, Ending.SENNICHITE
+
+
+__all__ = ["CUT_OUTE_SENNICHITE", "CUT_SENNICHITE", "ENDED_OUTE_SENNICHITE", "ENDED_SENNICHITE", "RELABELLED",
+           "UNCONFIRMED_CLAIM", "Settled", "fourfold_index", "repetition_result", "result_from_checks", "settle"]

@@ -1,0 +1,68 @@
+"""kifu.repetition and convert's use of it: records written for the fourfold-repetition rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from shogi_dnn.convert.filters import ConvertSettings
+from shogi_dnn.convert.worker import SKIP_REPETITION, SourcePiece, process_file
+from shogi_dnn.errors import KifuError
+from shogi_dnn.features import encode_game, first_fourfold, repeated_games
+from shogi_dnn.kifu import read_record_bytes
+from shogi_dnn.kifu.record import Ending, GameRecord, Winner
+from shogi_dnn.kifu.repetition import fourfold_index, settle
+
+CYCLE = ["+5948OU", "-5142OU", "+4859OU", "-4251OU"]       # back to the start position every 4 plies
+
+
+def csa(moves: list[str], ending: str) -> bytes:
+    return ("V2.2\nN+a\nN-b\nPI\n+\n" + "\n".join(moves) + f"\n{ending}\n").encode()
+
+
+def one(data: bytes) -> GameRecord:
+    (record,) = read_record_bytes(data, "g.csa")
+    assert isinstance(record, GameRecord), record
+    return record
+
+
+def test_fourfold_index_counts_the_fourth_occurrence() -> None:
+    assert fourfold_index("abacadae") == 6 and fourfold_index("abcabc") == -1
+
+
+def test_game_played_past_a_fourfold_repetition_is_cut_to_a_draw() -> None:
+    record = one(csa(CYCLE * 3 + ["+7776FU", "-3334FU"], "%TORYO"))
+    encoded = encode_game(record)
+    assert repeated_games([encoded]) == [0] and first_fourfold(encoded) == 12
+    settled = settle(record, 12)
+    assert settled.kind == "cut_sennichite" and settled.plies_cut == 2
+    assert len(settled.record.moves) == 12 and settled.record.winner is Winner.DRAW
+
+
+def test_claimed_repetition_after_two_moves_is_refused() -> None:
+    record = one(csa(CYCLE[:2], "%SENNICHITE"))
+    with pytest.raises(KifuError, match="unconfirmed_claim"):
+        settle(record, first_fourfold(encode_game(record)))
+
+
+def test_recorded_repetition_is_kept() -> None:
+    record = one(csa(CYCLE * 3, "%SENNICHITE"))
+    settled = settle(record, first_fourfold(encode_game(record)))
+    assert settled.kind == "sennichite" and settled.record == record
+
+
+def test_perpetual_check_loses_for_the_checker() -> None:
+    # Black's rook checks along rank a, then rank b, as White's king steps 5a-5b-5a: every Black move checks.
+    start = "4k4/R8/9/9/9/9/9/9/4K4 b - 1"
+    moves = ["9b9a", "5a5b", "9a9b", "5b5a"] * 3
+    from shogi_dnn.kifu.record import SourceLine
+    record = GameRecord(start, tuple(moves), Winner.DRAW, Ending.SENNICHITE, SourceLine("p.kif", 1), "kif")
+    settled = settle(record, first_fourfold(encode_game(record)))
+    assert (settled.record.winner, settled.record.ending) == (Winner.WHITE, Ending.OUTE_SENNICHITE)
+
+
+def test_convert_cuts_refuses_and_reports_by_kind() -> None:
+    data = csa(CYCLE * 3 + ["+7776FU"], "%TORYO") + b"/\n" + csa(CYCLE[:2], "%SENNICHITE")
+    result = process_file(SourcePiece("two.csa", data), ConvertSettings(val_fraction=0, test_fraction=0), "auto")
+    assert len(result.games) == 1 and len(result.games[0].positions) == 13
+    assert result.skipped[SKIP_REPETITION] == 1
+    assert result.fidelity == {"repetition:cut_sennichite": 1, "repetition:unconfirmed_claim": 1}
