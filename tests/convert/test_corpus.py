@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from shogi_dnn import shards
 from shogi_dnn.convert.run import REPORT_NAME, STATE_NAME, ConvertSettings, run_convert
 from shogi_dnn.convert.sources import SourceFile, iter_sources
+from shogi_dnn.convert.worker import SKIP_REPETITION
 from shogi_dnn.kifu import GameRecord, KifuError, read_record_file
 from tests.support.paths import REPO
 
@@ -26,7 +28,11 @@ SETTINGS = ConvertSettings(shard_size=20_000)
 # DETAILS.tsv rows the readers legitimately read otherwise: the KI2's own `まで87手` line says 87 moves
 # (DETAILS has 89); the CSA's only result is an English comment ('Sente wins by checkmate.').
 DETAILS_DISAGREE = {"akicho8__shogi-player/components/models/kifu_book_info/15732.KI2",
-                    "ctgk__vshogi/python/tests/assets/kifu_example.csa"}
+                    "ctgk__vshogi/python/tests/assets/kifu_example.csa",
+                    # the rules over the record's word (kifu/repetition.py): a 千日手 claimed without a fourfold
+                    # repetition is skipped; a repetition by perpetual check is the checking side's loss
+                    "shogi-server__shogi-server/test/csa/not_sennichite.csa",
+                    "shogi-server__shogi-server/test/csa/oute_sennichite2.csa"}
 
 
 def _games(out: Path) -> list[tuple[str, int, str]]:
@@ -65,7 +71,18 @@ def test_gnushogi_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
     games = _games(tmp_path / "g")
     csa = sorted((Path(s).name, n, w) for s, n, w in games if s.endswith(".csa"))
     winner = {"b": "black", "w": "white", "-": "draw"}
-    assert csa == sorted((r["file"], int(r["plies"]), winner[r["winner"]]) for r in summary)
+    # GNU Shogi recorded perpetual check as a plain draw (a comment in the record says which side gave it);
+    # the rules, and convert (kifu/repetition.py), make the side giving perpetual check lose.
+    perpetual = {}
+    for path in sorted(root.glob("*.csa")):
+        for index, text in enumerate(path.read_text(encoding="utf-8").split("\n/\n")):
+            match = re.search(r"^'perpetual check by (black|white)", text, re.MULTILINE)
+            if match:
+                perpetual[(path.name, index + 1)] = "white" if match.group(1) == "black" else "black"
+    assert len(perpetual) == 3
+    expected = sorted((r["file"], int(r["plies"]),
+                       perpetual.get((r["file"], int(r["index_in_file"]) + 1), winner[r["winner"]])) for r in summary)
+    assert csa == expected
     csa_positions = sum(int(r["plies"]) + 1 for r in summary)
     kif_positions = sum(n + 1 for s, n, _ in games if s.endswith(".kif"))
     assert sum(report.positions.values()) == csa_positions + kif_positions
@@ -84,9 +101,15 @@ def test_real_kifu_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
     root = shared_dir / "kifu"
     report = run_convert([root], tmp_path / "k", dataclasses.replace(SETTINGS, dedup=False), workers=2)
     good, no_result, errors = _reader_counts(root)
-    assert report.converted == sum(good.values()) and report.skipped["no_result"] == no_result
-    assert len(report.errors) == errors == report.skipped["error"] + _file_level(report.errors)
-    assert collections.Counter(s for s, _, _ in _games(tmp_path / "k")) == good
+    # The readers accept a claimed 千日手 as a result; convert checks it: shogi-server's not_sennichite.csa
+    # claims one that never happened (no position four times) and is skipped with an error line.
+    unconfirmed = report.skipped[SKIP_REPETITION]
+    assert unconfirmed == 1 and report.converted == sum(good.values()) - unconfirmed
+    assert report.skipped["no_result"] == no_result
+    assert len(report.errors) == errors + unconfirmed == report.skipped["error"] + unconfirmed + _file_level(report.errors)
+    converted_by_file = collections.Counter(s for s, _, _ in _games(tmp_path / "k"))
+    assert [s for s in good if converted_by_file[s] != good[s]] == [
+        s for s in good if s.endswith("not_sennichite.csa")]
     assert all(":" in e.split(str(root))[-1] for e in report.errors)          # every error names file:line
     details = list(csv.DictReader((root / "DETAILS.tsv").open(encoding="utf-8"), delimiter="\t"))
     converted = {(s, n, w) for s, n, w in _games(tmp_path / "k")}
@@ -96,7 +119,7 @@ def test_real_kifu_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
     # --dedup (the default): the repositories share games in several formats (the same game as KI2 and
     # KIF, CSA and KIF, USI and KIF, ...): 36 of the 124 good games repeat an earlier one's start and moves.
     dedup = run_convert([root], tmp_path / "d", SETTINGS, workers=2)
-    assert dedup.skipped["duplicate"] == 36 and dedup.converted == sum(good.values()) - 36 == 88
+    assert dedup.skipped["duplicate"] == 36 and dedup.converted == sum(good.values()) - 36 - unconfirmed == 87
     assert dedup.skipped["no_result"] == no_result and dedup.errors == report.errors
 
 
