@@ -33,6 +33,7 @@ from shogi_dnn.wording import plural
 
 REPORT_NAME = "convert-report.json"
 STATE_NAME = "convert-state.json"
+LOCK_NAME = "writer.lock"          # the one writer's lock (locks.py): `convert` holds it while it runs
 MAX_LISTED_ERRORS = 100_000        # errors beyond this are counted, not listed, in the report
 
 
@@ -59,6 +60,7 @@ class ConvertReport:
     peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
     worker_cpu: dict[int, float] = dataclasses.field(default_factory=dict, repr=False)   # pid -> CPU s
     resumed: dict[str, int] = dataclasses.field(default_factory=dict)    # pieces, games, positions restored
+    warnings: list[str] = dataclasses.field(default_factory=list)       # filters.small_split_warnings
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvertReport:
