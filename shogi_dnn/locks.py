@@ -139,7 +139,13 @@ def _acquire_flock(path: Path, command: str, folder: Path, instead: str) -> Writ
     import fcntl
 
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd, created = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(path, os.O_RDWR | os.O_CLOEXEC), False
+            except FileNotFoundError:          # its holder released it just now: try again
+                continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -148,6 +154,8 @@ def _acquire_flock(path: Path, command: str, folder: Path, instead: str) -> Writ
         except OSError as exc:
             os.close(fd)
             if exc.errno in _NO_FLOCK:
+                if created:          # our empty file would read as a lock in the exclusive mode
+                    path.unlink(missing_ok=True)
                 raise _FlockUnsupported(os.strerror(exc.errno)) from None
             raise
         if _same_file(fd, path):

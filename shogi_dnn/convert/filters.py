@@ -173,7 +173,7 @@ def small_split_warnings(games: dict[str, int], positions: dict[str, int], setti
             continue
         head = (f"{split}: {plural(count, 'game')} ({plural(positions.get(split, 0), 'position')}): too few to "
                 f"compare models (want >= {MIN_SPLIT_GAMES})")
-        wanted = math.ceil(100 * MIN_SPLIT_GAMES / total) / 100
+        wanted = math.ceil(100 * 1.2 * MIN_SPLIT_GAMES / total) / 100     # 20% above: the share is drawn
         if wanted <= MAX_SUGGESTED_FRACTION:
             lines.append(f"{head}; {flag} {wanted:g} would give ~{round(wanted * total):,} of the {total:,} games")
         else:
