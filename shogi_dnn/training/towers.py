@@ -223,11 +223,12 @@ def make_lr_schedule(cfg: OptimConfig, update_batch: int, total_steps: int | Non
         raise ConfigError(f"optim.lr_decay = {cfg.lr_decay!r} needs the run's planned number of updates")
     cap = int(MAX_WARMUP_SHARE * total_steps) if total_steps else warmup_steps
     if warmup_steps > cap:
-        log.warning("optim.warmup_samples = %s is %s of this run's %s (%.0f%%): warming up over %s "
-                    "(%.0f%% of the run, %s samples) instead", f"{cfg.warmup_samples:,}",
+        instead = (f"warming up over {plural(cap, 'update')} ({100 * MAX_WARMUP_SHARE:.0f}% of the run, "
+                   f"{cap * update_batch:,} samples) instead" if cap else
+                   f"no warm-up instead (the run is too short for one: at most {100 * MAX_WARMUP_SHARE:.0f}%)")
+        log.warning("optim.warmup_samples = %s is %s of this run's %s (%.0f%%): %s", f"{cfg.warmup_samples:,}",
                     plural(warmup_steps, "update"), plural(total_steps, "planned update"),
-                    100 * warmup_steps / total_steps, plural(cap, "update"), 100 * MAX_WARMUP_SHARE,
-                    f"{cap * update_batch:,}")
+                    100 * warmup_steps / total_steps, instead)
         warmup_steps = cap
     return WarmupSchedule(scaled_lr(cfg, update_batch), warmup_steps, cfg.lr_decay, total_steps or 0)
 
