@@ -73,7 +73,14 @@ def test_evaluate_checks_the_split_and_labels_what_it_scores(tmp_path: Path, cap
     result = json.loads((run / "eval-validation.json").read_text())
     assert result["data_check"] == {"status": "changed", "detail": detail}
     write_metrics(run)
+    info = json.loads((run / "run.json").read_text())
+    info["history"] = [{"time": "2026-01-02T12:00:00+0000", "event": "data changed", "checkpoint": "ckpt-00000008",
+                        "from": {"data_dir": "/old", "manifest": "0" * 64}, "to": trained.to_dict()}]
+    (run / "run.json").write_text(json.dumps(info))
     text = report.write_report(run).read_text()
+    assert f"- data: `{data}` ({trained.describe()})\n" in text
+    assert (f"- data changed at 2026-01-02T12:00:00+0000 (resumed from ckpt-00000008): `/old` manifest 00000000 -> "
+            f"`{d}` manifest {trained.manifest[:8]}\n") in text
     assert f"> **WARNING**: DATA CHANGED since training, scored with --allow-changed-data: {detail}" in text
     assert report.summary_table(run).startswith("WARNING: DATA CHANGED since training")
 
