@@ -5,11 +5,11 @@ Run directory (file names: run_files.py; see also checkpoints.py and run_log.py)
   RUN/config.json   the resolved Config (config.from_dict(json.load(...)) reads it back)
   RUN/run.json      data_dir, dataset (its identity: identity.py), history, devices, num_replicas,
                     num_workers, batches, peak lr, resume command
+  RUN/metrics.jsonl, RUN/tb/, RUN/checkpoints/, RUN/model.keras (at the end)
 
 The data a run trains on is recorded (run.json and every checkpoint: identity.py); `--resume` on other
 data (another --data, or the same folder converted again) is refused unless `data_changed` is given,
 which is then appended to run.json's "history" (the entry: run_files.py).
-  RUN/metrics.jsonl, RUN/tb/, RUN/checkpoints/, RUN/model.keras (at the end)
 
 Exact resume: a checkpoint stores the weights, the optimizer state (so the lr schedule and momentum
 continue) and the data position (epoch, stage, group, positions consumed in the group, seeds). The
@@ -352,8 +352,8 @@ class Trainer:
         return run_files.read_json(path) if path.is_file() else {}
 
     def _run_info(self) -> dict[str, Any]:
-        history = self._previous_run_info().get(run_files.KEY_HISTORY, [])
-        history = [*(history if isinstance(history, list) else []), *([self.history_entry] if self.history_entry else [])]
+        history = self._previous_run_info().get(run_files.KEY_HISTORY, [])     # kept across resumes
+        history = [*(history if isinstance(history, list) else []), *filter(None, [self.history_entry])]
         return {"data_dir": str(self.data_dir), run_files.KEY_DATASET: self.dataset.to_dict(),
                 run_files.KEY_HISTORY: history, "devices": self.devices, "num_replicas": len(self.devices),
                 "num_workers": cluster.num_workers(self.strategy),
