@@ -2,17 +2,23 @@
 TensorFlow-free (report and predict's argument checks use it before TensorFlow starts).
 
   file                          written by                  holds
-  RUN/run.json                  training.trainer            data_dir, devices, num_replicas, read_lanes, ...
+  RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data trained on),
+                                                            history (data changes on resume), devices, ...
   RUN/config.json               training.trainer            the resolved Config (config.from_dict reads it)
   RUN/metrics.jsonl             training.run_log            one JSON object per line (kind train | validation)
   RUN/tb/                       training.run_log            TensorBoard events (rebuilt from metrics.jsonl)
-  RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState + config) and weights.*
+  RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState, config, dataset) and weights.*
   RUN/model.keras               training.checkpoints        the final model (training.model.load_model)
   RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables
   RUN/baselines.json            analysis.evaluate           baselines fitted on the training split (a cache)
   RUN/report.md, RUN/plots/     analysis.report             the report and its plots
   RUN/export/model.onnx(.json)  training.export             `shogi-dnn export`: ONNX model and its sidecar
   RUN/export/saved_model(.json) training.export             TensorFlow SavedModel directory and its sidecar
+  RUN/writer.lock               commands.train (locks.py)   the writer's lock: command, pid, host, start time
+  RUN/workerI/                  training.cluster            a cluster worker's own checkpoints (and its lock)
+
+run.json "history": one entry per `train --resume --data-changed`: {time, event: "data changed", checkpoint,
+command, from: the identity trained on until then, to: the new one} (identity.py's table).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from shogi_dnn import locks
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import ConfigError, RunError, disk_full, is_disk_full
 
@@ -46,6 +53,8 @@ EXPORT_ONNX = "model.onnx"
 EXPORT_SAVEDMODEL = "saved_model"
 CHECKPOINT_STATE = "state.json"       # inside RUN/checkpoints/ckpt-NNNNNNNN/
 CHECKPOINT_WEIGHTS = "weights"        # tf.train.Checkpoint prefix inside a checkpoint folder
+WRITER_LOCK = "writer.lock"           # the one writer's lock file (locks.py)
+KEY_DATASET, KEY_HISTORY = "dataset", "history"     # run.json (and state.json) keys of the data identity
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -61,6 +70,15 @@ def check_run_dir(run_dir: str | Path) -> Path:
     if not any((path / m).exists() for m in markers):
         raise RunError(f"{path}: not a run directory (none of {', '.join(markers)})")
     return path
+
+
+def lock_run_dir(run_dir: str | Path, command: str) -> locks.WriterLock:
+    """Take the run directory's writer lock (created if absent) for `command` until released.
+
+    Raises:
+        locks.LockedError: another live writer holds it (one line naming it).
+    """
+    return locks.acquire(run_dir, WRITER_LOCK, command, instead="choose another --run-dir")
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -139,6 +157,18 @@ def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     """Every RUN/eval-<split>.json, keyed by split."""
     path = check_run_dir(run_dir)
     return {p.stem[len(EVAL_PREFIX):]: read_json(p) for p in sorted(path.glob(f"{EVAL_PREFIX}*.json"))}
+
+
+ALLOW_CHANGED_DATA = "--allow-changed-data"   # evaluate's and report's flag to proceed on changed data
+
+
+def eval_labels(result: dict[str, Any]) -> list[str]:
+    """What a reader of an eval-<split>.json must show beside its numbers: DATA CHANGED (scored with
+    --allow-changed-data on data other than the run's: its "data_check") and its "warnings" (too few games)."""
+    check = result.get("data_check") or {}
+    changed = ([f"DATA CHANGED since training, scored with {ALLOW_CHANGED_DATA}: {check.get('detail')}"]
+               if check.get("status") == "changed" else [])
+    return [*changed, *(str(w) for w in result.get("warnings") or [])]
 
 
 def write_json_atomic(path: Path, data: dict[str, Any], *, sort_keys: bool = False,

@@ -18,7 +18,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config"),
     ("shogi_dnn.rules",),
     ("shogi_dnn.kifu",),
-    ("shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.run_files", "shogi_dnn.evalfit"),
+    ("shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.run_files", "shogi_dnn.evalfit", "shogi_dnn.identity",
+     "shogi_dnn.locks"),
     ("shogi_dnn.convert",),
     ("shogi_dnn.training",),
     ("shogi_dnn.analysis",),
@@ -28,7 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
 DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.convert",
-             "shogi_dnn.run_files", "shogi_dnn.evalfit", "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
+             "shogi_dnn.run_files", "shogi_dnn.evalfit", "shogi_dnn.identity", "shogi_dnn.locks",
+             "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
              "shogi_dnn.training.plan")
 TENSORFLOW = ("tensorflow", "keras", "tensorboard")

@@ -10,7 +10,14 @@ RUN/eval-<split>.json (written atomically) holds: split, data_dir, model, positi
 by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy},
 baselines {side_to_move, material, train_positions, fitted_on}, mirror_average (whether the model's
 probability was the mean over the position and its left-right mirror, model.value_logits), seconds,
-positions_per_s.
+positions_per_s, games (in the split), dataset (the scored data's identity, identity.py), data_check
+{status: same | unknown | changed, detail} (against the run's run.json "dataset"), warnings (a list of
+lines: e.g. fewer than MIN_EVAL_GAMES games).
+
+The split must hold the games it held when the run was trained (identity.compare): a folder converted
+again with another --val-fraction, or other data given with --data, is refused in one line unless
+allow_changed_data (--allow-changed-data), and the output then says DATA CHANGED (data_check). A run
+trained before runs recorded their data is scored, with one line saying its data cannot be checked.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import config, run_files, shards
+from shogi_dnn import config, identity, run_files, shards
 from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
 from shogi_dnn.training import cluster, pipeline, schedule, towers
@@ -37,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SPLITS = (*shards.SPLITS, "all")
 MIN_EVAL_BATCH = 1024        # positions per global batch at least: fewer Python steps than a training batch
+MIN_EVAL_GAMES = 50          # fewer games in the scored split: a warning beside the table and in the JSON
 
 
 def split_paths(data_dir: Path, split: str, verify_full: bool = False) -> list[Path]:
@@ -55,6 +63,38 @@ def split_paths(data_dir: Path, split: str, verify_full: bool = False) -> list[P
         raise RunError(f"{data_dir}: the dataset has no {split!r} shards")
     shards.verify_shards(manifest, infos, full=verify_full)
     return [manifest.shard_path(s) for s in infos]
+
+
+def check_data(run_dir: Path, data_dir: Path, split: str, allow_changed: bool = False) -> identity.DataCheck:
+    """The scored split against the data the run was trained on (run.json "dataset").
+
+    Raises:
+        RunError: its games differ and not `allow_changed`: one line naming both datasets and the flag.
+    """
+    splits = shards.SPLITS if split == "all" else (split,)
+    current = identity.dataset_identity(shards.read_manifest(data_dir), splits)
+    try:
+        check = identity.compare(run_files.read_run_json(run_dir).get(run_files.KEY_DATASET), current, splits)
+    except ValueError as exc:
+        raise RunError(f"{run_dir / run_files.RUN_JSON}: {run_files.KEY_DATASET}: {exc}") from exc
+    if check.status == "unknown":
+        log.warning("%s records no dataset identity (trained before runs recorded one): cannot check that %s "
+                    "holds the %s split it was trained with", run_dir, data_dir, split)
+    elif check.changed and not allow_changed:
+        raise RunError(identity.refusal(str(run_dir), check, run_files.ALLOW_CHANGED_DATA,
+                                        "score anyway (the output is labelled)"))
+    elif check.changed:
+        log.warning("DATA CHANGED since training: %s (%s: the output is labelled)", check.detail,
+                    run_files.ALLOW_CHANGED_DATA)
+    return check
+
+
+def small_data_warnings(split: str, games: int) -> list[str]:
+    """The evaluation's warnings about its size: fewer than MIN_EVAL_GAMES games in the split."""
+    if games >= MIN_EVAL_GAMES:
+        return []
+    return [(f"only {games:,} games in {split}: too few to compare models (want >= {MIN_EVAL_GAMES}; "
+             "differences between runs of a few points are noise here)")]
 
 
 def run_strategy(run_dir: Path, simulate_devices: int | None) -> tf.distribute.Strategy:
@@ -227,7 +267,7 @@ def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
                  checkpoint: str | None = None, simulate_devices: int | None = None,
                  global_batch: int | None = None, mirror_average: bool = False,
-                 verify_shards: bool = False) -> dict[str, Any]:
+                 verify_shards: bool = False, allow_changed_data: bool = False) -> dict[str, Any]:
     """Evaluate a run on a split and write RUN/eval-<split>.json. Returns the JSON as a dict.
 
     global_batch: positions per step over all towers (default eval_global_batch; rounded up to the towers).
@@ -235,10 +275,13 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     runs twice per position); recorded as the result's "mirror_average".
     verify_shards: check the split's shards against the manifest with their full sha256 (a cheap check of
     size, counts, schema and shapes is always made before the model is loaded).
+    allow_changed_data: score a split whose games differ from those the run was trained with (check_data),
+    the result labelled (data_check).
     """
     run_dir = run_files.check_run_dir(run_dir)
     data_dir = run_files.data_dir(run_dir, data)
     paths = split_paths(data_dir, split, verify_full=verify_shards)
+    check = check_data(run_dir, data_dir, split, allow_changed_data)     # before the model: a refusal is quick
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)
@@ -254,6 +297,10 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     result.update(split=split, data_dir=str(data_dir), model=model_source(run_dir, checkpoint),
                   global_batch=global_batch, mirror_average=bool(mirror_average), seconds=round(seconds, 3),
                   positions_per_s=round(result["positions"] / seconds, 1) if seconds > 0 else None)
+    games = sum(s.games for s in check.current.splits.values())
+    result.update(games=games, dataset=check.current.to_dict(),
+                  data_check={"status": check.status, "detail": check.detail},
+                  warnings=small_data_warnings(split, games))
     run_files.write_json_atomic(run_files.eval_path(run_dir, split), result, allow_nan=False)
     return result
 
@@ -284,7 +331,8 @@ def format_table(result: dict[str, Any]) -> str:
     """A readable summary of an evaluation: model vs baselines, per GPU, by ply, by rating, calibration."""
     b = result["baselines"]
     averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
-    lines = [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
+    lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
+    lines += [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
              f"{result['draws']['positions']} draws{averaged})"), "",
              f"{'':14}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}"]
     for name, row in (("model", result), ("material", b["material"]), ("side to move", b["side_to_move"])):

@@ -20,12 +20,19 @@ as (tower positions / interval wall time), as the trainer logs it, is equal acro
 shows in it only as a low total throughput (see `shogi-dnn bench scaling`). Hence the "slow" test uses
 compute_positions_per_s, timed per tower before the all-reduce, when the records have it (a run trained
 with train.time_towers = true; report.md says so when they do not).
+
+Data (check_evals): each eval-<split>.json records the identity of the data it scored (identity.py); one
+scored on data other than what the run now says it trains on (run.json "dataset": the run was resumed on
+other data with --data-changed after the evaluation) is refused in one line unless --allow-changed-data,
+and labelled DATA CHANGED in report.md and the summary then, as is one that evaluate scored with that flag.
+Evaluations or runs from before identities were recorded are reported, with one line saying so.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import warnings
 from collections.abc import Sequence
@@ -35,8 +42,11 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from shogi_dnn import run_files
+from shogi_dnn import identity, run_files, shards
+from shogi_dnn.errors import RunError
 from shogi_dnn.training import throughput
+
+log = logging.getLogger(__name__)
 
 SLOW_RATIO = 0.75
 SHARE_RATIO = 0.9
@@ -301,14 +311,56 @@ def plan_check(run_dir: str | Path, fits: dict[int, throughput.ThroughputFit]) -
     return PlanCheck(devices, batch, fit.devices, predicted, float(np.median(rates)))
 
 
-def write_report(run_dir: str | Path, fits: dict[int, throughput.ThroughputFit] | None = None) -> Path:
+def check_evals(run_dir: str | Path, evals: dict[str, dict[str, Any]], allow_changed_data: bool = False,
+                say_unknown: bool = True) -> dict[str, list[str]]:
+    """Per evaluated split, the lines its numbers must carry (run_files.eval_labels, and DATA CHANGED for
+    an evaluation of data other than the run's now, when allowed); one log line for those whose data
+    cannot be checked (no identity recorded), unless not `say_unknown` (said once already).
+
+    Raises:
+        RunError: an evaluation scored data other than what the run now trains on, without
+            `allow_changed_data` (one line: evaluate again, or pass the flag).
+    """
+    run_dir = Path(run_dir)
+    trained = run_files.read_run_json(run_dir).get(run_files.KEY_DATASET)
+    labels, unknown = {}, []
+    for split, result in evals.items():
+        labels[split] = run_files.eval_labels(result)
+        scored = result.get(run_files.KEY_DATASET)
+        if trained is None or scored is None:
+            unknown.append(f"eval-{split}.json")
+            continue
+        if (result.get("data_check") or {}).get("status") == "changed":
+            continue                                      # scored with the flag: labelled already
+        splits = shards.SPLITS if split == "all" else (split,)
+        try:
+            check = identity.compare(scored, identity.DatasetIdentity.from_dict(trained), splits)
+        except ValueError as exc:
+            raise RunError(f"{run_dir / run_files.RUN_JSON} or eval-{split}.json: dataset: {exc}") from exc
+        if not check.changed:
+            continue
+        where = run_files.eval_path(run_dir, split)
+        if not allow_changed_data:
+            raise RunError(f"{where} was scored on {check.detail}, and the run trains on the latter now: evaluate "
+                           f"again, or pass {run_files.ALLOW_CHANGED_DATA} to report it anyway (labelled)")
+        labels[split].append(f"DATA CHANGED: scored on {check.detail}, and the run trains on the latter now")
+    if unknown and say_unknown:
+        log.warning("%s: the data of %s cannot be checked against the run's (no dataset identity recorded: "
+                    "scored or trained before runs recorded one)", run_dir, ", ".join(unknown))
+    return labels
+
+
+def write_report(run_dir: str | Path, fits: dict[int, throughput.ThroughputFit] | None = None,
+                 allow_changed_data: bool = False) -> Path:
     """Plots plus RUN/report.md (written atomically); with throughput fits (`bench scaling`) also the
-    plan-vs-measured line. Raises RunError for a missing/corrupt run."""
+    plan-vs-measured line. Raises RunError for a missing/corrupt run, or for an evaluation of data other
+    than the run's (check_evals) unless `allow_changed_data`."""
     run_dir = run_files.check_run_dir(run_dir)
     records = run_files.read_metrics(run_dir)
     evals = run_files.read_evals(run_dir)
+    labels = check_evals(run_dir, evals, allow_changed_data)
     plots = make_plots(run_dir, records, evals)
-    text = render_markdown(run_dir, records, evals, plots, find_unbalanced_towers(records))
+    text = render_markdown(run_dir, records, evals, plots, find_unbalanced_towers(records), labels)
     check = plan_check(run_dir, fits) if fits else None
     if check is not None:
         text = text.rstrip("\n") + "\n\n## Plan vs measured\n\n" + check.text() + "\n"
@@ -326,18 +378,21 @@ def device_label(name: Any) -> str:
 
 
 def render_markdown(run_dir: Path, records: Sequence[dict[str, Any]], evals: dict[str, dict[str, Any]],
-                    plots: dict[str, Path], flags: Sequence[TowerFlag]) -> str:
-    """The text of report.md: training summary, towers, validation per stage, evaluations, plots."""
+                    plots: dict[str, Path], flags: Sequence[TowerFlag],
+                    labels: dict[str, list[str]] | None = None) -> str:
+    """The text of report.md: training summary, towers, validation per stage, evaluations (with their
+    `labels`, check_evals), plots."""
     run = run_files.read_run_json(run_dir)
     lines = [f"# Run report: {run_dir.name}", "",
-             f"- data: `{run.get('data_dir', '?')}`",
+             f"- data: `{run.get('data_dir', '?')}`{_dataset_text(run)}",
+             *_history_lines(run),
              (f"- towers: {run.get('num_replicas', '?')} "
              f"({', '.join(device_label(d) for d in run.get('devices', [])) or '?'})")]
     lines += _training_lines(records)
     lines += _tower_lines(records, flags)
     lines += _validation_lines(records)
     for split, result in evals.items():
-        lines += _eval_lines(split, result)
+        lines += _eval_lines(split, result, (labels or {}).get(split, []))
     lines += ["", "## Plots", ""]
     lines += [f"![{name}]({path.relative_to(run_dir).as_posix()})" for name, path in plots.items()]
     return "\n".join(lines) + "\n"
@@ -396,9 +451,29 @@ def _validation_lines(records: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _eval_lines(split: str, result: dict[str, Any]) -> list[str]:
+def _dataset_text(run: dict[str, Any]) -> str:
+    """' (manifest 1a2b3c4d, train 1,574 games, validation 174 games)', or '' for a run without an identity."""
+    try:
+        return f" ({identity.DatasetIdentity.from_dict(run[run_files.KEY_DATASET]).describe()})"
+    except (KeyError, ValueError):
+        return ""
+
+
+def _history_lines(run: dict[str, Any]) -> list[str]:
+    """One line per data change recorded on resume (run.json "history")."""
+    lines = []
+    for entry in run.get(run_files.KEY_HISTORY) or []:
+        old, new = entry.get("from") or {}, entry.get("to") or {}
+        lines.append(f"- {entry.get('event', 'change')} at {entry.get('time', '?')} (resumed from "
+                     f"{entry.get('checkpoint', '?')}): `{old.get('data_dir', '?')}` manifest "
+                     f"{str(old.get('manifest', '?'))[:identity.SHORT]} -> `{new.get('data_dir', '?')}` manifest "
+                     f"{str(new.get('manifest', '?'))[:identity.SHORT]}")
+    return lines
+
+
+def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) -> list[str]:
     b = result.get("baselines", {})
-    lines = ["", f"## Evaluation: {split}", "",
+    lines = ["", f"## Evaluation: {split}", "", *(f"> **WARNING**: {line}\n" for line in labels),
              (f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
              f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive positions."), "",
              "| predictor | loss | accuracy | Brier | ECE |", "|---|---|---|---|---|"]
@@ -423,27 +498,30 @@ def _eval_lines(split: str, result: dict[str, Any]) -> list[str]:
 # The one comparison table (report --summary): the end of `make demo`
 
 
-def summary_table(run_dir: str | Path, split: str = "validation") -> str:
+def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_data: bool = False) -> str:
     """Model vs the material and side-to-move baselines on one evaluated split (RUN/eval-<split>.json):
     accuracy (decisive positions), log loss, ECE, positions and games (from the dataset's manifest),
     then one line saying whether the model is ahead of material. RunError when the split was not evaluated."""
-    from shogi_dnn import shards
-    from shogi_dnn.errors import RunError, ShogiDnnError
+    from shogi_dnn.errors import ShogiDnnError
 
     run_dir = Path(run_dir)
     path = run_dir / f"eval-{split}.json"
     if not path.is_file():
         raise RunError(f"{path}: not found: run `shogi-dnn evaluate --run-dir {run_dir} --split {split}` first")
     result = json.loads(path.read_text(encoding="utf-8"))
-    games: Any = "?"
-    try:
-        manifest = shards.read_manifest(Path(result.get("data_dir") or run_files.read_run_json(run_dir)["data_dir"]))
-        games = sum(s.games for s in manifest.split(split)) if split != "all" else sum(s.games for s in manifest.shards)
-    except (ShogiDnnError, OSError, KeyError):
-        pass                                            # the dataset moved: games unknown, the rest stands
+    labels = check_evals(run_dir, {split: result}, allow_changed_data, say_unknown=False)[split]
+    games: Any = result.get("games")               # recorded by evaluate; older files: the manifest now
+    if not isinstance(games, int):
+        games = "?"
+        try:
+            manifest = shards.read_manifest(Path(result.get("data_dir") or run_files.read_run_json(run_dir)["data_dir"]))
+            games = sum(s.games for s in (manifest.split(split) if split != "all" else manifest.shards))
+        except (ShogiDnnError, OSError, KeyError):
+            pass                                        # the dataset moved: games unknown, the rest stands
     b = result.get("baselines", {})
     rows = [("model", result), ("material", b.get("material")), ("side to move", b.get("side_to_move"))]
-    lines = [f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are better)",
+    lines = [f"WARNING: {line}" for line in labels]
+    lines += [f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are better)",
              f"{'predictor':<14}{'accuracy':>9}{'log loss':>10}{'ECE':>8}{'positions':>11}{'games':>7}"]
     games_text = f"{games:,}" if isinstance(games, int) else games
     for name, row in rows:

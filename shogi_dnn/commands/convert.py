@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in report.first_errors(SHOWN_ERRORS):
             log.warning("%s", line)
     log.info("%s\nreport: %s/%s", report.summary(), args.out, REPORT_NAME)
+    for line in report.warnings:          # a held-out split too small to compare models on
+        log.warning("warning: %s", line)
     reason = report.nothing_converted()
     if reason:
         log.error("shogi-dnn convert: nothing converted: %s", reason)

@@ -1,5 +1,5 @@
 """`shogi-dnn evaluate --run-dir RUN [--data DIR] [--split validation|test|train|all] [--checkpoint NAME]
-[--simulate-devices N] [--no-mirror-average] [--verify-shards]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
+[--simulate-devices N] [--no-mirror-average] [--verify-shards] [--allow-changed-data]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--verify-shards", action="store_true",
                         help="check every shard's sha256 against the manifest first (always checked: size, "
                              "schema, split, row and game counts, shapes)")
+    parser.add_argument("--allow-changed-data", action="store_true",
+                        help="score even though the split's games differ from those the run was trained with "
+                             "(the folder converted again, or another --data); the output is labelled DATA CHANGED")
     args = parser.parse_args(argv)
     if args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
         raise ConfigError(f"--split {args.split!r}: must be one of {', '.join(EVAL_SPLITS)}")
@@ -37,7 +40,8 @@ def main(argv: list[str]) -> int:
     from shogi_dnn.analysis import evaluate  # TensorFlow is imported only once the arguments are good
 
     result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint, args.simulate_devices,
-                                   mirror_average=args.mirror_average, verify_shards=args.verify_shards)
+                                   mirror_average=args.mirror_average, verify_shards=args.verify_shards,
+                                   allow_changed_data=args.allow_changed_data)
     print(evaluate.format_table(result))
     print(f"\nwrote {evaluate.run_files.eval_path(args.run_dir, args.split)}")
     return 0

@@ -1,5 +1,6 @@
-"""`shogi-dnn report --run-dir RUN`: PNG plots (RUN/plots/) and RUN/report.md from metrics.jsonl and
-the eval-*.json files; flags an unbalanced tower."""
+"""`shogi-dnn report --run-dir RUN [--summary [SPLIT]] [--scaling-fit FIT] [--allow-changed-data]`: PNG plots
+(RUN/plots/) and RUN/report.md from metrics.jsonl and the eval-*.json files; flags an unbalanced tower and an
+evaluation of data other than the run's."""
 
 from __future__ import annotations
 
@@ -19,14 +20,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--scaling-fit", default=None, metavar="FILE|v0=..,t=..",
                         help="the throughput fit `shogi-dnn plan` used (`bench scaling` JSON or inline): report.md "
                              "then compares its predicted positions/s with what the run measured")
+    parser.add_argument(run_files.ALLOW_CHANGED_DATA, action="store_true",
+                        help="report an evaluation of data other than what the run now trains on (it was resumed "
+                             "on other data since); labelled DATA CHANGED")
     args = parser.parse_args(argv)
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
-    path = report.write_report(args.run_dir, fits)
+    path = report.write_report(args.run_dir, fits, allow_changed_data=args.allow_changed_data)
     if fits and (check := report.plan_check(args.run_dir, fits)) is not None:
         print(check.text())
     for flag in report.find_unbalanced_towers(report.run_files.read_metrics(args.run_dir)):
         print(f"UNBALANCED TOWER: {flag.message}")
     print(f"wrote {path} and plots in {path.parent / run_files.PLOTS_DIR}")
     if args.summary:
-        print("\n" + report.summary_table(args.run_dir, args.summary))
+        print("\n" + report.summary_table(args.run_dir, args.summary, args.allow_changed_data))
     return 0

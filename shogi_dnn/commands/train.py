@@ -1,6 +1,10 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
-[--devices LIST] [--resume] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged multi-GPU
-training (see shogi_dnn.training.trainer; several machines: shogi_dnn.training.cluster)."""
+[--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged
+multi-GPU training (see shogi_dnn.training.trainer; several machines: shogi_dnn.training.cluster).
+
+The run directory has one writer: this process holds RUN/writer.lock (run_files.lock_run_dir) from before
+TensorFlow starts to its exit, so a second `train` there is refused at once; a cluster's chief holds RUN's,
+each other worker that of the folder it writes, RUN/workerI (cluster.worker_dir)."""
 
 from __future__ import annotations
 
@@ -9,9 +13,11 @@ import logging
 import math
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from shogi_dnn import config as config_mod
+from shogi_dnn import run_files
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import cluster, throughput
@@ -37,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true",
                         help="continue from the run's newest readable checkpoint (a corrupt newest one is "
                              "reported and the previous one used)")
+    parser.add_argument("--data-changed", action="store_true",
+                        help="with --resume: continue even though the data differs from the checkpoint's (another "
+                             "--data, or the folder converted again); recorded in RUN/run.json's history")
     parser.add_argument("--resume-strict", action="store_true",
                         help="with --resume: stop with the error when the newest checkpoint is corrupt")
     parser.add_argument("--price-per-hour", type=float, default=0.0, metavar="PRICE",
@@ -79,6 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(f"--price-per-hour {args.price_per_hour}: must be a number >= 0")
     cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
+    if args.data_changed and not args.resume:
+        raise ConfigError("--data-changed goes with --resume (a new run records the data it starts on)")
+    run_dir = cluster.worker_dir(Path(args.run_dir), cluster_spec)
+    with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
+        command = shlex.join(["shogi-dnn", "train", *(sys.argv[1:] if argv is None else argv)])
+        return _train(args, config, cluster_spec, fits, run_dir, command)
+
+
+def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Cluster | None,
+           fits: dict[int, throughput.ThroughputFit] | None, run_dir: Path, command: str) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
     from shogi_dnn.training import towers  # TensorFlow is imported only from here on
     from shogi_dnn.training.trainer import StopFlag, Trainer
@@ -96,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     # stops the run after its first update, with a checkpoint and the resume command, like any other.
     with stop.catch_signals():
         try:
-            trainer = Trainer(config, Path(args.data), cluster.worker_dir(Path(args.run_dir), cluster_spec),
-                              strategy, resume=args.resume, resume_command=resume_command(args), stop=stop,
-                              strict_resume=args.resume_strict, verify_shards=args.verify_shards,
-                              price_per_hour=args.price_per_hour)
+            trainer = Trainer(config, Path(args.data), run_dir, strategy, resume=args.resume,
+                              resume_command=resume_command(args), stop=stop, strict_resume=args.resume_strict,
+                              verify_shards=args.verify_shards, price_per_hour=args.price_per_hour,
+                              data_changed=args.data_changed, command=command)
             trainer.run()
         except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
             if cluster_spec is not None and cluster.is_peer_lost(exc):

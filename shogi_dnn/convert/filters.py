@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Iterable
 from typing import Any
 
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.kifu.record import Ending, GameRecord, Winner
+from shogi_dnn.wording import plural
 
 RATING_OF = ("both", "loser")
 DRAWS = ("keep", "drop")
@@ -150,3 +152,33 @@ def assign_split(key: bytes, val_fraction: float, test_fraction: float) -> str:
     if u < test_fraction + val_fraction:
         return "validation"
     return "train"
+
+
+MIN_SPLIT_GAMES = 100            # fewer games in validation or test: too few to tell two models apart
+MAX_SUGGESTED_FRACTION = 0.3     # the largest share of games small_split_warnings suggests holding out
+
+
+def small_split_warnings(games: dict[str, int], positions: dict[str, int], settings: ConvertSettings) -> list[str]:
+    """One line per held-out split (validation, test) asked for but given fewer than MIN_SPLIT_GAMES games,
+    with the fraction that would give enough, from the number of games converted: e.g. "validation: 3 games
+    (313 positions): too few to compare models (want >= 100); only 88 games in all: --val-fraction 0.3 would
+    give ~26 (more games are needed for ~100: about 334)". A split's share of games is drawn per game
+    (assign_split), so the counts are expectations."""
+    total = sum(games.values())
+    lines = []
+    for split, fraction, flag in (("validation", settings.val_fraction, "--val-fraction"),
+                                  ("test", settings.test_fraction, "--test-fraction")):
+        count = games.get(split, 0)
+        if fraction <= 0 or not total or count >= MIN_SPLIT_GAMES:
+            continue
+        head = (f"{split}: {plural(count, 'game')} ({plural(positions.get(split, 0), 'position')}): too few to "
+                f"compare models (want >= {MIN_SPLIT_GAMES})")
+        wanted = math.ceil(100 * 1.2 * MIN_SPLIT_GAMES / total) / 100     # 20% above: the share is drawn
+        if wanted <= MAX_SUGGESTED_FRACTION:
+            lines.append(f"{head}; {flag} {wanted:g} would give ~{round(wanted * total):,} of the {total:,} games")
+        else:
+            most = MAX_SUGGESTED_FRACTION
+            lines.append(f"{head}; only {total:,} games in all: {flag} {most:g} would give "
+                         f"~{round(most * total):,} (more games are needed for ~{MIN_SPLIT_GAMES}: about "
+                         f"{math.ceil(MIN_SPLIT_GAMES / most):,})")
+    return lines

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn import shards
+from shogi_dnn import locks, shards
 from shogi_dnn.convert.filters import (
     DRAWS,
     RATING_OF,
@@ -50,6 +50,7 @@ from shogi_dnn.convert.filters import (
     GameFilter,
     assign_split,
     game_key,
+    small_split_warnings,
 )
 from shogi_dnn.convert import resume
 from shogi_dnn.convert.sources import iter_sources, list_files
@@ -63,7 +64,7 @@ from shogi_dnn.convert.worker import (
     process_file,
     split_source,
 )
-from shogi_dnn.convert.writer import REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
+from shogi_dnn.convert.writer import LOCK_NAME, REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
 from shogi_dnn.errors import ConfigError, KifuError, disk_full, is_disk_full
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural
@@ -103,7 +104,7 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
     ours = [p for p in out.iterdir() if SHARD_PATTERN.match(p.name) or p.name in (
         shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp",
         REPORT_NAME + ".tmp") or resume.is_checkpoint_file(p.name)]
-    others = [p for p in out.iterdir() if p not in ours]
+    others = [p for p in out.iterdir() if p not in ours and p.name != LOCK_NAME]   # the lock is this run's
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset converted from other inputs or settings; "
                           "pass --overwrite to replace it or choose another --out")
@@ -207,10 +208,18 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
         on_shard: called after each shard is written (progress hooks, tests).
     Raises:
         ConfigError: bad settings or an output folder holding something else.
+        locks.LockedError: another `convert` is writing DIR (DIR/writer.lock names it).
         KeyboardInterrupt: Ctrl-C or SIGTERM; finished shards are kept and a rerun resumes.
     """
     out, settings = Path(out), settings or ConvertSettings()
     _check_inputs(inputs)
+    with locks.acquire(out, LOCK_NAME, "convert", instead="choose another --out"):     # one writer of DIR
+        return _run_locked(inputs, out, settings, workers, backend, overwrite, progress, on_shard)
+
+
+def _run_locked(inputs: Sequence[str | os.PathLike[str]], out: Path, settings: ConvertSettings,
+                workers: int | None, backend: str | None, overwrite: bool, progress: bool,
+                on_shard: Callable[[shards.ShardInfo], None] | None) -> ConvertReport:
     count = plan_workers(workers, len(os.sched_getaffinity(0)), _input_bytes(inputs))
     report = ConvertReport(backend=resolve_backend(backend), workers=max(count, 1),
                            worker_plan=describe_workers(count))
@@ -335,6 +344,7 @@ def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: 
     totals = {"games": report.converted, "positions": sum(report.positions.values()),
               "games_per_split": report.games, "positions_per_split": report.positions,
               "games_found": report.games_found, "skipped": dict(sorted(report.skipped.items()))}
+    report.warnings = small_split_warnings(report.games, report.positions, settings)
     manifest_settings = {**settings.to_dict(), "inputs": [str(p) for p in inputs]}
     shards.write_manifest(out, written, manifest_settings, totals)
     tmp = out / (REPORT_NAME + ".tmp")

@@ -33,6 +33,7 @@ from shogi_dnn.wording import plural
 
 REPORT_NAME = "convert-report.json"
 STATE_NAME = "convert-state.json"
+LOCK_NAME = "writer.lock"          # the one writer's lock (locks.py): `convert` holds it while it runs
 MAX_LISTED_ERRORS = 100_000        # errors beyond this are counted, not listed, in the report
 
 
@@ -65,6 +66,7 @@ class ConvertReport:
     # repaired lines themselves (`file: <kind> <where>: <what>`, at most MAX_LISTED_ERRORS).
     fidelity: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     repaired: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)       # filters.small_split_warnings
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvertReport:

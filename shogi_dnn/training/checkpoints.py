@@ -6,7 +6,8 @@ save never leaves a half-written checkpoint that looks valid):
   RUN/checkpoints/ckpt-00001200/
       weights.index, weights.data-*   tf.train.Checkpoint(model=..., optimizer=...): the model's
                                       weights and the optimizer state (iterations, slots, loss scale)
-      state.json                      {"state": TrainState, "config": resolved Config, "saved": time}
+      state.json                      {"state": TrainState, "config": resolved Config, "saved": time,
+                                       "dataset": the identity of the data it was trained on (identity.py)}
 
 Only the last `keep` checkpoints are kept. A checkpoint restores onto any number of towers: the
 variables are mirrored, their saved values are per variable, not per device.
@@ -20,6 +21,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -30,6 +32,7 @@ from shogi_dnn.run_files import (
     CHECKPOINT_STATE,
     CHECKPOINT_WEIGHTS,
     CHECKPOINTS_DIR,
+    KEY_DATASET,
     MODEL_FILE,
     atomic_path,
     remove_stale_temp_files,
@@ -86,6 +89,17 @@ def read_state(path: Path) -> tuple[TrainState, Config]:
         raise RunError(f"{origin}: unreadable checkpoint state ({_first_line(exc)})") from exc
 
 
+def read_dataset(path: Path) -> dict[str, Any] | None:
+    """The dataset identity a checkpoint records (identity.DatasetIdentity's JSON), None when it records
+    none (saved before checkpoints recorded one). Raises RunError when state.json is unreadable."""
+    origin = path / CHECKPOINT_STATE
+    try:
+        raw = json.loads(origin.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{origin}: unreadable checkpoint state ({_first_line(exc)})") from exc
+    return raw.get(KEY_DATASET) if isinstance(raw, dict) else None
+
+
 # What reading a damaged weights file can raise: besides OpError, a truncated weights.data-* raises
 # IndexError ("Read less bytes than requested"), a mangled index ValueError/KeyError/...
 _READ_ERRORS = (tf.errors.OpError, AssertionError, ValueError, IndexError, KeyError, TypeError, OSError,
@@ -120,9 +134,10 @@ class CheckpointManager:
     """Saves, prunes and restores a run's checkpoints (model + optimizer + TrainState + config)."""
 
     def __init__(self, run_dir: Path, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 keep: int) -> None:
+                 keep: int, dataset: dict[str, Any] | None = None) -> None:
         self.root = Path(run_dir) / CHECKPOINTS_DIR
         self.keep = keep
+        self.dataset = dataset        # the identity of the data trained on, recorded in every state.json
         self.tracked = tf.train.Checkpoint(model=model, optimizer=optimizer)
         self.last_saved_step = -1
         for stale in self.root.glob(".tmp-ckpt-*"):     # saves cut short by a kill: never valid checkpoints
@@ -140,6 +155,8 @@ class CheckpointManager:
             self.tracked.write(str(tmp / CHECKPOINT_WEIGHTS))
             state_json = {"state": state.to_dict(), "config": config.to_dict(),
                           "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            if self.dataset is not None:
+                state_json[KEY_DATASET] = self.dataset
             write_json_atomic(tmp / CHECKPOINT_STATE, state_json, sort_keys=True)
             _fsync_tree(tmp)         # on disk before it gets its valid name (a power cut, not only a kill)
         except BaseException as exc:   # nothing half-written is left (a .tmp-ckpt-* is never restored anyway)

@@ -56,6 +56,7 @@ from shogi_dnn.evalfit import PLY_RANGE_WIDTH
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training.cluster import Cluster, replica_values
 from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
+from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +204,16 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 "total_steps": self.total_steps}
 
 
+MAX_WARMUP_SHARE = 0.1       # warm-up takes at most this share of a run's planned updates
+
+
 def make_lr_schedule(cfg: OptimConfig, update_batch: int, total_steps: int | None = None) -> WarmupSchedule:
     """The lr schedule for `update_batch` samples per update; warm-up given in samples is rounded up
     to whole updates. total_steps: the run's planned updates (needed by cfg.lr_decay = "cosine").
+
+    The warm-up is relative to the run's length: given total_steps, it spans at most MAX_WARMUP_SHARE of
+    them (a preset's warm-up sized for a large corpus would otherwise fill most of a run on a small one:
+    cpu-small's 20,000 samples were 80% of a run on 88 games), with one log line saying so.
 
     Raises:
         ConfigError: cosine decay without total_steps.
@@ -213,6 +221,15 @@ def make_lr_schedule(cfg: OptimConfig, update_batch: int, total_steps: int | Non
     warmup_steps = math.ceil(cfg.warmup_samples / update_batch) if cfg.warmup_samples else 0
     if cfg.lr_decay != "none" and not total_steps:
         raise ConfigError(f"optim.lr_decay = {cfg.lr_decay!r} needs the run's planned number of updates")
+    cap = int(MAX_WARMUP_SHARE * total_steps) if total_steps else warmup_steps
+    if warmup_steps > cap:
+        instead = (f"warming up over {plural(cap, 'update')} ({100 * MAX_WARMUP_SHARE:.0f}% of the run, "
+                   f"{cap * update_batch:,} samples) instead" if cap else
+                   f"no warm-up instead (the run is too short for one: at most {100 * MAX_WARMUP_SHARE:.0f}%)")
+        log.warning("optim.warmup_samples = %s is %s of this run's %s (%.0f%%): %s", f"{cfg.warmup_samples:,}",
+                    plural(warmup_steps, "update"), plural(total_steps, "planned update"),
+                    100 * warmup_steps / total_steps, instead)
+        warmup_steps = cap
     return WarmupSchedule(scaled_lr(cfg, update_batch), warmup_steps, cfg.lr_decay, total_steps or 0)
 
 

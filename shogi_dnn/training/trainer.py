@@ -3,8 +3,13 @@ periodic checkpoints inside a stage, SIGINT/SIGTERM -> checkpoint and clean exit
 
 Run directory (file names: run_files.py; see also checkpoints.py and run_log.py):
   RUN/config.json   the resolved Config (config.from_dict(json.load(...)) reads it back)
-  RUN/run.json      data_dir, devices, num_replicas, num_workers, batches, peak lr, resume command
+  RUN/run.json      data_dir, dataset (its identity: identity.py), history, devices, num_replicas,
+                    num_workers, batches, peak lr, resume command
   RUN/metrics.jsonl, RUN/tb/, RUN/checkpoints/, RUN/model.keras (at the end)
+
+The data a run trains on is recorded (run.json and every checkpoint: identity.py); `--resume` on other
+data (another --data, or the same folder converted again) is refused unless `data_changed` is given,
+which is then appended to run.json's "history" (the entry: run_files.py).
 
 Exact resume: a checkpoint stores the weights, the optimizer state (so the lr schedule and momentum
 continue) and the data position (epoch, stage, group, positions consumed in the group, seeds). The
@@ -16,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import signal
 import threading
@@ -30,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import __version__, evalfit, run_files, shards
+from shogi_dnn import __version__, evalfit, identity, run_files, shards
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
@@ -38,6 +42,7 @@ from shogi_dnn.training import cluster, pipeline, run_log, towers
 from shogi_dnn.training.checkpoints import (
     CheckpointManager,
     list_checkpoints,
+    read_dataset,
     read_state,
     save_model,
 )
@@ -160,16 +165,20 @@ class Trainer:
 
     def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
                  resume: bool = False, resume_command: str = "", stop: StopFlag | None = None,
-                 strict_resume: bool = False, verify_shards: bool = False, price_per_hour: float = 0.0) -> None:
+                 strict_resume: bool = False, verify_shards: bool = False, price_per_hour: float = 0.0,
+                 data_changed: bool = False, command: str = "") -> None:
         self.config, self.strategy, self.run_dir = config, strategy, Path(run_dir)
         self.started, self.price_per_hour = time.perf_counter(), price_per_hour   # ETA and cost (run_log)
         self.strict_resume = strict_resume      # refuse a corrupt newest checkpoint instead of the previous
         self.data_dir, self.resume, self.resume_command = Path(data_dir).resolve(), resume, resume_command
+        self.data_changed, self.command = data_changed, command or resume_command   # --data-changed
+        self.history_entry: dict[str, Any] | None = None     # run.json "history" entry of this start
         self.manifest = shards.read_manifest(self.data_dir)
         # Every shard this run reads (training and validation) against the manifest, before anything is
         # built: a missing, truncated or foreign shard is one line now, not a lost stage later.
         shards.verify_shards(self.manifest, self.manifest.split("train") + self.manifest.split("validation"),
                              full=verify_shards)
+        self.dataset = identity.dataset_identity(self.manifest)   # recorded in run.json and every checkpoint
         self.global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
         self.micro_batches = config.train.micro_batches
         self.update_batch = self.global_batch * self.micro_batches
@@ -192,7 +201,8 @@ class Trainer:
         self.update = towers.make_iterator_step(self.train_step, self.micro_batches)
         self.eval_step = towers.make_eval_step(strategy, self.model)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.checkpoints = CheckpointManager(self.run_dir, self.model, self.optimizer, config.train.keep_checkpoints)
+        self.checkpoints = CheckpointManager(self.run_dir, self.model, self.optimizer, config.train.keep_checkpoints,
+                                             dataset=self.dataset.to_dict())
         self.is_chief = cluster.is_chief(strategy)
         self.metrics = MetricsLog(self.run_dir, write_files=self.is_chief)   # the chief alone writes metrics
         self.stop = stop or StopFlag()   # given by the command: it catches signals from start-up on
@@ -283,10 +293,10 @@ class Trainer:
         mismatch = config_mod.architecture_mismatch(saved_config, self.config)
         if mismatch:
             raise ConfigError(f"{path}: the model differs from the checkpoint's: {'; '.join(mismatch)}")
+        self._check_data(path)
         self.plan.check_resume(saved_state)
-        previous = self.run_dir / run_files.RUN_JSON
-        if previous.is_file():
-            info = json.loads(previous.read_text(encoding="utf-8"))
+        info = self._previous_run_info()
+        if info:
             before = info.get("update_batch")
             if before not in (None, self.update_batch):
                 log.warning("the update batch changes from %s to %d: the data stream continues at the same "
@@ -303,8 +313,49 @@ class Trainer:
                  state.step, state.samples, state.epoch, state.stage, state.group, state.position)
         return state
 
+    def _check_data(self, path: Path) -> None:
+        """Refuse to resume a checkpoint on data other than its own (another --data, or the folder converted
+        again), unless --data-changed: then the change becomes run.json's next "history" entry.
+
+        Raises:
+            ConfigError: one line naming both datasets (not RunError: no fallback to an older checkpoint).
+        """
+        previous = self._previous_run_info()
+        recorded = read_dataset(path)
+        recorded = recorded if recorded is not None else previous.get(run_files.KEY_DATASET)
+        try:
+            check = identity.compare(recorded, self.dataset)
+        except ValueError as exc:
+            raise ConfigError(f"{path / run_files.CHECKPOINT_STATE}: dataset: {exc}") from exc
+        old_dir = previous.get("data_dir")
+        if check.status == "unknown":
+            if not old_dir or Path(old_dir).resolve() == self.data_dir:
+                log.warning("%s records no dataset identity (saved before runs recorded one): cannot check that "
+                            "%s still holds the data it was trained on", path, self.data_dir)
+                return
+            check = identity.DataCheck("changed", f"dataset {old_dir} (its identity not recorded); --data "
+                                                  f"{self.data_dir} is another folder", None, self.dataset)
+        if check.status == "same":
+            return
+        if not self.data_changed:
+            raise ConfigError(identity.refusal(str(path), check, "--data-changed",
+                                               "continue it on this data (recorded in run.json's history)"))
+        log.warning("--data-changed: continuing %s on other data: %s", path.name, check.detail)
+        self.history_entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "event": "data changed",
+                              "checkpoint": path.name, "command": self.command,
+                              "from": recorded if recorded is not None else {"data_dir": old_dir},
+                              "to": self.dataset.to_dict()}
+
+    def _previous_run_info(self) -> dict[str, Any]:
+        """RUN/run.json as the last start wrote it ({} when there is none)."""
+        path = self.run_dir / run_files.RUN_JSON
+        return run_files.read_json(path) if path.is_file() else {}
+
     def _run_info(self) -> dict[str, Any]:
-        return {"data_dir": str(self.data_dir), "devices": self.devices, "num_replicas": len(self.devices),
+        history = self._previous_run_info().get(run_files.KEY_HISTORY, [])     # kept across resumes
+        history = [*(history if isinstance(history, list) else []), *filter(None, [self.history_entry])]
+        return {"data_dir": str(self.data_dir), run_files.KEY_DATASET: self.dataset.to_dict(),
+                run_files.KEY_HISTORY: history, "devices": self.devices, "num_replicas": len(self.devices),
                 "num_workers": cluster.num_workers(self.strategy),
                 "global_batch": self.global_batch, "micro_batches": self.micro_batches,
                 "update_batch": self.update_batch, "num_groups": self.plan.num_groups,

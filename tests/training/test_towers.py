@@ -3,6 +3,8 @@ lr scaling and warm-up, per-tower metric sums. Uses conftest's 4 logical CPU dev
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -134,7 +136,8 @@ def test_lr_scaling_and_warmup() -> None:
 
 def test_cosine_lr_decay() -> None:
     cfg = OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none", warmup_samples=2048, lr_decay="cosine")
-    schedule = towers.make_lr_schedule(cfg, 1024, total_steps=6)        # 2 warm-up updates, 4 of decay
+    # 2 warm-up updates, 4 of decay (the schedule itself: make_lr_schedule would cap 2 of 6 at 10%)
+    schedule = towers.WarmupSchedule(towers.scaled_lr(cfg, 1024), 2, cfg.lr_decay, 6)
     values = [float(schedule(tf.constant(s))) for s in range(8)]
     assert values == pytest.approx([0.05, 0.1, 0.1, 0.1 * 0.5 * (1 + np.cos(np.pi / 4)), 0.05,
                                     0.1 * 0.5 * (1 + np.cos(3 * np.pi / 4)), 0.0, 0.0], abs=1e-7)
@@ -144,6 +147,23 @@ def test_cosine_lr_decay() -> None:
     assert [float(constant(tf.constant(s))) for s in (0, 5, 100)] == pytest.approx([0.1] * 3)
     with pytest.raises(ConfigError, match="lr_decay"):
         towers.make_lr_schedule(cfg, 1024)                               # no run length to decay over
+
+
+def test_warmup_is_capped_at_a_tenth_of_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    """cpu-small's 20,000 warm-up samples on a folder of 88 games (~195 updates of 128 over 3 epochs) were
+    157 updates, 80% of the run: capped at 19 (10%), with one line; a warm-up within 10% is left alone."""
+    cfg = OptimConfig(lr=3e-4, base_global_batch=128, lr_scaling="none", warmup_samples=20_000, lr_decay="cosine")
+    with caplog.at_level("WARNING", logger="shogi_dnn.training.towers"):
+        schedule = towers.make_lr_schedule(cfg, 128, total_steps=195)
+    assert schedule.warmup_steps == 19 and schedule.total_steps == 195
+    assert caplog.messages == ["optim.warmup_samples = 20,000 is 157 updates of this run's 195 planned updates "
+                               "(81%): warming up over 19 updates (10% of the run, 2,432 samples) instead"]
+    assert float(schedule(tf.constant(18))) == pytest.approx(3e-4)          # the peak from update 19 on
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="shogi_dnn.training.towers"):
+        long_run = towers.make_lr_schedule(cfg, 128, total_steps=5000)    # 157 of 5000: kept
+        no_length = towers.make_lr_schedule(dataclasses.replace(cfg, lr_decay="none"), 128)   # bench: no cap
+    assert long_run.warmup_steps == 157 and no_length.warmup_steps == 157 and not caplog.messages
 
 
 def test_optimizer_lr_follows_schedule() -> None:
