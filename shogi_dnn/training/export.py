@@ -140,7 +140,8 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
                                 + (" (mean over the position and its left-right mirror)" if mirror_average
                                    else "")}],
         "mirror_average": mirror_average,
-        "encoding": "shogi_dnn.features.encode_position(shogi_dnn.rules.new_position(sfen)) -> (board, hands); "
+        "encoding": "shogi_dnn.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) -> (board, hands) "
+                    "(position_from_sfen refuses a position no game reaches); "
                     "layout in shogi_dnn/features.py and shogi_dnn/training/export.py docstrings",
     }
     if fmt == "onnx":
