@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="drop a game whose start position and moves equal an earlier one's, across files "
                              "and formats (the CSA and KIF copies of a game, a file copied twice); counted as "
                              "skipped 'duplicate' (default: on; --no-dedup keeps every copy)")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes; 1: in-process (default: in-process on 1-2 cores or for inputs under "
-                             "8 MB, else cores - 1)")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes; 1: in-process; more than the CPU cores: capped at the cores (default: "
+                             "in-process on 1-2 cores or for inputs under 8 MB, else cores - 1)")
     parser.add_argument("--backend", default="auto", choices=("auto", "python-shogi", "cshogi"),
                         help="move-rules backend (default auto: cshogi when installed); same output")
     parser.add_argument("--overwrite", action="store_true", help="replace a dataset already in DIR")

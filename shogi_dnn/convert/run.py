@@ -57,6 +57,7 @@ from shogi_dnn.convert.worker import (
     ARCHIVE_EXPANSION,
     SourcePiece,
     Workers,
+    capped_workers_note,
     describe_workers,
     iter_results,
     plan_workers,
@@ -211,7 +212,11 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     """
     out, settings = Path(out), settings or ConvertSettings()
     _check_inputs(inputs)
-    count = plan_workers(workers, len(os.sched_getaffinity(0)), _input_bytes(inputs))
+    cores = len(os.sched_getaffinity(0))
+    count = plan_workers(workers, cores, _input_bytes(inputs))
+    note = capped_workers_note(workers, cores)
+    if note:
+        log.warning("convert: %s", note)
     report = ConvertReport(backend=resolve_backend(backend), workers=max(count, 1),
                            worker_plan=describe_workers(count))
     state = prepare_output(out, fingerprint(inputs, settings), overwrite)
