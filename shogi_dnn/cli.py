@@ -91,7 +91,7 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print(f"shogi-dnn {name}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:               # noqa: BLE001 - only a memory failure is translated
+    except Exception as exc:               # only a memory failure is translated; the rest propagates
         if not is_out_of_memory(exc):
             raise
         print(f"shogi-dnn {name}: error: {out_of_memory_message(name, exc)}", file=sys.stderr)

@@ -39,6 +39,10 @@ class RunError(ShogiDnnError, RuntimeError):
     """A run directory or checkpoint is missing, corrupt or inconsistent with the request."""
 
 
+class OutputError(ShogiDnnError, OSError):
+    """An output folder cannot be written: read-only, not a folder, no permission (run_files.check_writable)."""
+
+
 class DiskFullError(ShogiDnnError, OSError):
     """A write ran out of disk space (or quota): names the path and the space needed or free.
     The partial file is removed before this is raised, so nothing half-written looks valid."""

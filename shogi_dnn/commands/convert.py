@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from shogi_dnn import run_files
 from shogi_dnn.convert.run import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings, GameFilter, run_convert
 from shogi_dnn.kifu.record import Ending
 
@@ -72,6 +73,7 @@ def settings_from_args(args: argparse.Namespace) -> ConvertSettings:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = settings_from_args(args)
+    run_files.check_writable(args.out, "--out")
     try:
         report = run_convert(args.inputs, args.out, settings, workers=args.workers, backend=args.backend,
                              overwrite=args.overwrite, progress=not args.no_progress and sys.stderr.isatty())

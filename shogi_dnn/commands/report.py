@@ -21,6 +21,7 @@ def main(argv: list[str]) -> int:
                              "then compares its predicted positions/s with what the run measured")
     args = parser.parse_args(argv)
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
+    run_files.check_writable(run_files.check_run_dir(args.run_dir), "--run-dir")   # report.md, plots/
     path = report.write_report(args.run_dir, fits)
     if fits and (check := report.plan_check(args.run_dir, fits)) is not None:
         print(check.text())

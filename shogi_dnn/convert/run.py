@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import shards
+from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
     DRAWS,
     RATING_OF,
@@ -51,7 +52,6 @@ from shogi_dnn.convert.filters import (
     assign_split,
     game_key,
 )
-from shogi_dnn.convert import resume
 from shogi_dnn.convert.sources import iter_sources, list_files
 from shogi_dnn.convert.worker import (
     ARCHIVE_EXPANSION,

@@ -45,8 +45,8 @@ def test_workers_over_the_cores_are_capped_with_one_line(corpus: Path, tmp_path:
         report = run_convert([corpus], tmp_path / "out", ConvertSettings(val_fraction=0.2), workers=64)
     assert report.worker_plan == describe_workers(cores if cores > 1 else 0)
     lines = [r.getMessage() for r in caplog.records if "capped" in r.getMessage()]
-    assert lines == [f"convert: --workers 64 capped at {cores}, the CPU cores this process may use (more "
-                     "processes than cores only take turns on them, each with its own memory)"]
+    assert lines == [(f"convert: --workers 64 capped at {cores}, the CPU cores this process may use (more "
+                      "processes than cores only take turns on them, each with its own memory)")]
 
 
 def test_describe_says_where_the_work_runs() -> None:

@@ -10,7 +10,13 @@ import shogi
 
 from shogi_dnn import kifu, rules
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
-from shogi_dnn.rules import IllegalMoveError, IllegalPositionError, ShogiPosition, check_sfen, position_factory
+from shogi_dnn.rules import (
+    IllegalMoveError,
+    IllegalPositionError,
+    ShogiPosition,
+    check_sfen,
+    position_factory,
+)
 from tests.support.paths import DATA
 
 START = STANDARD_START_SFEN
