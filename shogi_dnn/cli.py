@@ -1,7 +1,8 @@
 """`shogi-dnn` command line: a thin dispatcher to one module per subcommand.
 
 Every subcommand module in `shogi_dnn.commands` has `main(argv) -> int`. Errors a user can cause
-(ShogiDnnError, OSError) are printed as one line, never a traceback; nor is a closed output pipe
+(ShogiDnnError, OSError, and running out of memory: MemoryError, TensorFlow's ResourceExhaustedError,
+errors.is_out_of_memory) are printed as one line, never a traceback; nor is a closed output pipe
 (`shogi-dnn --help | head -2`). `--verbose` anywhere on the line shows TensorFlow's start-up lines
 (once; tf_quiet.py), which are off otherwise.
 """
@@ -15,7 +16,7 @@ import os
 import sys
 
 from shogi_dnn import tf_quiet
-from shogi_dnn.errors import ShogiDnnError
+from shogi_dnn.errors import ShogiDnnError, is_out_of_memory, out_of_memory_message
 
 COMMANDS = {
     "convert": "convert game records into HDF5 shards",
@@ -90,3 +91,8 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print(f"shogi-dnn {name}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:               # only a memory failure is translated; the rest propagates
+        if not is_out_of_memory(exc):
+            raise
+        print(f"shogi-dnn {name}: error: {out_of_memory_message(name, exc)}", file=sys.stderr)
+        return 2

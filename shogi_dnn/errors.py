@@ -39,6 +39,10 @@ class RunError(ShogiDnnError, RuntimeError):
     """A run directory or checkpoint is missing, corrupt or inconsistent with the request."""
 
 
+class OutputError(ShogiDnnError, OSError):
+    """An output folder cannot be written: read-only, not a folder, no permission (run_files.check_writable)."""
+
+
 class DiskFullError(ShogiDnnError, OSError):
     """A write ran out of disk space (or quota): names the path and the space needed or free.
     The partial file is removed before this is raised, so nothing half-written looks valid."""
@@ -53,6 +57,35 @@ def is_disk_full(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return "no space left" in text or "disk quota exceeded" in text or "errno = 28" in text
+
+
+# What to lower when a command runs out of memory at run time (cli.py prints it after the error's first line).
+OUT_OF_MEMORY_ADVICE = {
+    "train": "lower train.per_replica_batch, or model.filters / model.blocks (a new run)",
+    "bench": "lower the batch sizes or the model of the benchmark",
+}
+OUT_OF_MEMORY_DEFAULT = "free the device's memory (another process?) or use a machine with more memory"
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for a run-time memory failure: Python's MemoryError, or TensorFlow's ResourceExhaustedError
+    (OOM when allocating a tensor) that is not a full disk; recognised by name, so this module and the CLI
+    never import TensorFlow."""
+    if isinstance(exc, MemoryError):
+        return True
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    text = str(exc)
+    if "ResourceExhaustedError" in names:
+        return not is_disk_full(exc)
+    return "OOM when allocating" in text or "CUDA_ERROR_OUT_OF_MEMORY" in text
+
+
+def out_of_memory_message(command: str, exc: BaseException) -> str:
+    """One line for a run-time memory failure of `command`: the error's first line and what to lower."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    if len(first) > 200:
+        first = first[:197] + "..."
+    return f"out of memory ({first}); {OUT_OF_MEMORY_ADVICE.get(command, OUT_OF_MEMORY_DEFAULT)}"
 
 
 def disk_full(path: object, needed: int | None = None) -> DiskFullError:

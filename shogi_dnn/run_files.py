@@ -24,17 +24,19 @@ command, from: the identity trained on until then, to: the new one} (identity.py
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from shogi_dnn import locks
 from shogi_dnn.config import Config, from_dict
-from shogi_dnn.errors import ConfigError, RunError, disk_full, is_disk_full
+from shogi_dnn.errors import ConfigError, OutputError, RunError, disk_full, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,11 @@ CHECKPOINT_STATE = "state.json"       # inside RUN/checkpoints/ckpt-NNNNNNNN/
 CHECKPOINT_WEIGHTS = "weights"        # tf.train.Checkpoint prefix inside a checkpoint folder
 WRITER_LOCK = "writer.lock"           # the one writer's lock file (locks.py)
 KEY_DATASET, KEY_HISTORY = "dataset", "history"     # run.json (and state.json) keys of the data identity
+
+
+def export_path(run_dir: str | Path, fmt: str) -> Path:
+    """`shogi-dnn export`'s default output: RUN/export/model.onnx (fmt "onnx") or RUN/export/saved_model."""
+    return Path(run_dir) / EXPORT_DIR / (EXPORT_ONNX if fmt == "onnx" else EXPORT_SAVEDMODEL)
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
@@ -203,6 +210,35 @@ def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = Non
         if is_disk_full(exc):
             raise disk_full(path, needed) from None
         raise
+
+
+def check_writable(folder: str | Path, flag: str, value: str | Path | None = None) -> Path:
+    """Prove that files can be written in `folder` before any work: a probe file is created and removed
+    there (in its nearest existing parent when the folder is not made yet; nothing is created). A
+    read-only folder or mount, a file where the folder should be, or a missing permission is then one
+    line naming the flag, not a traceback (TensorFlow's PermissionDeniedError) after minutes of work.
+
+    Args:
+        flag: the option that named the folder (`--out`); value: what it said, when not `folder`
+            itself (an output file's path: the folder is its parent).
+    Raises:
+        OutputError: `flag value: cannot write in folder (reason); choose a writable folder`.
+    """
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{existing} is a file, not a folder")
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        where = "there" if value is None else f"in {folder}"
+        raise OutputError(f"{flag} {folder if value is None else value}: cannot write {where} "
+                          f"({exc.strerror or exc}); choose a writable folder") from exc
+    return folder
 
 
 def remove_stale_temp_files(run_dir: Path) -> list[Path]:

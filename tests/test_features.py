@@ -115,9 +115,11 @@ def test_encoder_packs_as_pack_positions(seed: int) -> None:
 
 def test_more_than_one_set_of_pieces_is_refused() -> None:
     nineteen_pawns = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b P 1"
-    with pytest.raises(ValueError, match="19 pieces of kind P"):
+    with pytest.raises(ValueError, match="19 pawns on the board and in hand"):   # rules.check_sfen
         features.encode_game(record(["7g7f"], start=nineteen_pawns))
-    board, hands = features.encode_position(new_position(nineteen_pawns))
+    board, hands = features.encode_position(new_position(STANDARD_START_SFEN))
+    hands = hands.copy()
+    hands[0] = 1                                   # a 19th pawn, past the rules' check: the packer's own
     with pytest.raises(ValueError, match="19 pieces of kind P"):
         features.pack_positions(np.stack([board, board]), np.stack([hands, hands]))
 
@@ -141,14 +143,14 @@ def test_drop_and_promotion_move_codes() -> None:
 
 
 def test_expand_planes_named_planes() -> None:
-    board, hands = features.encode_position(new_position("4k4/9/9/9/9/9/9/9/4K4 b 2P18p 1"))
+    board, hands = features.encode_position(new_position("4k4/9/9/9/9/9/9/9/4K4 b 2P16p 1"))
     planes = features.expand_planes(board[None], hands[None])
     assert planes.shape == (1, 9, 9, features.NUM_PLANES) and planes.dtype == np.float32
     king = features.PLANE_OWN_PIECES + 8 - 1
     assert planes[0, 8, 4, king] == 1.0 and planes[0, :, :, king].sum() == 1.0
     assert planes[0, 0, 4, features.PLANE_OPP_PIECES + 8 - 1] == 1.0
     assert np.allclose(planes[0, :, :, features.PLANE_OWN_HAND + 0], 2 / 18)
-    assert np.allclose(planes[0, :, :, features.PLANE_OPP_HAND + 0], 1.0)
+    assert np.allclose(planes[0, :, :, features.PLANE_OPP_HAND + 0], 16 / 18)
     assert features.NUM_PLANES == 2 * features.NUM_PIECE_TYPES + 2 * features.NUM_HAND_TYPES
 
 

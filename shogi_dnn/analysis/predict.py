@@ -27,8 +27,20 @@ POSITION_NAME = "<position>"
 
 
 def read_position(text: str) -> GameRecord:
-    """A position argument as a record without result. Raises KifuError naming the bad token/move."""
-    return parse_line(text.strip(), 1, POSITION_NAME)
+    """A position argument as a record without result.
+
+    A position given by hand gets the full check of rules/validity.py (both kings required: a record
+    file may hold a mate problem, a position to score may not).
+
+    Raises:
+        KifuError: a bad token, an impossible position (naming the rule broken) or an illegal move.
+    """
+    record = parse_line(text.strip(), 1, POSITION_NAME)
+    try:
+        rules.check_sfen(record.start_sfen)
+    except rules.IllegalPositionError as exc:
+        raise KifuError(POSITION_NAME, 1, str(exc)) from exc
+    return record
 
 
 def read_game(path: str | Path, game: int = 1) -> GameRecord:

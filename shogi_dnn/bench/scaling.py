@@ -229,6 +229,7 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
 
     n = strategy.num_replicas_in_sync
     global_batch = n * per_replica_batch
+    towers.check_model_fits(config, strategy, per_replica_batch)
     with strategy.scope():
         model = build_model(config.model, seed=config.train.seed)
     # Throughput only: a decaying lr costs the same per step, and a bench has no run length to decay over.

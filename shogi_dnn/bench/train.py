@@ -178,6 +178,7 @@ def _build(strategy, cfg: Config, global_batch: int):
     from shogi_dnn.training import towers
     from shogi_dnn.training.model import build_model
 
+    towers.check_model_fits(cfg, strategy, global_batch // strategy.num_replicas_in_sync)
     with strategy.scope():
         model = build_model(cfg.model, seed=cfg.train.seed)
         # Throughput only: a decaying lr costs the same per step, and a bench has no run length to decay over.

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from shogi_dnn import run_files
 from shogi_dnn.convert.run import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings, GameFilter, run_convert
 from shogi_dnn.kifu.record import Ending
 
@@ -46,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="drop a game whose start position and moves equal an earlier one's, across files "
                              "and formats (the CSA and KIF copies of a game, a file copied twice); counted as "
                              "skipped 'duplicate' (default: on; --no-dedup keeps every copy)")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes; 1: in-process (default: in-process on 1-2 cores or for inputs under "
-                             "8 MB, else cores - 1)")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes; 1: in-process; more than the CPU cores: capped at the cores (default: "
+                             "in-process on 1-2 cores or for inputs under 8 MB, else cores - 1)")
     parser.add_argument("--backend", default="auto", choices=("auto", "python-shogi", "cshogi"),
                         help="move-rules backend (default auto: cshogi when installed); same output")
     parser.add_argument("--overwrite", action="store_true", help="replace a dataset already in DIR")
@@ -72,6 +73,7 @@ def settings_from_args(args: argparse.Namespace) -> ConvertSettings:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = settings_from_args(args)
+    run_files.check_writable(args.out, "--out")
     try:
         report = run_convert(args.inputs, args.out, settings, workers=args.workers, backend=args.backend,
                              overwrite=args.overwrite, progress=not args.no_progress and sys.stderr.isatty())

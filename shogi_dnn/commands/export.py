@@ -7,6 +7,7 @@ the inputs and output (layout: shogi_dnn/training/export.py)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from shogi_dnn import run_files
 from shogi_dnn.errors import RunError
@@ -35,12 +36,13 @@ def main(argv: list[str]) -> int:
         raise RunError(f"--batch {args.batch}: must be at least 1 (omit it for a dynamic batch)")
     run_dir = run_files.check_run_dir(args.run_dir)
     cfg = run_files.read_config(run_dir)
+    out = Path(args.out) if args.out is not None else run_files.export_path(run_dir, args.format)
+    run_files.check_writable(out.parent, "--out" if args.out is not None else "--run-dir", out)   # before TF
     from shogi_dnn.analysis.evaluate import load_run_model, model_source  # TensorFlow from here
     from shogi_dnn.training import export
 
     model = load_run_model(run_dir, args.checkpoint)
     source = f"{run_dir} {model_source(run_dir, args.checkpoint)}"
-    out = export.default_path(run_dir, args.format) if args.out is None else args.out
     path, sidecar = export.export_model(model, cfg.model, args.format, out, batch=args.batch,
                                         mirror_average=args.mirror_average, source=source)
     batch = f"batch {args.batch}" if args.batch is not None else "dynamic batch"

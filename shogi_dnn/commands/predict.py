@@ -33,6 +33,9 @@ def main(argv: list[str]) -> int:
     text = " ".join(args.target)
     is_record = len(args.target) == 1 and Path(text).is_file()
     record = predict.read_game(text, args.game) if is_record else predict.read_position(text)
+    if is_record:                                   # the graph's folder, before TensorFlow starts
+        out = Path(args.out) if args.out else run_dir / f"predict-{Path(text).stem}.png"
+        run_files.check_writable(out.parent, "--out" if args.out else "--run-dir", out)
     what = f"{len(record.moves) + 1} positions of {Path(text).name}" if is_record else "the position"
     print(f"predict: loading {run_model.model_name(run_dir, args.checkpoint)} (TensorFlow starts, a few seconds), "
           f"then {what}", file=sys.stderr, flush=True)
@@ -48,7 +51,6 @@ def main(argv: list[str]) -> int:
         return 0
     curve = predict.game_curve(model, record)
     print(predict.format_curve(curve))
-    out = Path(args.out) if args.out else run_dir / f"predict-{Path(text).stem}.png"
     names = f"{record.black or 'Black'} vs {record.white or 'White'}"
     predict.plot_curve(curve, out, f"{names} ({Path(text).name}, game {args.game})")
     print(f"\nwrote {out}")

@@ -25,6 +25,7 @@ def main(argv: list[str]) -> int:
                              "on other data since); labelled DATA CHANGED")
     args = parser.parse_args(argv)
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
+    run_files.check_writable(run_files.check_run_dir(args.run_dir), "--run-dir")   # report.md, plots/
     path = report.write_report(args.run_dir, fits, allow_changed_data=args.allow_changed_data)
     if fits and (check := report.plan_check(args.run_dir, fits)) is not None:
         print(check.text())

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import locks, shards
+from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
     DRAWS,
     RATING_OF,
@@ -52,12 +53,12 @@ from shogi_dnn.convert.filters import (
     game_key,
     small_split_warnings,
 )
-from shogi_dnn.convert import resume
 from shogi_dnn.convert.sources import iter_sources, list_files
 from shogi_dnn.convert.worker import (
     ARCHIVE_EXPANSION,
     SourcePiece,
     Workers,
+    capped_workers_note,
     describe_workers,
     iter_results,
     plan_workers,
@@ -220,7 +221,11 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
 def _run_locked(inputs: Sequence[str | os.PathLike[str]], out: Path, settings: ConvertSettings,
                 workers: int | None, backend: str | None, overwrite: bool, progress: bool,
                 on_shard: Callable[[shards.ShardInfo], None] | None) -> ConvertReport:
-    count = plan_workers(workers, len(os.sched_getaffinity(0)), _input_bytes(inputs))
+    cores = len(os.sched_getaffinity(0))
+    count = plan_workers(workers, cores, _input_bytes(inputs))
+    note = capped_workers_note(workers, cores)
+    if note:
+        log.warning("convert: %s", note)
     report = ConvertReport(backend=resolve_backend(backend), workers=max(count, 1),
                            worker_plan=describe_workers(count))
     state = prepare_output(out, fingerprint(inputs, settings), overwrite)

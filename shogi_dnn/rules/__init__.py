@@ -3,10 +3,12 @@
   position.py          the `Position` protocol, IllegalMoveError, the square/piece/colour conventions
   pyshogi_backend.py   `ShogiPosition` on python-shogi (always installed, the reference)
   cshogi_backend.py    `CshogiPosition` on cshogi (extra `fast`; identical results, faster)
-  factory.py           `new_position`, `position_factory`, `resolve_backend`: picks a backend
+  factory.py           `new_position`, `position_factory`, `resolve_backend`: picks a backend;
+                       `position_from_sfen`: new_position after the full check of a hand-given position
+  validity.py          `check_sfen`, IllegalPositionError: the positions no game can reach, refused
 
 Callers outside this folder import from `shogi_dnn.rules`; the modules inside import each other directly
-(position <- backends <- factory), so there is no import cycle.
+(position <- validity <- backends <- factory), so there is no import cycle.
 """
 
 from shogi_dnn.rules.factory import (
@@ -15,6 +17,7 @@ from shogi_dnn.rules.factory import (
     available_backends,
     new_position,
     position_factory,
+    position_from_sfen,
     resolve_backend,
 )
 from shogi_dnn.rules.position import (
@@ -31,6 +34,7 @@ from shogi_dnn.rules.position import (
     square_usi,
 )
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
+from shogi_dnn.rules.validity import IllegalPositionError, check_sfen
 
 __all__ = [
     "BACKENDS",
@@ -42,12 +46,15 @@ __all__ = [
     "SFEN_PIECE",
     "WHITE",
     "IllegalMoveError",
+    "IllegalPositionError",
     "Position",
     "ShogiPosition",
     "available_backends",
+    "check_sfen",
     "format_sfen",
     "new_position",
     "position_factory",
+    "position_from_sfen",
     "resolve_backend",
     "square_index",
     "square_usi",

@@ -76,6 +76,8 @@ class CshogiPosition:
         # start positions, and cshogi never sees a string that could abort the process.
         try:
             self._board = cshogi.Board(_checked_sfen(sfen))
+        except IllegalMoveError:
+            raise                       # python-shogi's or rules.validity's words, already naming the SFEN
         except (RuntimeError, ValueError) as exc:
             raise IllegalMoveError(f"invalid SFEN {sfen!r}: {exc}") from exc
 

@@ -10,6 +10,7 @@ import os
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.rules.position import Position
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
+from shogi_dnn.rules.validity import check_sfen
 
 # Backend choice for the encoder (and anything else that asks): cshogi when importable (extra `fast`),
 # else python-shogi. SHOGI_DNN_BACKEND=python-shogi|cshogi (or --backend) forces one.
@@ -56,3 +57,15 @@ def new_position(sfen: str) -> Position:
     installed (it judges every move exactly as python-shogi does, tests/rules/test_backends.py), else
     python-shogi; SHOGI_DNN_BACKEND=python-shogi forces the reference library."""
     return position_factory()(sfen)
+
+
+def position_from_sfen(sfen: str) -> Position:
+    """new_position for a position given by hand (an engine's, a user's): the full check of
+    rules/validity.py first, both kings required; new_position alone lets a side have no king, as
+    record files of mate problems need.
+
+    Raises:
+        IllegalPositionError: one line naming the rule the position breaks (or the bad SFEN text).
+    """
+    check_sfen(sfen)
+    return new_position(sfen)

@@ -12,6 +12,7 @@ from shogi_dnn.rules.position import (
     WHITE,
     IllegalMoveError,
 )
+from shogi_dnn.rules.validity import check_sfen
 
 
 class ShogiPosition:
@@ -20,6 +21,9 @@ class ShogiPosition:
     backend = "python-shogi"
 
     def __init__(self, sfen: str) -> None:
+        # IllegalPositionError for a position no game reaches (python-shogi would keep `300P`, nifu, ...);
+        # a side without a king stays readable: record files hold mate problems (rules/validity.py).
+        check_sfen(sfen, require_kings=False)
         try:
             self._board = shogi.Board(sfen)
         except (ValueError, KeyError, IndexError) as exc:

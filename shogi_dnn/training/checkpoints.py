@@ -38,6 +38,7 @@ from shogi_dnn.run_files import (
     remove_stale_temp_files,
     write_json_atomic,
 )
+from shogi_dnn.training import memory
 from shogi_dnn.training.stages import TrainState
 
 _NAME = re.compile(r"^ckpt-(\d{8,})$")
@@ -197,6 +198,7 @@ def restore_model(run_dir: str | Path, checkpoint: str | None = None) -> keras.M
 
     path = find_checkpoint(Path(run_dir), checkpoint)
     _, config = read_state(path)
+    memory.check_model_size(config.model)      # a checkpoint's config, before any allocation
     model = build_model(config.model)
     try:
         tf.train.Checkpoint(model=model).read(str(path / CHECKPOINT_WEIGHTS)).expect_partial()

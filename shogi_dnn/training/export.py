@@ -24,11 +24,15 @@ ONNX: converted with tf2onnx (extra `export`) from a tf.function with an explici
 ONNX_OPSET (the attack planes use BitwiseAnd/BitwiseOr, ONNX operators since opset 18; keras'
 model.export(format="onnx") refuses this functional model, and log-space mirror averaging would need
 Log1p, which tf2onnx does not convert, so the graph averages the two probabilities directly).
-Next to each export, `<path>.json` (SIDECAR_SUFFIX) describes the inputs and output (describe()).
+Next to each export, `<path>.json` (SIDECAR_SUFFIX) describes the inputs and output (describe()) and
+records the model's sha256 (MODEL_DIGEST); export_model replaces the two as one unit, check_pair
+verifies that a sidecar describes the model beside it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -38,7 +42,7 @@ import tensorflow as tf
 
 from shogi_dnn import __version__, features, run_files
 from shogi_dnn.config import ModelConfig
-from shogi_dnn.errors import RunError
+from shogi_dnn.errors import RunError, disk_full, is_disk_full
 from shogi_dnn.rules import NUM_SQUARES
 from shogi_dnn.training import model as model_lib
 
@@ -48,12 +52,12 @@ OUTPUT = "win_probability"
 BATCH_DIM = "batch"                   # ONNX name of the dynamic batch dimension
 SIDECAR_SUFFIX = ".json"
 SIGNATURE = "serving_default"         # the SavedModel's signature
+MODEL_DIGEST = "model_sha256"         # the sidecar's key for model_digest(export)
 
 
 def default_path(run_dir: Path, fmt: str) -> Path:
     """RUN/export/model.onnx or RUN/export/saved_model (run_files.EXPORT_DIR)."""
-    name = run_files.EXPORT_ONNX if fmt == "onnx" else run_files.EXPORT_SAVEDMODEL
-    return Path(run_dir) / run_files.EXPORT_DIR / name
+    return run_files.export_path(run_dir, fmt)
 
 
 def sidecar_path(path: Path) -> Path:
@@ -80,7 +84,8 @@ def serving_function(model: keras.Model, batch: int | None = None, mirror_averag
 
 
 def export_onnx(model: keras.Model, path: Path, batch: int | None = None, mirror_average: bool = True) -> Path:
-    """Write the model as ONNX (opset ONNX_OPSET). Raises RunError if tf2onnx/onnx are not installed."""
+    """Write the model as ONNX (opset ONNX_OPSET) to `path` (as it is: export_model writes it to a temp
+    name and renames it with its sidecar). Raises RunError if tf2onnx/onnx are not installed."""
     try:
         import tf2onnx
     except ImportError as exc:
@@ -92,27 +97,52 @@ def export_onnx(model: keras.Model, path: Path, batch: int | None = None, mirror
             dim = value.type.tensor_type.shape.dim[0]
             dim.Clear()
             dim.dim_param = BATCH_DIM
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(proto.SerializeToString())
-    tmp.replace(path)
+    path.write_bytes(proto.SerializeToString())
     return path
 
 
 def export_savedmodel(model: keras.Model, path: Path, batch: int | None = None,
                       mirror_average: bool = True) -> Path:
-    """Write a TensorFlow SavedModel directory with the signature SIGNATURE (board, hands -> OUTPUT)."""
+    """Write a TensorFlow SavedModel directory at `path` with the signature SIGNATURE (board, hands -> OUTPUT)."""
     serve, _ = serving_function(model, batch, mirror_average)
     module = tf.Module()
     module.model = model               # tracks the weights
     module.serve = serve
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tf.saved_model.save(module, str(tmp), signatures={SIGNATURE: serve})
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.replace(path)
+    try:
+        tf.saved_model.save(module, str(path), signatures={SIGNATURE: serve})
+    except tf.errors.OpError as exc:   # TensorFlow's own I/O errors (permission, full disk): one line
+        if is_disk_full(exc):
+            raise disk_full(path) from exc
+        raise RunError(f"{path}: cannot write the SavedModel ({str(exc).strip().splitlines()[0]})") from exc
     return path
+
+
+def model_digest(path: Path) -> str:
+    """sha256 of an export: of the ONNX file's bytes; of a SavedModel folder, of every file's relative
+    path and bytes in sorted order. The sidecar records it (MODEL_DIGEST), so a pair can be checked."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        if file != path:
+            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def check_pair(path: str | Path) -> dict[str, Any]:
+    """The sidecar of the export at `path`, after checking it describes that very model (its
+    MODEL_DIGEST). Raises RunError when the sidecar is missing or belongs to another export."""
+    path = Path(path)
+    info = run_files.read_json(sidecar_path(path))
+    recorded = info.get(MODEL_DIGEST)
+    if not path.exists():
+        raise RunError(f"{path}: missing (its sidecar {sidecar_path(path).name} is there)")
+    if recorded != model_digest(path):
+        raise RunError(f"{sidecar_path(path)}: describes another export than {path.name} "
+                       f"({MODEL_DIGEST} differs); export again")
+    return info
 
 
 def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_average: bool,
@@ -140,7 +170,8 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
                                 + (" (mean over the position and its left-right mirror)" if mirror_average
                                    else "")}],
         "mirror_average": mirror_average,
-        "encoding": "shogi_dnn.features.encode_position(shogi_dnn.rules.new_position(sfen)) -> (board, hands); "
+        "encoding": "shogi_dnn.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) -> (board, hands) "
+                    "(position_from_sfen refuses a position no game reaches); "
                     "layout in shogi_dnn/features.py and shogi_dnn/training/export.py docstrings",
     }
     if fmt == "onnx":
@@ -152,15 +183,50 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
 
 def export_model(model: keras.Model, cfg: ModelConfig, fmt: str, path: Path, batch: int | None = None,
                  mirror_average: bool = True, source: str = "") -> tuple[Path, Path]:
-    """Export in `fmt` ("onnx" | "savedmodel") to `path` and write its sidecar; (path, sidecar path)."""
+    """Export in `fmt` ("onnx" | "savedmodel") to `path` and write its sidecar; (path, sidecar path).
+
+    The two are replaced as one unit: both are written into a temp folder beside `path` first (an error
+    or an interrupt there leaves the previous pair as it was, and the temp folder removed); then the old
+    sidecar is removed, the model renamed into place and the new sidecar after it, so a reader never
+    finds a new model beside an old sidecar (in the instant between the renames, no sidecar at all). The
+    sidecar records the model's sha256 (MODEL_DIGEST): check_pair verifies a pair.
+    """
     if fmt not in FORMATS:
         raise RunError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
     path = Path(path)
-    if fmt == "onnx":
-        export_onnx(model, path, batch, mirror_average)
-    else:
-        export_savedmodel(model, path, batch, mirror_average)
-    info = describe(fmt, path, cfg, batch, mirror_average, source)
     sidecar = sidecar_path(path)
-    run_files.write_json_atomic(sidecar, info)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        new_model, new_sidecar = staging / path.name, staging / sidecar.name
+        if fmt == "onnx":
+            export_onnx(model, new_model, batch, mirror_average)
+        else:
+            export_savedmodel(model, new_model, batch, mirror_average)
+        info = describe(fmt, path, cfg, batch, mirror_average, source)
+        info[MODEL_DIGEST] = model_digest(new_model)
+        run_files.write_json_atomic(new_sidecar, info)
+        _replace_pair(new_model, path, new_sidecar, sidecar)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(path) from exc
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return path, sidecar
+
+
+def _replace_pair(new_model: Path, path: Path, new_sidecar: Path, sidecar: Path) -> None:
+    """Old sidecar out, model in, sidecar in: no instant shows a new model with the old sidecar."""
+    sidecar.unlink(missing_ok=True)
+    if new_model.is_dir() and path.is_dir() and not path.is_symlink():
+        old = path.with_name(f".{path.name}.{os.getpid()}.old")        # a folder cannot be replaced in one step
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+        new_model.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(new_model, path)
+    os.replace(new_sidecar, sidecar)

@@ -50,10 +50,11 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from shogi_dnn.config import OptimConfig, TrainConfig, scaled_lr  # scaled_lr: also towers.scaled_lr
+from shogi_dnn.config import Config, OptimConfig, TrainConfig, scaled_lr  # scaled_lr: also towers.scaled_lr
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.evalfit import PLY_RANGE_WIDTH
 from shogi_dnn.features import EVAL_NONE
+from shogi_dnn.training import memory
 from shogi_dnn.training.cluster import Cluster, replica_values
 from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
 from shogi_dnn.wording import plural
@@ -154,6 +155,39 @@ def _check_devices(devices: Sequence[str]) -> list[str]:
             raise RunError(f"--devices: unknown device {device!r} (have: {', '.join(known.values())})")
         names.append(match[0])
     return names
+
+
+def device_memory(strategy: tf.distribute.Strategy) -> tuple[int, str, int]:
+    """(bytes, words, towers sharing them) of the memory one tower of this machine trains in: the
+    smallest memory limit TensorFlow reports for its GPUs (device_lib; the towers have one each), else
+    the host's RAM (memory.host_memory), which every local CPU tower shares. (0, ...) when unknown."""
+    names = [name.upper() for name in strategy.extended.worker_devices]
+    gpus = [name for name in names if "GPU" in name]
+    if gpus:
+        try:
+            from tensorflow.python.client import device_lib
+
+            limits = {d.name.upper().rsplit("DEVICE:", 1)[-1]: int(d.memory_limit)
+                      for d in device_lib.list_local_devices() if d.device_type == "GPU"}
+        except Exception as exc:                     # noqa: BLE001 - the check is advice: never fail on it
+            log.debug("GPU memory unknown: %s", exc)
+            return 0, "GPU memory (unknown)", 1
+        known = [limits[key] for key in (name.rsplit("DEVICE:", 1)[-1] for name in gpus) if key in limits]
+        return (min(known), f"{gpus[0].rsplit('DEVICE:', 1)[-1]} (TensorFlow's memory limit)", 1) if known else \
+            (0, "GPU memory (unknown)", 1)
+    available, words = memory.host_memory()
+    return available, words, len(names)
+
+
+def check_model_fits(config: Config, strategy: tf.distribute.Strategy, per_device_batch: int) -> None:
+    """ConfigError (one line) when config.model cannot train on this machine's towers (memory.check_fits);
+    call before the model is built. Only the parameter limit is checked when the memory is unknown."""
+    available, where, sharing = device_memory(strategy)
+    if available <= 0:
+        memory.check_model_size(config.model)
+        return
+    estimate = memory.check_fits(config, per_device_batch, available, where, sharing)
+    log.debug("memory: %s per tower, %s has %s", estimate.breakdown(), where, memory.gib(available))
 
 
 def local_values(strategy: tf.distribute.Strategy, per_replica: tf.Tensor) -> list[float]:

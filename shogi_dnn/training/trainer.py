@@ -180,6 +180,9 @@ class Trainer:
                              full=verify_shards)
         self.dataset = identity.dataset_identity(self.manifest)   # recorded in run.json and every checkpoint
         self.global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
+        # The memory a tower needs, from the config, before TensorFlow allocates any of it: a model or
+        # batch that cannot fit is one line saying what to lower (training/memory.py).
+        towers.check_model_fits(config, strategy, self.global_batch // strategy.num_replicas_in_sync)
         self.micro_batches = config.train.micro_batches
         self.update_batch = self.global_batch * self.micro_batches
         self.plan = StagePlan(self.manifest, config, self.update_batch, cluster.num_workers(strategy))

@@ -13,7 +13,7 @@ from shogi_dnn import shards
 from shogi_dnn.convert import run as convert_run
 from shogi_dnn.convert import worker as convert_worker
 from shogi_dnn.convert.run import REPORT_NAME, ConvertSettings, run_convert
-from shogi_dnn.convert.worker import POOL_MIN_BYTES, describe_workers, plan_workers
+from shogi_dnn.convert.worker import POOL_MIN_BYTES, capped_workers_note, describe_workers, plan_workers
 from shogi_dnn.errors import ShogiDnnError
 from tests.support.kifugen import write_corpus
 
@@ -26,10 +26,27 @@ BIG = POOL_MIN_BYTES
     (None, 8, BIG - 1, 0),           # small input: a pool does not pay
     (None, 8, BIG, 7),               # more cores: cores - 1 workers, the parent assembles
     (1, 8, 10 * BIG, 0),             # --workers 1 is in-process, whatever the size
-    (3, 2, 0, 3),                    # --workers N is N, even on a small input
+    (3, 4, 0, 3),                    # --workers N is N, even on a small input
+    (2, 2, 0, 2),                    # ... up to the cores
+    (64, 2, 10 * BIG, 2),            # more than the cores: capped at the cores
 ])
 def test_plan_workers(requested: int | None, cores: int, size: int, count: int) -> None:
     assert plan_workers(requested, cores, size) == count
+
+
+def test_workers_over_the_cores_are_capped_with_one_line(corpus: Path, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """`convert --workers 64` on this machine's cores: as many workers as cores, and a line saying so."""
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    assert capped_workers_note(cores, cores) is None and capped_workers_note(None, cores) is None
+    with caplog.at_level("WARNING"):
+        report = run_convert([corpus], tmp_path / "out", ConvertSettings(val_fraction=0.2), workers=64)
+    assert report.worker_plan == describe_workers(cores if cores > 1 else 0)
+    lines = [r.getMessage() for r in caplog.records if "capped" in r.getMessage()]
+    assert lines == [(f"convert: --workers 64 capped at {cores}, the CPU cores this process may use (more "
+                      "processes than cores only take turns on them, each with its own memory)")]
 
 
 def test_describe_says_where_the_work_runs() -> None:

@@ -151,3 +151,69 @@ def test_bad_batch_is_one_line_error(tmp_path, capsys) -> None:
     (run_dir / "run.json").write_text("{}")
     assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx", "--batch", "0"]) == 2
     assert "--batch 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", [pytest.param("onnx", marks=pytest.mark.slow), "savedmodel"])
+def test_interrupted_export_leaves_the_old_pair(tmp_path, monkeypatch, fmt) -> None:
+    """An export interrupted between the model and its sidecar keeps the previous model and sidecar as
+    they were (and no temp folder); interrupted between the two renames, no old sidecar is left beside
+    the new model; check_pair tells a pair that belongs together."""
+    if fmt == "onnx":
+        pytest.importorskip("tf2onnx")
+    cfg = ModelConfig(blocks=0, filters=4, value_hidden=4)
+    path = tmp_path / ("m.onnx" if fmt == "onnx" else "sm")
+    old_path, old_sidecar = export.export_model(model_lib.build_model(cfg, seed=1), cfg, fmt, path)
+    old_digest, old_info = export.model_digest(path), old_sidecar.read_bytes()
+    assert export.check_pair(path)[export.MODEL_DIGEST] == old_digest
+    new_model = model_lib.build_model(cfg, seed=2)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt("between the model and its sidecar")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(export, "describe", interrupted)          # the new model is written by then
+        with pytest.raises(KeyboardInterrupt):
+            export.export_model(new_model, cfg, fmt, path)
+    assert export.model_digest(path) == old_digest and old_sidecar.read_bytes() == old_info
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, old_sidecar.name])
+
+    real_replace = os.replace
+
+    def replace_then_die(src, dst):
+        if Path(dst) == old_sidecar:                       # the final rename, not the staged write
+            raise KeyboardInterrupt("between the renames")
+        return real_replace(src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(export.os, "replace", replace_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            export.export_model(new_model, cfg, fmt, path)
+    assert not old_sidecar.exists() and export.model_digest(path) != old_digest   # never new + old
+    with pytest.raises(export.RunError, match="missing"):
+        export.check_pair(path)
+    export.export_model(new_model, cfg, fmt, path)
+    assert export.check_pair(path)[export.MODEL_DIGEST] == export.model_digest(path) != old_digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, old_sidecar.name])
+
+
+def test_check_pair_refuses_a_sidecar_of_another_model(tmp_path) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"model one")
+    export.sidecar_path(path).write_text(json.dumps({export.MODEL_DIGEST: export.model_digest(path)}))
+    assert export.check_pair(path)
+    path.write_bytes(b"model two")
+    with pytest.raises(export.RunError, match="describes another export than m.onnx"):
+        export.check_pair(path)
+
+
+def test_savedmodel_permission_error_is_one_line(tmp_path, monkeypatch) -> None:
+    """TensorFlow's own PermissionDeniedError (a read-only folder it writes in) becomes one RunError."""
+    def denied(*args, **kwargs):
+        raise tf.errors.PermissionDeniedError(None, None, "/ro/sm/variables; Read-only file system\nmore")
+
+    monkeypatch.setattr(export.tf.saved_model, "save", denied)
+    cfg = ModelConfig(blocks=0, filters=4, value_hidden=4)
+    with pytest.raises(export.RunError, match=r"cannot write the SavedModel \(/ro/sm/variables; Read-only file "
+                                              r"system\)$"):
+        export.export_model(model_lib.build_model(cfg), cfg, "savedmodel", tmp_path / "sm")
+    assert list(tmp_path.iterdir()) == []
