@@ -202,8 +202,13 @@ VALIDATION_PANELS = (("loss", "loss (binary cross-entropy, nats)"),
 
 
 def plot_validation(records: Sequence[dict[str, Any]], path: Path) -> Path:
+    """validation_figure as a PNG."""
+    return _save(validation_figure(records), path)
+
+
+def validation_figure(records: Sequence[dict[str, Any]]) -> Any:
     """Validation loss and accuracy at the end of each stage: points marked `e<epoch> s<stage>`, a dotted
-    line where each epoch after the first begins (its first validation's samples less one stage's)."""
+    line where each epoch after the first begins (halfway between the validations around it)."""
     validation = _validation(records)
     fig = plotting.new_figure((10, 4.5), tight_layout=True)
     fig.suptitle("validation at the end of each stage (e = epoch, s = stage)", fontsize=11)
@@ -224,7 +229,7 @@ def plot_validation(records: Sequence[dict[str, Any]], path: Path) -> Path:
         ax.set_ylabel(ylabel)
         ax.margins(x=0.08, y=0.15)                 # room for the labels inside the frame
         ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return fig
 
 
 def _epoch_starts(validation: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:

@@ -256,7 +256,14 @@ def format_plan(plan: Plan) -> str:
 
 
 def plot_plan(plan: Plan, path: str | Path) -> Path:
-    """PNG: time per epoch (in minutes, hours or days: wording.duration_unit of the longest) and, if priced,
+    """PNG of plan_figure, written atomically."""
+    from shogi_dnn import plotting
+
+    return plotting.save_png(plan_figure(plan), path)
+
+
+def plan_figure(plan: Plan):
+    """Time per epoch (in minutes, hours or days: wording.duration_unit of the longest) and, if priced,
     cost per run against the device count; each point labelled with its time as the table says it."""
     from shogi_dnn import plotting
 
@@ -282,4 +289,4 @@ def plot_plan(plan: Plan, path: str | Path) -> Path:
     ax.set_ylim(bottom=0, top=max(1.15 * max(times), 1e-9))
     ax.set_title(f"time per epoch of {plan.train_positions:,} positions "
                  f"({plan.epochs} epoch(s) per run)")
-    return plotting.save_png(fig, path)
+    return fig
