@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.convert",
              "shogi_dnn.run_files", "shogi_dnn.evalfit", "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
-             "shogi_dnn.training.plan")
+             "shogi_dnn.training.plan", "shogi_dnn.plotting")
 TENSORFLOW = ("tensorflow", "keras", "tensorboard")
 
 
