@@ -258,15 +258,17 @@ def _positions_match(path: Path, game_id: int, positions: GamePositions) -> bool
                 and np.array_equal(rows[shards.KEY_HANDS][mine], positions.hands[ply]))
 
 
+COLUMNS_NOTE = ("each row is the position after its move; p(to move): the model's win probability for the side "
+                "to move there (who replies); p(black): the same for Black (1 - p(to move) when White is to move), "
+                "as the graph draws it")
+
+
 def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = ()) -> str:
     """Table: ply, move, side to move, p(side to move), p(Black), change, a mark on the big swings; with
     a record, its result as the last row; `notes` (which game, the run's split) and the columns'
     meaning above it."""
     swings = set(curve.swings())
-    lines = [*notes, "each row is the position after its move; p(to move): the model's win probability for the "
-             "side to move there (who replies); p(black): the same for Black (1 - p(to move) when White is to "
-             "move), as the graph draws it"]
-    lines = lines + [""] if record is not None or notes else []
+    lines = [*notes, COLUMNS_NOTE, ""]
     lines.append(f"{'ply':>4}  {'move':<7} {'to move':<7} {'p(to move)':>10} {'p(black)':>9} {'change':>7}")
     for i, move in enumerate(curve.positions.moves):
         change = curve.p_black[i] - curve.p_black[i - 1] if i else 0.0
@@ -299,7 +301,8 @@ def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = 
     below it), the swings' labels (ply and KIF move) placed inside the axes so that none overlaps another
     (the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point), and the recorded
     ending marked at the last ply."""
-    from shogi_dnn import plotting     # matplotlib only for a record's graph: a position's answer does not wait
+    # matplotlib only for a record's graph: a position's answer does not wait for it
+    from shogi_dnn import plotting
 
     fig = plotting.new_figure((9, 4.5))
     ax = fig.add_subplot()

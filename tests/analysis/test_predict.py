@@ -52,7 +52,8 @@ def test_game_curve_is_from_blacks_view(run) -> None:
     change = np.abs(np.diff(curve.p_black))
     assert sorted(change[np.array(swings) - 1]) == pytest.approx(sorted(change)[-3:])
     table = predict.format_curve(curve).splitlines()
-    assert len(table) == 83 and sum("<- swing" in line for line in table) == 3
+    assert table[0] == predict.COLUMNS_NOTE and table[1] == "" and table[2].split()[0] == "ply"
+    assert len(table) == 85 and sum("<- swing" in line for line in table) == 3
 
 
 def test_cli_position_and_record(run, tmp_path, capsys) -> None:
