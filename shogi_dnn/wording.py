@@ -20,3 +20,16 @@ def format_duration(seconds: float) -> str:
     if hours:
         return f"{hours}h{minutes:02d}m"
     return f"{minutes}m{secs:02d}s"
+
+
+DURATION_UNITS = (("minutes", 60.0), ("hours", 3600.0), ("days", 86400.0))
+
+
+def duration_unit(seconds: float) -> tuple[str, float]:
+    """The unit a graph of durations up to `seconds` reads best in, and its length in seconds: minutes
+    below 2 hours, hours below 2 days, else days (so the axis reads 0-120 minutes, 2-48 hours, 2+ days)."""
+    if seconds < 2 * 3600:
+        return DURATION_UNITS[0]
+    if seconds < 2 * 86400:
+        return DURATION_UNITS[1]
+    return DURATION_UNITS[2]

@@ -32,7 +32,7 @@ DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.features", "shogi_d
              "shogi_dnn.run_files", "shogi_dnn.evalfit", "shogi_dnn.identity", "shogi_dnn.locks",
              "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
-             "shogi_dnn.training.plan", "shogi_dnn.training.memory")
+             "shogi_dnn.training.plan", "shogi_dnn.training.memory", "shogi_dnn.plotting")
 TENSORFLOW = ("tensorflow", "keras", "tensorboard")
 
 

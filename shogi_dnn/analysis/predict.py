@@ -1,24 +1,29 @@
 """Win probabilities from a trained run: of one position, or after every move of a game.
 
 A position is given as USI/SFEN text (`startpos moves 7g7f ...`, `sfen <sfen> [moves ...]`, or a bare
-SFEN); the probability is for the side to move. A game record (any format kifu reads) gives a curve:
-the probability before the first move and after every move, turned to Black's view as shogi GUIs draw
-it, with the moves where it swings most marked. `model` is anything called as a Keras model is; `predict
---mirror-average` passes training.model.mirror_averaged(model) (this module stays free of TensorFlow).
+SFEN); the model's probability is always the side to move's (who that is, Black or White, is said
+with it). A game record (any format kifu reads) gives a curve: the probability before the first move
+and after every move, turned to Black's view as shogi GUIs draw it (p(black) = p(to move) when Black is
+to move, else 1 - p(to move)), with the moves where it swings most marked, and the game's context: which
+game of the file (`--game N`), its recorded result and ending, and whether the run trained on it
+(find_in_dataset: the run's dataset's games tables, matched by source file and line or by positions).
+`model` is anything called as a Keras model is; `predict --mirror-average` passes
+training.model.mirror_averaged(model) (this module stays free of TensorFlow).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn import features, kifu, rules
+from shogi_dnn import features, kifu, rules, shards
 from shogi_dnn.analysis import scoring
-from shogi_dnn.errors import KifuError
-from shogi_dnn.kifu.record import GameRecord
+from shogi_dnn.errors import KifuError, ShogiDnnError
+from shogi_dnn.kifu.kif import move_text
+from shogi_dnn.kifu.record import GameRecord, Winner
 from shogi_dnn.kifu.sfen import parse_line
 
 PREDICT_BATCH = 512
@@ -43,20 +48,71 @@ def read_position(text: str) -> GameRecord:
     return record
 
 
-def read_game(path: str | Path, game: int = 1) -> GameRecord:
-    """The `game`-th (1-based) game of a record file.
+def side_name(turn: int) -> str:
+    """'Black' or 'White' (rules.BLACK / rules.WHITE)."""
+    return "Black" if turn == rules.BLACK else "White"
+
+
+def check_record_path(path: str | Path) -> Path:
+    """The record file as a Path. Raises ShogiDnnError "no such file: X" when there is none."""
+    path = Path(path)
+    if not path.is_file():
+        raise ShogiDnnError(f"no such file: {path}" + (" (a directory)" if path.is_dir() else ""))
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class GameChoice:
+    """The game chosen from a record file: `index` (1-based) of `total` games in `path`."""
+
+    record: GameRecord
+    index: int
+    total: int
+    path: Path
+
+    def describe(self) -> str:
+        """`game 3 of 12 in file.csa (another: --game N)`; `game 1 of 1 in file.kif`."""
+        return (f"game {self.index} of {self.total} in {self.path.name}"
+                + (f" (another: --game N, 1 to {self.total})" if self.total > 1 else ""))
+
+
+def choose_game(path: str | Path, game: int = 1) -> GameChoice:
+    """The `game`-th (1-based) game of a record file, and how many games the file holds.
 
     Raises:
-        KifuError: the file has fewer games, or that game cannot be read.
+        ShogiDnnError: no such file. KifuError: the file has fewer games, or that game cannot be read.
     """
-    found = 0
+    path = check_record_path(path)
+    found, chosen = 0, None
     for item in kifu.read_record_file(path):
         found += 1
         if found == game:
             if isinstance(item, KifuError):
                 raise item
-            return item
-    raise KifuError(str(path), 0, f"no game {game} in the file ({found} found)")
+            chosen = item
+    if chosen is None:
+        raise KifuError(str(path), 0, f"no game {game} in the file ({found} found; --game takes 1 to {found})")
+    return GameChoice(chosen, game, found, path)
+
+
+def read_game(path: str | Path, game: int = 1) -> GameRecord:
+    """The `game`-th (1-based) game of a record file (choose_game's record)."""
+    return choose_game(path, game).record
+
+
+def result_text(record: GameRecord) -> str:
+    """The recorded result and ending: `Black (渡辺明) won by resign after 107 moves`, `draw (sennichite)
+    after 120 moves`, `no result (interrupted) after 40 moves`."""
+    ending = record.ending.value.replace("_", " ")
+    moves = f"after {len(record.moves)} moves"
+    if record.winner in (Winner.BLACK, Winner.WHITE):
+        black = record.winner is Winner.BLACK
+        name = record.black if black else record.white
+        side = ("Black" if black else "White") + (f" ({name})" if name else "")
+        return f"{side} won by {ending} {moves}"
+    if record.winner is Winner.DRAW:
+        return f"draw ({ending}) {moves}"
+    return f"no result ({ending}) {moves}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +122,8 @@ class GamePositions:
     Attributes:
         board: [P, 81] uint8 and hands: [P, 14] uint8 (features.encode_position, side to move's view).
         turn: [P] uint8 side to move. moves: the USI move that led to each position ('' for the start).
-        sfens: the SFEN of each position.
+        sfens: the SFEN of each position. notation: each move in KIF notation with the mover's mark
+        (`▲７六歩(77)`, `△同　銀(31)`; '' for the start).
     """
 
     board: np.ndarray
@@ -74,14 +131,19 @@ class GamePositions:
     turn: np.ndarray
     moves: tuple[str, ...]
     sfens: tuple[str, ...]
+    notation: tuple[str, ...] = ()
 
 
 def game_positions(record: GameRecord) -> GamePositions:
     """Replay a record's moves (already checked legal by the reader) and encode every position."""
     position = rules.new_position(record.start_sfen)
-    boards, hands, turns, sfens = [], [], [], []
+    boards, hands, turns, sfens, notation = [], [], [], [], [""]
+    previous = ""
     for move in ("",) + tuple(record.moves):
         if move:
+            mark = "▲" if position.turn == rules.BLACK else "△"
+            notation.append(mark + move_text(position, move, previous))
+            previous = move[2:4]
             position.push_usi(move)
         board, hand = features.encode_position(position)
         boards.append(board)
@@ -89,7 +151,7 @@ def game_positions(record: GameRecord) -> GamePositions:
         turns.append(position.turn)
         sfens.append(position.sfen())
     return GamePositions(np.stack(boards), np.stack(hands), np.asarray(turns, np.uint8),
-                         ("",) + tuple(record.moves), tuple(sfens))
+                         ("",) + tuple(record.moves), tuple(sfens), tuple(notation))
 
 
 def predict_logits(model, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
@@ -101,10 +163,16 @@ def predict_logits(model, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
 
 
 def predict_position(model, text: str) -> tuple[str, float]:
-    """(SFEN of the final position, win probability of its side to move) of a USI/SFEN position."""
+    """(SFEN of the final position, win probability of its side to move) of a USI/SFEN position (the
+    side to move is the SFEN's `b` Black or `w` White: position_side)."""
     positions = game_positions(read_position(text))
     logit = predict_logits(model, positions.board[-1:], positions.hands[-1:])
     return positions.sfens[-1], float(scoring.sigmoid(logit)[0])
+
+
+def position_side(sfen: str) -> int:
+    """The side to move of an SFEN (rules.BLACK or rules.WHITE)."""
+    return rules.WHITE if sfen.split()[1] == "w" else rules.BLACK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,67 +197,187 @@ def game_curve(model, record: GameRecord) -> GameCurve:
     return GameCurve(positions, p, p_black)
 
 
-def format_curve(curve: GameCurve) -> str:
-    """Table: ply, move, side to move, p(side to move), p(Black), change, a mark on the big swings."""
+@dataclasses.dataclass(frozen=True)
+class DatasetMatch:
+    """Where a game is in the run's dataset: `split` ('train', 'validation', 'test') or None when no
+    shard holds it; `by` says how it was matched ('source file and line' or 'positions')."""
+
+    data_dir: str
+    split: str | None
+    shard: str = ""
+    game_id: int = -1
+    by: str = ""
+
+    def describe(self) -> str:
+        if self.split is None:
+            return f"not in the run's data ({self.data_dir})"
+        return (f"in the run's {self.split} split ({self.shard}, game id {self.game_id}, matched by {self.by})")
+
+    def short(self) -> str:
+        """For the graph: `in the run's train split`, `not in the run's data`."""
+        return "not in the run's data" if self.split is None else f"in the run's {self.split} split"
+
+
+def _same_source(stored: str, record: GameRecord) -> bool:
+    """A games/source entry names the record's file (the file name; an archive member's name) and line."""
+    def name(text: str) -> str:
+        return Path(text.rsplit(":", 1)[-1] if ":" in Path(text).name else text).name
+    return name(stored) == name(record.source.path)
+
+
+def find_in_dataset(data_dir: str | Path, record: GameRecord, positions: GamePositions) -> DatasetMatch:
+    """Look the game up in a dataset (convert's shards): the games of every shard with the record's start
+    position and number of moves are candidates; one matches when its source file name and line are the
+    record's, or when every position the shard stored for it (convert may drop some: dedup, min ply)
+    equals the record's position at that ply.
+
+    Raises:
+        ShardFormatError: no manifest, or an unreadable shard.
+    """
+    manifest = shards.read_manifest(data_dir)
+    start = record.start_sfen.split()[:3]
+    for info in manifest.shards:
+        path = manifest.shard_path(info)
+        games = shards.read_games(path)
+        rows = [i for i in range(len(games["game_id"]))
+                if int(games["num_moves"][i]) == len(record.moves) and games["start_sfen"][i].split()[:3] == start]
+        if not rows:
+            continue
+        for i in rows:
+            if _same_source(games["source"][i], record) and int(games["line"][i]) == record.source.line:
+                return DatasetMatch(str(data_dir), info.split, info.path, int(games["game_id"][i]),
+                                    "source file and line")
+        ids = {int(games["game_id"][i]) for i in rows}
+        for game_id in sorted(ids):
+            if _positions_match(path, game_id, positions):
+                return DatasetMatch(str(data_dir), info.split, info.path, game_id, "positions")
+    return DatasetMatch(str(data_dir), None)
+
+
+def _positions_match(path: Path, game_id: int, positions: GamePositions) -> bool:
+    """Every stored position of game `game_id` in the shard equals the record's at the same ply."""
+    column = shards.read_positions(path, keys=[shards.KEY_GAME]).arrays[shards.KEY_GAME]
+    where = np.flatnonzero(column == game_id)
+    if not where.size:
+        return False
+    rows = shards.read_positions(path, int(where.min()), int(where.max()) + 1,
+                                 keys=[shards.KEY_GAME, shards.KEY_PLY, shards.KEY_BOARD, shards.KEY_HANDS]).arrays
+    mine = rows[shards.KEY_GAME] == game_id
+    ply = rows[shards.KEY_PLY][mine].astype(np.int64)
+    if ply.min() < 0 or ply.max() >= len(positions.board):
+        return False
+    return bool(np.array_equal(rows[shards.KEY_BOARD][mine], positions.board[ply])
+                and np.array_equal(rows[shards.KEY_HANDS][mine], positions.hands[ply]))
+
+
+COLUMNS_NOTE = ("each row is the position after its move; p(to move): the model's win probability for the side "
+                "to move there (who replies); p(black): the same for Black (1 - p(to move) when White is to move), "
+                "as the graph draws it")
+
+
+def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = ()) -> str:
+    """Table: ply, move, side to move, p(side to move), p(Black), change, a mark on the big swings; with
+    a record, its result as the last row; `notes` (which game, the run's split) and the columns'
+    meaning above it."""
     swings = set(curve.swings())
-    lines = [f"{'ply':>4}  {'move':<7} {'to move':<7} {'p(to move)':>10} {'p(black)':>9} {'change':>7}"]
+    lines = [*notes, COLUMNS_NOTE, ""]
+    lines.append(f"{'ply':>4}  {'move':<7} {'to move':<7} {'p(to move)':>10} {'p(black)':>9} {'change':>7}")
     for i, move in enumerate(curve.positions.moves):
         change = curve.p_black[i] - curve.p_black[i - 1] if i else 0.0
-        side = "black" if curve.positions.turn[i] == rules.BLACK else "white"
+        side = side_name(curve.positions.turn[i]).lower()
         mark = "  <- swing" if i in swings else ""
         lines.append(f"{i:>4}  {move or '-':<7} {side:<7} {curve.p_to_move[i]:>10.3f} {curve.p_black[i]:>9.3f} "
                      f"{change:>+7.3f}{mark}")
+    if record is not None:
+        lines.append(f"{'end':>4}  result: {result_text(record)}")
     return "\n".join(lines)
 
 
-def plot_curve(curve: GameCurve, path: str | Path, title: str = "") -> Path:
+def plot_curve(curve: GameCurve, path: str | Path, title: str = "", record: GameRecord | None = None,
+               notes: Sequence[str] = ()) -> Path:
     """The game's win-rate graph from Black's view (0..100%), big swings marked; PNG written atomically."""
-    path = Path(path)
-    fig = curve_figure(curve, title)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=100)
-    os.replace(tmp, path)
-    return path
+    from shogi_dnn import plotting
+
+    return plotting.save_png(curve_figure(curve, title, record, notes), path)
 
 
-# Offsets (points) tried in turn for a swing's label until it overlaps no label placed before it.
-_LABEL_OFFSETS = [(4, 6), (4, -16), (4, 20), (4, -30), (4, 34), (4, -44), (-60, 6), (-60, -16), (4, 48), (4, -58)]
+# Offsets (points) and alignment tried in turn for a swing's label until it lies inside the axes and
+# overlaps no label placed before it: right of the point first, then left of it.
+_LABEL_OFFSETS = [(4, 6, "left"), (4, -16, "left"), (-4, 6, "right"), (-4, -16, "right"), (4, 20, "left"),
+                  (4, -30, "left"), (-4, 20, "right"), (-4, -30, "right"), (4, 34, "left"), (4, -44, "left"),
+                  (-4, 34, "right"), (-4, -44, "right"), (4, 48, "left"), (4, -58, "left")]
 
 
-def curve_figure(curve: GameCurve, title: str = ""):
-    """The graph of plot_curve as a matplotlib Figure: the swings' labels placed so that none overlaps
-    another (each tries the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import (
-        Figure,  # only for a record's graph: a position's answer does not wait for it
-    )
+def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None, notes: Sequence[str] = ()):
+    """The graph of plot_curve as a matplotlib Figure: the title (with the record's result and `notes`
+    below it), the swings' labels (ply and KIF move) placed inside the axes so that none overlaps another
+    (the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point), and the recorded
+    ending marked at the last ply."""
+    # matplotlib only for a record's graph: a position's answer does not wait for it
+    from shogi_dnn import plotting
 
-    fig = Figure(figsize=(9, 4), dpi=100)
-    FigureCanvasAgg(fig)
+    fig = plotting.new_figure((9, 4.5))
     ax = fig.add_subplot()
     plies = np.arange(len(curve.p_black))
     ax.fill_between(plies, 50, 100 * curve.p_black, color="tab:blue", alpha=0.25, lw=0)
     ax.plot(plies, 100 * curve.p_black, color="tab:blue", lw=1.5)
     ax.axhline(50, color="grey", lw=0.8, ls=":")
     ax.set_ylim(0, 100)
-    ax.set_xlim(0, max(1, len(plies) - 1))
-    ax.set_xlabel("ply")
+    ax.set_xlim(0, max(1, len(plies) - 1) * 1.01)       # room for the last ply's marks
+    ax.set_xlabel("ply (moves played)")
     ax.set_ylabel("Black's win probability (%)")
-    ax.set_title(title or "win rate")
+    subtitle = " · ".join(([result_text(record)] if record is not None else []) + list(notes))
+    ax.set_title((title or "win rate") + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
     ax.grid(alpha=0.3)
+    if record is not None:
+        _mark_end(ax, record, len(plies) - 1, 100 * curve.p_black[-1])
     fig.tight_layout()                    # fixed before the labels are placed, so their pixels stay put
-    renderer = fig.canvas.get_renderer()
-    placed = []
-    for i in curve.swings():
-        ax.plot(i, 100 * curve.p_black[i], "o", color="tab:red", ms=5)
-        for offset in _LABEL_OFFSETS:
-            text = ax.annotate(f"{i}. {curve.positions.moves[i]}", (i, 100 * curve.p_black[i]), fontsize=8,
-                               xytext=offset, textcoords="offset points", color="tab:red",
-                               arrowprops=None if offset == _LABEL_OFFSETS[0] else
-                               {"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
-            box = text.get_window_extent(renderer).expanded(1.05, 1.1)
-            if not any(box.overlaps(other) for other in placed) or offset == _LABEL_OFFSETS[-1]:
-                placed.append(box)
-                break
-            text.remove()
+    _place_swing_labels(fig, ax, curve)
     return fig
+
+
+def _mark_end(ax, record: GameRecord, ply: int, y: float) -> None:
+    """The recorded ending at the last ply: a black square and `resign: Black won` inside the axes."""
+    winner = {Winner.BLACK: "Black won", Winner.WHITE: "White won", Winner.DRAW: "draw"}.get(record.winner,
+                                                                                             "no result")
+    ax.plot(ply, y, "s", color="black", ms=5)
+    ax.annotate(f"{record.ending.value.replace('_', ' ')}: {winner}", (ply, y), xytext=(-6, -14 if y > 50 else 8),
+                textcoords="offset points", ha="right", fontsize=8)
+
+
+def _text_box(text, renderer):
+    """The pixels of a label's text (without the line an Annotation draws to its point), with a margin."""
+    from matplotlib.text import Text
+
+    if hasattr(text, "update_positions"):        # an Annotation: its text's place, from xytext
+        text.update_positions(renderer)
+    return Text.get_window_extent(text, renderer).expanded(1.05, 1.1)
+
+
+def _place_swing_labels(fig, ax, curve: GameCurve) -> None:
+    """Each swing: a red point and its label at the first offset inside the axes that overlaps no text
+    placed before (else the first inside the axes, overlap or not; else the first)."""
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed = [_text_box(t, renderer) for t in ax.texts]
+    notation = curve.positions.notation or curve.positions.moves
+    for i in curve.swings():
+        y = 100 * curve.p_black[i]
+        ax.plot(i, y, "o", color="tab:red", ms=5)
+        candidates = []
+        for dx, dy, ha in _LABEL_OFFSETS:
+            text = ax.annotate(f"{i} {notation[i]}", (i, y), fontsize=8, xytext=(dx, dy), ha=ha,
+                               textcoords="offset points", color="tab:red",
+                               arrowprops=None if abs(dy) < 10 else {"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
+            box = _text_box(text, renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            free = not any(box.overlaps(other) for other in placed)
+            candidates.append((text, box, inside, free))
+            if inside and free:
+                break
+        best = next((c for c in candidates if c[2] and c[3]), None) or next((c for c in candidates if c[2]),
+                                                                               candidates[0])
+        for text, *_ in candidates:
+            if text is not best[0]:
+                text.remove()
+        placed.append(best[1])

@@ -1,10 +1,13 @@
 """Plots and RUN/report.md from RUN/metrics.jsonl and RUN/eval-*.json (matplotlib Agg, no TensorFlow).
 
-Plots (RUN/plots/, one PNG each, written atomically):
-  loss.png, accuracy.png   training loss / accuracy per GPU over samples seen (one line per GPU,
+Plots (RUN/plots/, one PNG each, written atomically; fonts: shogi_dnn.plotting). The x axis is samples
+seen (training positions), as TensorBoard's (run_log writes its scalars at step = samples); a tower is
+named by its device (`CPU:0`, `GPU:1`) and a title says GPU, CPU or device as the towers are:
+  loss.png, accuracy.png   training loss / accuracy per tower over samples seen (one line per tower,
                            like TensorBoard's gpu0/loss, gpu1/loss), validation points on top
-  validation.png           validation loss and accuracy at the end of each stage
-  throughput.png           positions/s per GPU over samples seen
+  validation.png           validation loss and accuracy at the end of each stage, each point marked
+                           with its epoch and stage (e0 s1), epoch starts as dotted lines
+  throughput.png           positions/s per tower over samples seen
   lr.png                   learning rate over samples seen
   calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed)
 
@@ -40,9 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from shogi_dnn import identity, run_files, shards
+from shogi_dnn import identity, plotting, run_files, shards
 from shogi_dnn.errors import RunError
 from shogi_dnn.training import throughput
 
@@ -163,14 +165,17 @@ def _non_finite_losses(records: Sequence[dict[str, Any]], gpus: int) -> list[boo
     return bad
 
 
-def _save(fig: Figure, path: Path) -> Path:
+SAMPLES_LABEL = "samples seen (training positions)"
+
+
+def _save(fig: Any, path: Path) -> Path:
     with run_files.atomic_path(path) as tmp:      # a full disk: one line, no partial plot left
-        fig.savefig(tmp, format="png", dpi=100)
+        fig.savefig(tmp, format="png", dpi=plotting.DPI)
     return path
 
 
-def _figure(title: str, ylabel: str, xlabel: str = "samples seen") -> tuple[Figure, Any]:
-    fig = Figure(figsize=(8, 4.5), tight_layout=True)
+def _figure(title: str, ylabel: str, xlabel: str = SAMPLES_LABEL) -> tuple[Any, Any]:
+    fig = plotting.new_figure((8, 4.5), tight_layout=True)
     ax = fig.add_subplot()
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -179,12 +184,20 @@ def _figure(title: str, ylabel: str, xlabel: str = "samples seen") -> tuple[Figu
     return fig, ax
 
 
-def plot_per_gpu(records: Sequence[dict[str, Any]], key: str, path: Path, title: str) -> Path:
-    """One line per GPU of a per-GPU training metric over samples, plus validation points if any."""
-    fig, ax = _figure(title, key.replace("_", " "))
+def device_kind(devices: Sequence[Any]) -> str:
+    """'GPU' when every tower is a GPU, 'CPU' when every one is a CPU, else 'device' (for titles)."""
+    kinds = {device_label(d).rsplit("/", 1)[-1].split(":")[0].upper() for d in devices}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {"GPU", "CPU"} else "device"
+
+
+def plot_per_gpu(records: Sequence[dict[str, Any]], key: str, path: Path, title: str,
+                 ylabel: str | None = None) -> Path:
+    """One line per tower of a per-tower training metric over samples, plus validation points if any;
+    `{kind}` in the title becomes GPU, CPU or device (device_kind)."""
     samples, values, devices = per_gpu_series(_train(records), key)
+    fig, ax = _figure(title.format(kind=device_kind(devices)), ylabel or key.replace("_", " "))
     for g in range(values.shape[1]):
-        ax.plot(samples, values[:, g], lw=1.2, label=f"gpu{g} ({device_label(devices[g])})")
+        ax.plot(samples, values[:, g], lw=1.2, label=device_label(devices[g]))
     validation = [r for r in _validation(records) if r.get(key) is not None]
     if validation:
         ax.plot([r["samples"] for r in validation], [r[key] for r in validation], "ko--", ms=4,
@@ -194,20 +207,51 @@ def plot_per_gpu(records: Sequence[dict[str, Any]], key: str, path: Path, title:
     return _save(fig, path)
 
 
+VALIDATION_PANELS = (("loss", "loss (binary cross-entropy, nats)"),
+                     ("accuracy", "accuracy (decisive positions)"))
+
+
 def plot_validation(records: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Validation loss and accuracy at the end of each stage."""
+    """validation_figure as a PNG."""
+    return _save(validation_figure(records), path)
+
+
+def validation_figure(records: Sequence[dict[str, Any]]) -> Any:
+    """Validation loss and accuracy at the end of each stage: points marked `e<epoch> s<stage>`, a dotted
+    line where each epoch after the first begins (halfway between the validations around it)."""
     validation = _validation(records)
-    fig = Figure(figsize=(8, 4.5), tight_layout=True)
-    for i, key in enumerate(("loss", "accuracy")):
+    fig = plotting.new_figure((10, 4.5), tight_layout=True)
+    fig.suptitle("validation at the end of each stage (e = epoch, s = stage)", fontsize=11)
+    starts = _epoch_starts(validation)
+    for i, (key, ylabel) in enumerate(VALIDATION_PANELS):
         ax = fig.add_subplot(1, 2, i + 1)
-        points = [(r["samples"], r[key], r.get("stage")) for r in validation if r.get(key) is not None]
+        points = [(r["samples"], r[key], r.get("epoch"), r.get("stage")) for r in validation
+                  if r.get(key) is not None]
         ax.plot([p[0] for p in points], [p[1] for p in points], "o-")
-        for x, y, stage in points:
-            ax.annotate(f"s{stage}", (x, y), fontsize=7, xytext=(2, 4), textcoords="offset points")
-        ax.set_title(f"validation {key} per stage")
-        ax.set_xlabel("samples seen")
+        for x, y, epoch, stage in points:
+            ax.annotate(f"e{epoch} s{stage}", (x, y), fontsize=7, xytext=(2, 4), textcoords="offset points")
+        for epoch, x in starts:
+            ax.axvline(x, color="grey", ls=":", lw=0.8)
+            ax.annotate(f"epoch {epoch}", (x, 1), xycoords=("data", "axes fraction"), xytext=(2, -10),
+                        textcoords="offset points", fontsize=7, color="grey")
+        ax.set_title(f"validation {key}")
+        ax.set_xlabel(SAMPLES_LABEL)
+        ax.set_ylabel(ylabel)
+        ax.margins(x=0.08, y=0.15)                 # room for the labels inside the frame
         ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return fig
+
+
+def _epoch_starts(validation: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(epoch, samples where it began) of every epoch after the first: halfway between the previous
+    epoch's last validation and this epoch's first."""
+    starts, previous = [], None
+    for r in validation:
+        epoch = r.get("epoch")
+        if previous is not None and epoch is not None and epoch != previous.get("epoch"):
+            starts.append((int(epoch), (previous["samples"] + r["samples"]) / 2))
+        previous = r
+    return starts
 
 
 def plot_series(records: Sequence[dict[str, Any]], key: str, path: Path, title: str) -> Path:
@@ -228,7 +272,7 @@ def calibration_points(result: dict[str, Any]) -> list[tuple[float, float, int, 
             if r.get("positions", 1) and r.get("mean_prob") is not None]
 
 
-def calibration_figure(evals: dict[str, dict[str, Any]]) -> Figure:
+def calibration_figure(evals: dict[str, dict[str, Any]]) -> Any:
     """Reliability curves of every evaluated split, each bin labelled with its count of positions; bins of
     fewer than SMALL_BIN positions are hollow (and named in the legend)."""
     fig, ax = _figure("calibration", "observed score (win 1, draw 0.5)", "predicted win probability")
@@ -265,10 +309,12 @@ def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
     out.mkdir(exist_ok=True)
     plots = {}
     if _train(records):
-        plots["loss"] = plot_per_gpu(records, "loss", out / "loss.png", "training loss per GPU")
-        plots["accuracy"] = plot_per_gpu(records, "accuracy", out / "accuracy.png", "training accuracy per GPU")
+        plots["loss"] = plot_per_gpu(records, "loss", out / "loss.png", "training loss per {kind}",
+                                     "loss (binary cross-entropy, nats)")
+        plots["accuracy"] = plot_per_gpu(records, "accuracy", out / "accuracy.png", "training accuracy per {kind}",
+                                         "accuracy (decisive positions)")
         plots["throughput"] = plot_per_gpu(_train(records), "positions_per_s", out / "throughput.png",
-                                           "positions/s per GPU")
+                                           "positions/s per {kind}", "positions/s")
         plots["lr"] = plot_series(records, "lr", out / "lr.png", "learning rate")
     if _validation(records):
         plots["validation"] = plot_validation(records, out / "validation.png")

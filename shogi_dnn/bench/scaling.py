@@ -174,11 +174,10 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
 
 def write_plot(report: Mapping[str, Any], path: Path) -> None:
     """PNG: measured positions/s against the global batch, with each device count's fitted curve."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
+    from shogi_dnn import plotting
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = plotting.new_figure((7, 4.5))
+    ax = fig.add_subplot()
     for index, entry in enumerate(report["fits"]):
         color = f"C{index}"
         x = np.array([pt["global_batch"] for pt in entry["points"]], dtype=np.float64)
@@ -195,10 +194,7 @@ def write_plot(report: Mapping[str, Any], path: Path) -> None:
     ax.set_title("throughput v = B / (B / v0 + t)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    plotting.save_png(fig, path)
 
 
 # --- measurement (TensorFlow from here on; imported lazily so --help and the report stay light) ---

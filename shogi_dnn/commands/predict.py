@@ -1,7 +1,10 @@
-"""`shogi-dnn predict --run-dir RUN [--checkpoint NAME] [--game N] [--out PNG] [--no-mirror-average]
-POSITION|RECORD`: the win probability for the side to move of a USI/SFEN position, or of every position of a
-game record (a table plus a PNG win-rate graph from Black's view, the biggest swings marked); with
-the mean over the position and its left-right mirror (--no-mirror-average: the model alone)."""
+"""`shogi-dnn predict --run-dir RUN [--checkpoint NAME] [--game N] [--out PNG] [--data DIR]
+[--no-mirror-average] POSITION|RECORD`: the win probability of a USI/SFEN position for its side to move
+(named: Black or White), or of every position of a game record: a table (the probability for the side to
+move and for Black) plus a PNG win-rate graph from Black's view, the biggest swings marked, with the
+game's context: which game of the file, its recorded result and ending, and whether the run trained on
+it (its split in the run's dataset, or "not in the run's data"). The probability is the mean over the
+position and its left-right mirror (--no-mirror-average: the model alone)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 
 from shogi_dnn import run_files
 from shogi_dnn.analysis import predict, run_model
+from shogi_dnn.errors import ShogiDnnError
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -19,6 +23,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--game", type=int, default=1, help="which game of a multi-game record file (1-based)")
     parser.add_argument("--out", default=None, help="PNG of a record's graph (default: RUN/predict-<name>.png)")
+    parser.add_argument("--data", default=None, help="the run's dataset folder, to say whether the game was "
+                                                     "trained on (default: run.json's data_dir)")
     parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
                         help="the probability is the mean over the position and its left-right mirror "
                              "(on by default)")
@@ -27,16 +33,33 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def is_record_argument(target: list[str]) -> bool:
+    """One argument without a space, other than `startpos`, names a record file (every position has a
+    space: `startpos moves ...`, `sfen ...`, a bare SFEN)."""
+    return len(target) == 1 and not target[0].split()[1:] and target[0].strip() not in ("startpos", "sfen")
+
+
+def dataset_notes(run_dir: Path, data: str | None, record, positions) -> tuple[str, str]:
+    """Whether the run trained on the game (its split in the run's dataset, or why that is unknown): the
+    table's line and the graph's short one."""
+    try:
+        match = predict.find_in_dataset(run_files.data_dir(run_dir, data), record, positions)
+        return match.describe(), match.short()
+    except (ShogiDnnError, OSError) as exc:
+        return f"split unknown ({exc})", "split unknown"
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     run_dir = run_files.check_run_dir(args.run_dir)
     text = " ".join(args.target)
-    is_record = len(args.target) == 1 and Path(text).is_file()
-    record = predict.read_game(text, args.game) if is_record else predict.read_position(text)
-    if is_record:                                   # the graph's folder, before TensorFlow starts
-        out = Path(args.out) if args.out else run_dir / f"predict-{Path(text).stem}.png"
+    is_record = is_record_argument(args.target)
+    choice = predict.choose_game(text, args.game) if is_record else None   # "no such file: X" before TF
+    record = choice.record if choice else predict.read_position(text)
+    if choice:                                      # the graph's folder, before TensorFlow starts
+        out = Path(args.out) if args.out else run_dir / f"predict-{choice.path.stem}.png"
         run_files.check_writable(out.parent, "--out" if args.out else "--run-dir", out)
-    what = f"{len(record.moves) + 1} positions of {Path(text).name}" if is_record else "the position"
+    what = f"{len(record.moves) + 1} positions of {choice.describe()}" if choice else "the position"
     print(f"predict: loading {run_model.model_name(run_dir, args.checkpoint)} (TensorFlow starts, a few seconds), "
           f"then {what}", file=sys.stderr, flush=True)
     model = run_model.load_run_model(run_dir, args.checkpoint)  # TensorFlow only once the input is known good
@@ -44,14 +67,17 @@ def main(argv: list[str]) -> int:
         from shogi_dnn.training.model import mirror_averaged
 
         model = mirror_averaged(model)
-    if not is_record:
+    if choice is None:
         sfen, p = predict.predict_position(model, text)
         averaged = " (mirror-averaged)" if args.mirror_average else ""
-        print(f"{sfen}\nwin probability for the side to move{averaged}: {p:.3f}")
+        side = predict.side_name(predict.position_side(sfen))
+        print(f"{sfen}\nwin probability for the side to move ({side}){averaged}: {p:.3f}")
         return 0
     curve = predict.game_curve(model, record)
-    print(predict.format_curve(curve))
+    split, split_short = dataset_notes(run_dir, args.data, record, curve.positions)
+    print(predict.format_curve(curve, record, [choice.describe(), split]))
     names = f"{record.black or 'Black'} vs {record.white or 'White'}"
-    predict.plot_curve(curve, out, f"{names} ({Path(text).name}, game {args.game})")
+    predict.plot_curve(curve, out, f"{names} ({choice.path.name}, game {choice.index} of {choice.total})",
+                       record, [split_short])
     print(f"\nwrote {out}")
     return 0

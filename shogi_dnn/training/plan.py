@@ -32,7 +32,7 @@ from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import schedule, throughput
 from shogi_dnn.training.throughput import ThroughputFit
-from shogi_dnn.wording import format_duration
+from shogi_dnn.wording import duration_unit, format_duration
 
 DEFAULT_DEVICES = (1, 2, 4, 8)
 FLAG_BATCH = "batch<90%"
@@ -256,26 +256,37 @@ def format_plan(plan: Plan) -> str:
 
 
 def plot_plan(plan: Plan, path: str | Path) -> Path:
-    """PNG: time per epoch (hours) and, if priced, cost per run against the device count."""
-    from matplotlib.figure import Figure
+    """PNG of plan_figure, written atomically."""
+    from shogi_dnn import plotting
 
-    path = Path(path)
-    fig = Figure(figsize=(7, 4), tight_layout=True)
+    return plotting.save_png(plan_figure(plan), path)
+
+
+def plan_figure(plan: Plan):
+    """Time per epoch (in minutes, hours or days: wording.duration_unit of the longest) and, if priced,
+    cost per run against the device count; each point labelled with its time as the table says it."""
+    from shogi_dnn import plotting
+
+    fig = plotting.new_figure((7, 4), tight_layout=True)
     ax = fig.add_subplot()
     devices = [r.devices for r in plan.rows]
-    ax.plot(devices, [r.epoch_seconds / 3600 for r in plan.rows], "o-", color="tab:blue", label="hours per epoch")
+    unit, seconds = duration_unit(max(r.epoch_seconds for r in plan.rows))
+    times = [r.epoch_seconds / seconds for r in plan.rows]
+    ax.plot(devices, times, "o-", color="tab:blue", label=f"{unit} per epoch")
+    for n, y, row in zip(devices, times, plan.rows, strict=True):
+        last = n == devices[-1]            # its label left of the point: inside the frame
+        ax.annotate(format_duration(row.epoch_seconds), (n, y), xytext=(-4 if last else 4, 4), ha="right" if last
+                    else "left", textcoords="offset points", fontsize=8, color="tab:blue")
     ax.set_xlabel("devices")
-    ax.set_ylabel("hours per epoch", color="tab:blue")
+    ax.set_ylabel(f"{unit} per epoch", color="tab:blue")
     ax.set_xticks(devices)
+    ax.margins(x=0.1)
     if all(r.run_cost is not None for r in plan.rows):
         cost = ax.twinx()
         cost.plot(devices, [r.run_cost for r in plan.rows], "s--", color="tab:red", label="cost per run")
         cost.set_ylabel(f"cost per run ({plan.epochs} epoch(s))", color="tab:red")
-        cost.set_ylim(bottom=0)
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"{plan.train_positions:,} positions per epoch")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    tmp.replace(path)
-    return path
+        cost.set_ylim(bottom=0, top=1.15 * max(r.run_cost for r in plan.rows) or 1)
+    ax.set_ylim(bottom=0, top=max(1.15 * max(times), 1e-9))
+    ax.set_title(f"time per epoch of {plan.train_positions:,} positions "
+                 f"({plan.epochs} epoch(s) per run)")
+    return fig

@@ -15,7 +15,10 @@ metrics.jsonl has one JSON object a line:
                    done, before the all-reduce; compute_positions_per_s = positions / busy_s, which is
                    lower on a slower GPU (report flags it)
 TensorBoard: loss, accuracy, positions_per_s, lr and gpuN/loss, gpuN/accuracy, gpuN/positions_per_s for
-training; validation/loss, validation/accuracy, validation/gpuN/... for validation.
+training; validation/loss, validation/accuracy, validation/gpuN/... for validation. Every scalar is written
+at TensorBoard step = samples (training positions seen), the x axis of report's PNGs, so TensorBoard's
+"Step" axis reads in positions; progress/optimizer_step (train) gives the optimizer steps at each point
+(plot it, or read metrics.jsonl's step, to see updates instead of positions).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from shogi_dnn.training.towers import BUSY_KEY, METRIC_KEYS, local_values
 from shogi_dnn.wording import format_duration
 
 log = logging.getLogger(__name__)
+TB_OPTIMIZER_STEP = "progress/optimizer_step"      # optimizer steps at each point (the x axis is samples)
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
 
@@ -177,11 +181,13 @@ class MetricsLog:
     def _tensorboard(self, record: dict[str, Any]) -> None:
         prefix = "" if record["kind"] == "train" else record["kind"] + "/"
         scalars = {f"{prefix}{key}": record.get(key) for key in ("loss", "accuracy", "positions_per_s", "lr")}
+        if record["kind"] == "train":
+            scalars[TB_OPTIMIZER_STEP] = record["step"]
         for i, gpu in enumerate(record["per_gpu"]):
             for key in ("loss", "accuracy", "positions_per_s"):
                 scalars[f"{prefix}gpu{i}/{key}"] = gpu.get(key)
         try:
-            with self.writer.as_default(step=record["step"]):
+            with self.writer.as_default(step=record["samples"]):      # the x axis: samples, as the PNGs
                 for name, value in scalars.items():
                     if value is not None:
                         # tf.summary.write with the scalars plugin's metadata is what tf.summary.scalar

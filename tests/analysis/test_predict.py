@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from shogi_dnn import cli, features, rules
+from shogi_dnn import cli, features, rules, shards
 from shogi_dnn.analysis import predict, scoring
 from shogi_dnn.analysis.evaluate import load_run_model
 from shogi_dnn.errors import KifuError
@@ -13,6 +15,7 @@ from tests.support.evalrun import make_random_run
 from tests.support.paths import DATA
 
 RECORD = DATA / "predict" / "floodgate_81.csa"       # floodgate 2018, 81 moves, Black won (from ../shared/kifu)
+KIF = DATA / "kif"
 AFTER_7G7F = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
 
 
@@ -49,18 +52,25 @@ def test_game_curve_is_from_blacks_view(run) -> None:
     change = np.abs(np.diff(curve.p_black))
     assert sorted(change[np.array(swings) - 1]) == pytest.approx(sorted(change)[-3:])
     table = predict.format_curve(curve).splitlines()
-    assert len(table) == 83 and sum("<- swing" in line for line in table) == 3
+    assert table[0] == predict.COLUMNS_NOTE and table[1] == "" and table[2].split()[0] == "ply"
+    assert len(table) == 85 and sum("<- swing" in line for line in table) == 3
 
 
 def test_cli_position_and_record(run, tmp_path, capsys) -> None:
     run_dir, _ = run
     assert cli.main(["predict", "--run-dir", str(run_dir), "startpos", "moves", "7g7f"]) == 0
     out = capsys.readouterr().out
-    assert AFTER_7G7F in out and "win probability for the side to move" in out
+    assert AFTER_7G7F in out and "win probability for the side to move (White)" in out      # 7g7f: White to move
+    assert cli.main(["predict", "--run-dir", str(run_dir), "startpos"]) == 0
+    assert "win probability for the side to move (Black)" in capsys.readouterr().out
     png = tmp_path / "game.png"
     assert cli.main(["predict", "--run-dir", str(run_dir), "--out", str(png), str(RECORD)]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5000
-    assert "<- swing" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "<- swing" in out and "game 1 of 1 in floodgate_81.csa" in out
+    assert "p(to move): the model's win probability for the side to move there" in out
+    assert " end  result: Black (yyr) won by resign after 81 moves" in out.splitlines()
+    assert f"split unknown ({DATA / 'manifest.json'}: no manifest" in out       # the fixture's data is no dataset
 
 
 def test_bad_input_is_one_line(run, tmp_path, capsys) -> None:
@@ -70,12 +80,16 @@ def test_bad_input_is_one_line(run, tmp_path, capsys) -> None:
     cases = [[str(run_dir), "startpos", "moves", "7g7f", "7g7f"],
              [str(run_dir), "lnsgkgsnl/1r5b1/ppppppppp/9/9/9 b - 1"],
              [str(run_dir), "--game", "5", str(RECORD)],
-             [str(tmp_path / "missing"), "startpos"]]
+             [str(tmp_path / "missing"), "startpos"],
+             [str(run_dir), str(tmp_path / "no-such-game.kif")],
+             [str(run_dir), "games/typo.csa"]]
     for args in cases:
         assert cli.main(["predict", "--run-dir", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == len(cases) and all(line.startswith("shogi-dnn predict: error:") for line in err)
-    assert "no game 5" in err[2] and "no such run directory" in err[3]
+    assert "no game 5 in the file (1 found; --game takes 1 to 1)" in err[2] and "no such run directory" in err[3]
+    assert err[4] == f"shogi-dnn predict: error: no such file: {tmp_path / 'no-such-game.kif'}"
+    assert err[5] == "shogi-dnn predict: error: no such file: games/typo.csa"
 
 
 @pytest.mark.slow
@@ -100,9 +114,35 @@ def test_swing_labels_do_not_overlap() -> None:
     curve = predict.GameCurve(positions, p_black, p_black)
     fig = predict.curve_figure(curve, "test")
     renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in fig.axes[0].texts]
+    boxes = [predict._text_box(t, renderer) for t in fig.axes[0].texts]
     assert len(boxes) == len(curve.swings()) == predict.SWINGS
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+@pytest.mark.parametrize("p_end", [0.99, 0.01])
+def test_swing_and_end_labels_stay_inside_the_frame(p_end: float) -> None:
+    """Swings at the last plies and at 0% / 100% (the corners) and the recorded ending: every label inside
+    the axes, none overlapping another, each swing named by its ply and KIF move."""
+    record = predict.read_game(RECORD)
+    positions = predict.game_positions(record)
+    p_black = np.full(82, 0.5)
+    p_black[[80, 81]] = [1 - p_end, p_end]           # changes 0.49 and 0.98, ending in a corner
+    p_black[1] = 0.95                                   # 0.45 (and back at ply 2: the first of a tie wins)
+    curve = predict.GameCurve(positions, p_black, p_black)
+    fig = predict.curve_figure(curve, "test", record, ["in the run's train split"])
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    frame = ax.get_window_extent(renderer)
+    boxes = [predict._text_box(t, renderer) for t in ax.texts]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[0] == "resign: Black won" and len(texts) == 1 + predict.SWINGS
+    assert texts[1:] == [f"{i} {positions.notation[i]}" for i in curve.swings()]
+    assert curve.swings() == [1, 80, 81]
+    assert positions.notation[1] == "▲７六歩(77)" and positions.notation[2].startswith("△")
+    for box in boxes:
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert "Black (yyr) won by resign after 81 moves · in the run's train split" in ax.get_title()
 
 
 def test_cli_says_what_it_loads_before_tensorflow_starts(run, capsys) -> None:
@@ -121,3 +161,69 @@ def test_run_model_imports_keras_without_its_optional_extras() -> None:
     from tests.support.paths import REPO
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300).stdout
     assert out.split("\n")[0] == "['keras']"
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """A dataset of 4 real games (2 train, 2 validation by convert's hash split), and a 5th game not in it."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("records")
+    for path in (RECORD, KIF / "jt201409130101.kif", KIF / "mogproject-001.kif", KIF / "piyo-shogi_KY.kifu"):
+        shutil.copy(path, folder / path.name)
+    out = tmp_path_factory.mktemp("dataset") / "ds"
+    assert cli.main(["convert", str(folder), "--out", str(out), "--val-fraction", "0.5", "--workers", "1",
+                     "--no-progress", "--quiet"]) == 0
+    return folder, out
+
+
+def split_by_table(data_dir, name: str) -> str | None:
+    """The split whose shard lists a file of this name in its games table (read directly)."""
+    manifest = shards.read_manifest(data_dir)
+    for info in manifest.shards:
+        if any(Path(source).name == name for source in shards.read_games(manifest.shard_path(info))["source"]):
+            return info.split
+    return None
+
+
+def test_find_in_dataset_by_source_and_by_positions(converted, tmp_path) -> None:
+    folder, data = converted
+    splits = {}
+    for path in sorted(folder.iterdir()):
+        record = predict.read_game(path)
+        match = predict.find_in_dataset(data, record, predict.game_positions(record))
+        assert match.split == split_by_table(data, path.name) and match.by == "source file and line"
+        splits[path.name] = match.split
+        assert match.describe().startswith(f"in the run's {match.split} split (")
+        # The same game from another file: found by its positions, in the same split.
+        renamed = tmp_path / f"copy-of-{path.name}"
+        renamed.write_bytes(path.read_bytes())
+        copy = predict.read_game(renamed)
+        again = predict.find_in_dataset(data, copy, predict.game_positions(copy))
+        assert (again.split, again.game_id, again.by) == (match.split, match.game_id, "positions")
+    assert set(splits.values()) == {"train", "validation"}          # both splits are exercised
+    other = predict.read_game(KIF / "mogproject-014.kif")
+    missing = predict.find_in_dataset(data, other, predict.game_positions(other))
+    assert missing.split is None and missing.describe() == f"not in the run's data ({data})"
+    assert missing.short() == "not in the run's data"
+
+
+def test_choose_game_names_the_game_and_how_to_pick_another() -> None:
+    choice = predict.choose_game(KIF / "conflicting_end_markers.kif", 2)
+    assert choice.describe() == "game 2 of 2 in conflicting_end_markers.kif (another: --game N, 1 to 2)"
+    assert predict.result_text(choice.record) == "White (次の後手) won by resign after 2 moves"
+    assert predict.choose_game(RECORD).describe() == "game 1 of 1 in floodgate_81.csa"
+    with pytest.raises(KifuError, match="conflicting results"):          # game 1 of that file is broken
+        predict.choose_game(KIF / "conflicting_end_markers.kif", 1)
+
+
+def test_cli_says_the_split_of_the_runs_data(run, converted, tmp_path, capsys) -> None:
+    run_dir, _ = run
+    folder, data = converted
+    args = ["predict", "--run-dir", str(run_dir), "--data", str(data), "--out", str(tmp_path / "g.png")]
+    assert cli.main([*args, str(folder / RECORD.name)]) == 0
+    out = capsys.readouterr().out
+    split = split_by_table(data, RECORD.name)
+    assert f"in the run's {split} split ({split}-00000.h5, game id" in out and "matched by source file and line" in out
+    assert cli.main([*args, str(KIF / "mogproject-014.kif")]) == 0
+    assert f"not in the run's data ({data})" in capsys.readouterr().out

@@ -174,3 +174,35 @@ def test_plan_vs_measured(tmp_path) -> None:
     path = report_mod.write_report(tmp_path, fits)
     assert "## Plan vs measured" in path.read_text() and f"{predicted:,.0f} positions/s" in path.read_text()
     assert "Plan vs measured" not in report_mod.write_report(tmp_path).read_text()      # no fit, no section
+
+
+def test_per_device_titles_and_validation_panels_with_labels_and_epochs(tmp_path, monkeypatch) -> None:
+    """A CPU run's per-device plots say CPU (a GPU run's GPU); the validation panels have axis labels and
+    mark each point with its epoch and stage, and each new epoch with a line."""
+    records = report.run_files.read_metrics(write_metrics(tmp_path, gpus=2).parent)
+    cpu = [{**r, "per_gpu": [{**g, "device": g["device"].replace("GPU", "CPU")} for g in r["per_gpu"]]}
+           for r in records]
+    assert report.device_kind(["/job:localhost/replica:0/task:0/device:CPU:0", "CPU:1"]) == "CPU"
+    assert report.device_kind(["GPU:0", "worker1@10.0.0.2:2222/GPU:0"]) == "GPU"
+    assert report.device_kind(["CPU:0", "GPU:0"]) == "device"
+    plots = report.make_plots(tmp_path, cpu, {})
+    assert set(plots) == {"loss", "accuracy", "throughput", "lr", "validation"}
+    fig = report._figure("x", "y")[0]          # the same builder as the saved plots
+    assert fig.axes[0].get_xlabel() == report.SAMPLES_LABEL
+    second_epoch = [{**r, "epoch": 1, "stage": 0, "samples": r["samples"] * 2} if r["kind"] == "validation"
+                    and r["step"] == 20 else r for r in cpu]
+    panels = report.validation_figure(second_epoch).axes
+    assert [ax.get_ylabel() for ax in panels] == [label for _, label in report.VALIDATION_PANELS]
+    assert all(ax.get_xlabel() == report.SAMPLES_LABEL for ax in panels)
+    texts = [t.get_text() for t in panels[0].texts]
+    assert texts == ["e0 s0", "e1 s0", "epoch 1"]
+    titles, original = {}, report._save
+
+    def capture(fig, path):
+        titles[path.stem] = fig.axes[0].get_title()
+        return original(fig, path)
+    monkeypatch.setattr(report, "_save", capture)
+    report.make_plots(tmp_path, cpu, {})
+    assert titles["loss"] == "training loss per CPU" and titles["throughput"] == "positions/s per CPU"
+    report.make_plots(tmp_path, records, {})
+    assert titles["accuracy"] == "training accuracy per GPU"

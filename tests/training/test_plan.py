@@ -104,3 +104,24 @@ def test_command_json_plot_and_fit_file_without_tensorflow(dataset, tmp_path) ->
 def test_command_needs_a_fit(dataset, capsys) -> None:
     assert cli.main(["plan", "--data", str(dataset.root), "--config", str(REPO / "train/base.toml")]) == 2
     assert "--scaling-fit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("epoch_seconds, unit, first", [(21 * 60, "minutes", 21.0), (6 * 3600, "hours", 6.0),
+                                                        (3 * 86400, "days", 3.0)])
+def test_plot_reads_in_the_unit_that_fits(dataset, epoch_seconds: float, unit: str, first: float) -> None:
+    """plan.png's axis is in minutes, hours or days as the longest epoch needs; each point says its time."""
+    import dataclasses
+
+    from shogi_dnn.wording import duration_unit, format_duration
+
+    cfg = load_config(REPO / "train" / "base.toml", SETS)
+    result = plan.make_plan(dataset, cfg, PUBLISHED, devices=[1, 2], price_per_device_hour=0.9)
+    scale = epoch_seconds / result.rows[0].epoch_seconds
+    rows = tuple(dataclasses.replace(r, epoch_seconds=r.epoch_seconds * scale) for r in result.rows)
+    fig = plan.plan_figure(dataclasses.replace(result, rows=rows))
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == f"{unit} per epoch" and duration_unit(epoch_seconds)[0] == unit
+    assert ax.lines[0].get_ydata()[0] == pytest.approx(first)
+    assert [t.get_text() for t in ax.texts] == [format_duration(r.epoch_seconds) for r in rows]
+    assert fig.axes[1].get_ylabel() == "cost per run (3 epoch(s))"
+    assert duration_unit(2 * 3600 - 1)[0] == "minutes" and duration_unit(2 * 86400)[0] == "days"

@@ -33,7 +33,10 @@ def test_event_files_load_with_tensorboards_own_reader(tmp_path: Path) -> None:
     from tensorboard.util import tensor_util
 
     loss = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors("loss")]
-    assert loss == [(2, pytest.approx(0.69)), (4, pytest.approx(0.65))]
+    assert loss == [(128, pytest.approx(0.69)), (256, pytest.approx(0.65))]     # x axis: samples, as the PNGs
+    steps = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(run_log.TB_OPTIMIZER_STEP)]
+    assert steps == [(128, 2.0), (256, 4.0)]                                     # and the optimizer steps there
+    assert [e.step for e in acc.Tensors("validation/loss")] == [256]
     assert acc.SummaryMetadata("loss").plugin_data.plugin_name == "scalars"
 
 

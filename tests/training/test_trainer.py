@@ -415,3 +415,59 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     shard.write_bytes(keep)
     resumed = Trainer(config, data, tmp_path / "run", towers.make_strategy(simulate_devices=1), resume=True).run()
     assert not resumed.interrupted and (tmp_path / "run" / "model.keras").is_file()
+
+
+TEARDOWN_S = 20.0      # how long the training stream's teardown is made to take (the slow case seen: 50+ s)
+
+
+@pytest.mark.slow
+def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(dataset: Path, tmp_path: Path,
+                                                                            deterministic: None, monkeypatch) -> None:
+    """Ctrl-C as a stage's last update returns, with the stage's input stream slow to tear down (its
+    generator's cleanup takes TEARDOWN_S): the run validates, saves the stage-end checkpoint and returns
+    well before the teardown ends (it runs in the release thread), and the checkpoint resumes exactly."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from shogi_dnn.training import pipeline
+    from shogi_dnn.training.trainer import RELEASE_THREAD
+
+    config = tiny_config(checkpoint_every_steps=0)                  # 2 stages of 4 updates
+    _, straight = train(config, dataset, tmp_path / "straight", devices=1)
+    merge = pipeline._merge_lanes                                    # the training stream only
+
+    def slow_to_tear_down(*args, **kwargs):
+        try:
+            yield from merge(*args, **kwargs)
+        finally:
+            time.sleep(TEARDOWN_S)
+    monkeypatch.setattr(pipeline, "_merge_lanes", slow_to_tear_down)
+    trainer = Trainer(config, dataset, tmp_path / "stopped", towers.make_strategy(simulate_devices=1))
+    update, calls = trainer.update, []
+
+    def update_then_sigint(iterator):
+        out = update(iterator)
+        calls.append(1)
+        if len(calls) == trainer.plan.stage(0, 0).updates:          # the stage's last update
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+    trainer.update = update_then_sigint
+    start = time.perf_counter()
+    result = trainer.run()
+    elapsed = time.perf_counter() - start
+    assert result.interrupted and trainer.stop.signal_name == "SIGINT" and len(calls) == 4
+    assert elapsed < TEARDOWN_S / 2, f"the interrupted run took {elapsed:.1f} s"
+    state, _ = checkpoints.read_state(checkpoints.find_checkpoint(tmp_path / "stopped"))
+    assert (state.step, state.stage, state.position) == (4, 1, 0)   # the stage-end checkpoint
+    assert [r["kind"] for r in read_metrics(tmp_path / "stopped")] == ["train", "train", "validation"]
+    releasing = [t for t in threading.enumerate() if t.name == RELEASE_THREAD]
+    assert releasing and all(t.daemon for t in releasing)           # the teardown is still going on, aside
+    monkeypatch.undo()
+    _, resumed = train(config, dataset, tmp_path / "stopped", devices=1, resume=True)
+    for a, b in zip(straight, resumed):
+        np.testing.assert_array_equal(a, b)
+    for thread in releasing:
+        thread.join(timeout=2 * TEARDOWN_S)                        # leave no sleeping teardown behind
+        assert not thread.is_alive()
