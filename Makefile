@@ -9,7 +9,7 @@ install:
 	$(PYTHON) -m pip install -q -e ".[test]"
 
 # The main job on bundled data: convert the 1,886 GNU Shogi self-play games of datasets/gnushogi.tar.xz
-# (read straight from the archive), train train/demo.toml on every local device, evaluate on the 181
+# (read straight from the archive), train train/demo.toml on every local device, evaluate on the 174
 # held-out validation games, draw the win-rate curve of one of them (a game the model never trained on),
 # and end with one table: the model against the material and side-to-move baselines.
 DEMO_ARCHIVE = datasets/gnushogi.tar.xz
