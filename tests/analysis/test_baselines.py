@@ -18,12 +18,13 @@ def encode(sfen: str) -> tuple[np.ndarray, np.ndarray]:
 
 def test_material_features_of_known_positions() -> None:
     assert not baselines.material_features(*encode(STANDARD_START_SFEN)).any()
-    # Black gave up its rook and holds a bishop and 2 pawns; White to move: features are White's view.
-    sfen = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B7/LNSGKGSNL w 2Pb 1"
+    # Black gave up its rook, holds 2 of its own pawns, White holds its bishop (a possible position: every
+    # kind within the set); White to move: features are White's view.
+    sfen = "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPP2/1B7/LNSGKGSNL w 2Pb 1"
     f = dict(zip(baselines.FEATURE_NAMES, baselines.material_features(*encode(sfen))[0]))
-    assert f["R"] == 1 and f["B"] == 0 and f["P"] == 0
+    assert f["R"] == 1 and f["B"] == -1 and f["P"] == 2
     assert f["P*"] == -2 and f["B*"] == 1
-    assert sum(abs(v) for v in f.values()) == 4
+    assert sum(abs(v) for v in f.values()) == 7
 
 
 def test_baselines_are_fitted_on_train_and_scored_on_validation(tmp_path) -> None:

@@ -216,7 +216,8 @@ def test_bishop_ray_stops_at_first_piece() -> None:
 
 
 def test_dragon_and_horse_steps() -> None:
-    planes, turn = _planes_of("4k4/9/9/9/4+R4/9/9/1+B7/4K4 b - 1")
+    # White's king on 1a: out of both pieces' lines (a position with White, not to move, in check is refused)
+    planes, turn = _planes_of("8k/9/9/9/4+R4/9/9/1+B7/4K4 b - 1")
     assert _attacked(planes, turn, OWN + ap.DRAGON, "4d 6d 4f 6f 3c 5a 1e 9e 5i") == [1, 1, 1, 1, 0, 1, 1, 1, 1]
     assert _attacked(planes, turn, OWN + ap.HORSE, "8g 7h 9h 8i 7g 1a 9i 7i 6h") == [1, 1, 1, 1, 1, 0, 1, 1, 0]
 

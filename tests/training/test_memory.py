@@ -120,7 +120,9 @@ def test_train_refuses_a_batch_too_big_for_the_device_before_building(
     assert time.perf_counter() - started < 30
     assert "the model does not fit: model.filters = 256, model.blocks = 6, 7,180,898 parameters" in line
     assert "but available RAM (test) has 1.0 GiB; lower train.per_replica_batch" in line
-    assert not (tmp_path / "run").exists()
+    # nothing of a run written (the run folder holds at most train's writer lock, taken before TensorFlow)
+    run = tmp_path / "run"
+    assert not run.exists() or {p.name for p in run.iterdir()} <= {"writer.lock"}
 
 
 @pytest.mark.parametrize("command", ["train", "evaluate", "predict"])
