@@ -120,7 +120,7 @@ def piece_square_features(board: np.ndarray, hands: np.ndarray, bias: bool = Fal
     Returns:
         [N, 2310 (+1)] float64 CSR with sorted indices: column s * 28 + c - 1
         is 1 when square s holds code c (1..28; an empty square has no column); column 2268 + c - 1 counts
-        the squares holding code c; column 2296 + k is the count of hand kind k (HAND_ORDER, own first).
+        the squares holding code c; column 2296 + k is the count of hand kind k (HAND_PIECE_TYPES order, own first).
         About 36 square entries, 12 count entries and a few hand entries a row.
     """
     n = board.shape[0]
