@@ -151,6 +151,7 @@ def test_piece_square_learns_the_rook_and_is_scored_with_the_others(tmp_path) ->
     ps = scores["piece_square"]
     assert ps["positions"] == 200 and ps["l2"] == baselines.PIECE_SQUARE_L2 and ps["passes"] >= 2
     assert ps["accuracy"] == 1.0            # the extra rook on 5e decides every game, both splits
+    assert baselines.fit_piece_square(split_paths(manifest, "train")) == fitted.piece_square     # deterministic
     assert "engine" not in scores           # no evaluations in this dataset
 
 
