@@ -58,6 +58,7 @@ COUNT_COLUMNS = SQUARE_COLUMNS                    # then 28 columns: squares hol
 HAND_COLUMNS = COUNT_COLUMNS + BOARD_CODES        # then 14 hand counts
 NUM_PIECE_SQUARE_FEATURES = HAND_COLUMNS + HAND_SIZE                    # 2310, then the bias
 PIECE_SQUARE_L2 = 300.0      # ridge penalty of the (square, code) weights: the deviations from the piece values
+NEWTON_ROWS = 16384          # positions a batch in the piece-square passes (bounds the sparse temporaries)
 NEWTON_PASSES = 30           # passes over the training shards at most (one Newton step, or one halving, each)
 NEWTON_TOLERANCE = 1e-7      # stop when a Newton step would lower the mean loss by less than this (nats)
 
@@ -194,11 +195,13 @@ def fit_piece_square(train_paths: Sequence[str | Path], l2: float = PIECE_SQUARE
     """Fit the piece-square logistic regression on training shards by Newton's method, streaming.
 
     Minimises the sum of cross-entropies (draws as 0.5) + 1/2 sum_j penalty_j w_j^2 (piece_square_penalty).
-    Each pass reads the shards once, READ_ROWS positions at a time, and sums the objective, the gradient
-    [2311] and the exact Hessian [2311, 2311] (X^T diag(p(1-p)) X of the sparse batch matrix), then takes one Newton step (a Cholesky solve); a step that raised the objective is halved
-    on the next pass instead. Memory: the dense Hessian (2311^2 float64, 43 MB) plus one batch, whatever
-    the number of positions. Time: passes (about 5) x (read + sparse X^T W X, ~50^2 products a position)
-    + a solve on the columns the training positions use (at most 2311^3 / 3 a pass).
+    Each pass reads the shards once, NEWTON_ROWS positions at a time, and sums the objective, the gradient
+    [2311] and the exact Hessian [2311, 2311] (X^T diag(p(1-p)) X of the sparse batch matrix), then takes
+    one Newton step (a Cholesky solve); a step that raised the objective is halved on the next pass
+    instead. Memory: the dense Hessian (2311^2 float64, 43 MB), two copies of it for the solve and one
+    NEWTON_ROWS batch: about 180 MB measured, whatever the number of positions. Time: passes (about 5) x (read + sparse X^T W X, ~50^2 products a position) + a solve on
+    the columns the training positions use (at most 2311^3 / 3 a pass). Stops after max_passes with
+    converged False (the latest iterate).
 
     Raises:
         ValueError: no positions, or l2 <= 0 (weights of squares no piece visits would be undetermined).
@@ -234,9 +237,8 @@ def fit_piece_square(train_paths: Sequence[str | Path], l2: float = PIECE_SQUARE
 def _newton_sums(paths: Sequence[str | Path], theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, int]:
     """Cross-entropy sum, its gradient [F] and Hessian [F, F] at theta [F] (bias last) over the shards,
     and the number of positions. Raises ValueError when the shards hold no positions."""
-    objective, gradient, total = 0.0, np.zeros(theta.size), 0
-    hessian = scipy.sparse.csr_matrix((theta.size, theta.size), dtype=np.float64)
-    for batch in iter_batches(paths, (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN)):
+    objective, gradient, hessian, total = 0.0, np.zeros(theta.size), np.zeros((theta.size, theta.size)), 0
+    for batch in iter_batches(paths, (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN), NEWTON_ROWS):
         x = piece_square_features(batch[shards.KEY_BOARD], batch[shards.KEY_HANDS], bias=True)
         win = batch[shards.KEY_WIN].astype(np.float64)
         z = x @ theta
@@ -246,10 +248,11 @@ def _newton_sums(paths: Sequence[str | Path], theta: np.ndarray) -> tuple[float,
         gradient += x.T @ (p - win)
         weighted = x.copy()
         weighted.data *= np.repeat(np.sqrt(p * (1 - p)), np.diff(x.indptr))
-        hessian = hessian + weighted.T @ weighted
+        product = (weighted.T @ weighted).tocoo()        # canonical: each (row, col) once
+        hessian[product.row, product.col] += product.data
     if total == 0:
         raise ValueError("no training positions to fit the piece-square baseline on")
-    return objective, gradient, hessian.toarray(), total
+    return objective, gradient, hessian, total
 
 
 def _solve(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:

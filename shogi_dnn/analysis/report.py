@@ -506,8 +506,8 @@ def summary_table(run_dir: str | Path, split: str = "validation") -> str:
                       f"{row_games:,}" if isinstance(row_games, int) else games_text])
     widths = [max(len(r[c]) for r in table) for c in range(len(table[0]))]
     intervals = "; in brackets the 95% interval over games" if result.get("intervals") else ""
-    lines = [f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are "
-             f"better{intervals})"]
+    lines = [(f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are "
+              f"better{intervals})")]
     lines += ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths)))
               for r in table]
     comparisons = comparison_lines(result)

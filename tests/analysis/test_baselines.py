@@ -137,6 +137,23 @@ def test_piece_square_fit_matches_a_direct_fit_of_the_same_objective(tmp_path) -
     assert baselines.PieceSquare.from_dict(fitted.to_dict()) == fitted
 
 
+def test_an_overshooting_step_is_halved_until_the_objective_drops(tmp_path, monkeypatch) -> None:
+    manifest = material_dataset(tmp_path, {"train": (200, 0.6, False)}, shards_per_split=1)
+    paths = split_paths(manifest, "train")
+    plain = baselines.fit_piece_square(paths)
+    solve, calls = baselines._solve, []
+
+    def overshoot_first(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return solve(matrix, vector) * (20.0 if len(calls) == 1 else 1.0)
+
+    monkeypatch.setattr(baselines, "_solve", overshoot_first)
+    halved = baselines.fit_piece_square(paths)
+    assert halved.converged and halved.passes > plain.passes       # the passes that halved the 20x step
+    assert len(calls) < halved.passes                               # a halving pass solves nothing
+    np.testing.assert_allclose(halved.weights, plain.weights, atol=1e-5)
+
+
 def test_piece_square_fit_needs_a_penalty_and_positions(tmp_path) -> None:
     with pytest.raises(ValueError, match="positive ridge penalty"):
         baselines.fit_piece_square([], l2=0.0)

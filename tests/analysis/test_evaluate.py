@@ -123,7 +123,7 @@ def test_intervals_over_games_and_paired_comparisons(planted) -> None:
 def test_an_older_or_damaged_baselines_cache_is_fitted_again(planted, caplog) -> None:
     import logging
 
-    _, run_dir, result = planted
+    _, run_dir, _ = planted
     cache = run_dir / "baselines.json"
     saved = json.loads(cache.read_text())
     assert saved["key"]["baselines"] == evaluate.baselines.BASELINES_VERSION

@@ -190,7 +190,7 @@ def interval_eval() -> dict:
                                                      "intervals": {"accuracy": [0.6, 0.8], "loss": [0.5, 0.64]}},
                                           "model": {"loss": 0.6, "accuracy": 0.67, "positions": 90, "games": 7,
                                                     "intervals": {"accuracy": [0.6, 0.74], "loss": [0.55, 0.65]}}}}}
-    for name, row in baselines.items():
+    for row in baselines.values():
         row["intervals"] = {"accuracy": [row["accuracy"] - 0.05, row["accuracy"] + 0.05],
                             "loss": [row["loss"] - 0.04, row["loss"] + 0.04]}
     return {**EVAL, "baselines": baselines,
