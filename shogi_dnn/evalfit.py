@@ -176,8 +176,12 @@ def fit_batches(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]) ->
     return fit_stats(stats)
 
 
+def logits(evals: np.ndarray, scale: float) -> np.ndarray:
+    """[N] float64 clip(eval) / scale, the logit of `probabilities`; 0 (p = 0.5) where evals is EVAL_NONE."""
+    evals = np.asarray(evals).reshape(-1)
+    return np.where(evals == EVAL_NONE, 0.0, np.clip(evals.astype(np.float64), -FIT_CLIP, FIT_CLIP) / scale)
+
+
 def probabilities(evals: np.ndarray, scale: float) -> np.ndarray:
     """[N] float64 sigmoid(clip(eval) / scale); 0.5 where evals is EVAL_NONE."""
-    evals = np.asarray(evals).reshape(-1)
-    z = np.clip(evals.astype(np.float64), -FIT_CLIP, FIT_CLIP) / scale
-    return np.where(evals == EVAL_NONE, 0.5, 1.0 / (1.0 + np.exp(-z)))
+    return 1.0 / (1.0 + np.exp(-logits(evals, scale)))

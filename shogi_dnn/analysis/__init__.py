@@ -1,7 +1,7 @@
 """Analysis of trained runs and of data: evaluate, scoring maths, baselines, predict, report, inspect.
 
-  scoring.py    accuracy, log loss, Brier, ECE, calibration bins, phase tables (pure numpy)
-  baselines.py  material and side-to-move baselines on the same positions
+  scoring.py    accuracy, log loss, Brier, ECE, calibration bins, phase tables, bootstrap over games (numpy)
+  baselines.py  side-to-move, material, piece-square and engine baselines on the same positions
   evaluate.py   a run's model on a split (TensorFlow), eval-<split>.json
   predict.py    one position or every position of a game (TensorFlow through evaluate)
   report.py     report.md and plots from a run directory (TensorFlow-free)

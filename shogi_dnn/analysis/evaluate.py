@@ -8,11 +8,23 @@ total are consistent by construction (the total loss is the positions-weighted m
 RUN/eval-<split>.json (written atomically) holds: split, data_dir, model, positions, loss, accuracy
 (decisive positions), decisive, draws {positions, loss, mean_prob}, brier, ece, reliability, by_ply,
 by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy},
-baselines {side_to_move, material, train_positions, fitted_on}, mirror_average (whether the model's
-probability was the mean over the position and its left-right mirror, model.value_logits), seconds,
-positions_per_s, games (in the split), dataset (the scored data's identity, identity.py), data_check
-{status: same | unknown | changed, detail} (against the run's run.json "dataset"), warnings (a list of
-lines: e.g. fewer than MIN_EVAL_GAMES games).
+baselines {side_to_move, material, piece_square, engine (when evaluations exist), train_positions,
+fitted_on} (baselines.py), mirror_average (whether the model's probability was the mean over the position
+and its left-right mirror, model.value_logits), seconds, positions_per_s, games (in the split), dataset (the
+scored data's identity, identity.py), data_check {status: same | unknown | changed, detail} (against the
+run's run.json "dataset"), warnings (a list of lines: e.g. fewer than MIN_EVAL_GAMES games), and the
+uncertainty:
+
+  intervals     {accuracy: [lo, hi], loss: [lo, hi]}: 95% bootstrap interval over games (scoring.py), in
+                the model's row and in every baseline's row (and in baselines.engine.evaluated.{engine, model})
+  comparisons   {material, piece_square, side_to_move, engine, engine_evaluated}: model minus that baseline,
+                paired, {accuracy: {estimate, lo, hi, resolved}, loss: {...}}; engine_evaluated is the
+                comparison on the evaluated positions only (baselines.engine.evaluated.model holds the model's
+                scores there); resolved: the interval excludes 0
+  bootstrap     {unit: "game", games, resamples, seed, level}
+
+Files written before the intervals existed lack those keys (and the piece-square and engine baselines);
+report reads both.
 
 The split must hold the games it held when the run was trained (identity.compare): a folder converted
 again with another --val-fraction, or other data given with --data, is refused in one line unless
@@ -22,6 +34,7 @@ trained before runs recorded their data is scored, with one line saying its data
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -37,6 +50,7 @@ from tqdm import tqdm
 from shogi_dnn import config, identity, run_files, shards
 from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
+from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule, towers
 from shogi_dnn.training import model as model_lib
 
@@ -168,10 +182,13 @@ def model_source(run_dir: Path, checkpoint: str | None = None) -> str:
 
 
 def position_extras(paths: Sequence[Path]) -> dict[str, np.ndarray]:
-    """[N] rating (float32, NaN unknown) and ply (int16) of every row of the shards, in file order."""
+    """[N] rating (float32, NaN unknown), ply (int16), game id (int32) and eval (int16, EVAL_NONE none) of
+    every row of the shards, in file order."""
     ratings = [baselines.position_ratings(p).astype(np.float32) for p in paths]
-    plies = [shards.read_positions(p, keys=[shards.KEY_PLY]).arrays[shards.KEY_PLY] for p in paths]
-    return {"rating": np.concatenate(ratings), "ply_check": np.concatenate(plies)}
+    rows = [shards.read_positions(p, keys=[shards.KEY_PLY, shards.KEY_GAME, shards.KEY_EVAL]).arrays for p in paths]
+    return {"rating": np.concatenate(ratings), "ply_check": np.concatenate([r[shards.KEY_PLY] for r in rows]),
+            "game": np.concatenate([r[shards.KEY_GAME] for r in rows]),
+            "eval": np.concatenate([r[shards.KEY_EVAL] for r in rows])}
 
 
 def eval_dataset(paths: Sequence[Path], global_batch: int) -> tf.data.Dataset:
@@ -187,14 +204,13 @@ def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> di
 
 
 def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool = False):
-    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating} of each tower's rows
+    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval} of each tower's rows
     (mirror_average: the logit of the mean probability over each board and its mirror, model.value_logits)."""
 
     @tf.autograph.experimental.do_not_convert
     def replica_predict(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = model_lib.value_logits(model, batch["board"], batch["hands"], mirror_average=mirror_average)
-        return {"logit": logits, "win": batch["win"], "ply": batch["ply"],
-                "ply_check": batch["ply_check"], "rating": batch["rating"]}
+        return {"logit": logits, **{k: batch[k] for k in ("win", "ply", "ply_check", "rating", "game", "eval")}}
 
     @tf.function
     def step(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -203,17 +219,29 @@ def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirr
     return step
 
 
+@dataclasses.dataclass
+class ModelScores:
+    """The model's scores over a split: one Scorer per tower, and its sums per game (scoring.GameSums) over
+    every position and over the positions that carry an engine evaluation."""
+
+    scorers: list[scoring.Scorer]
+    games: scoring.GameSums
+    evaluated_games: scoring.GameSums
+
+
 def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Sequence[Path],
-                 global_batch: int, mirror_average: bool = False) -> list[scoring.Scorer]:
-    """One Scorer per tower over every row of the shards (progress bar over global batches)."""
+                 global_batch: int, mirror_average: bool = False) -> ModelScores:
+    """One Scorer per tower over every row of the shards, and the sums per game (progress bar over global
+    batches)."""
     step = make_predict_step(strategy, model, mirror_average)
-    scorers = [scoring.Scorer() for _ in range(strategy.num_replicas_in_sync)]
+    scores = ModelScores([scoring.Scorer() for _ in range(strategy.num_replicas_in_sync)], scoring.GameSums(),
+                         scoring.GameSums())
     dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch))
     total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
     pipeline.take_read_error()            # clear: only this pass's errors count
     try:
         for batch in tqdm(dist, total=total, desc="evaluate", unit="batch", leave=False):
-            _score_batch(strategy, step, batch, scorers)
+            _score_batch(strategy, step, batch, scores)
     except tf.errors.OpError:      # a damaged chunk: the pipeline's one-line error, not TensorFlow's
         error = pipeline.take_read_error()
         if error is None:
@@ -222,17 +250,20 @@ def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Se
     error = pipeline.take_read_error()    # the pipeline ended early on a damaged chunk: never a partial score
     if error is not None:
         raise error
-    return scorers
+    return scores
 
 
-def _score_batch(strategy: tf.distribute.Strategy, step, batch, scorers: list[scoring.Scorer]) -> None:
-    """Add one distributed batch's predictions to the per-tower scorers."""
+def _score_batch(strategy: tf.distribute.Strategy, step, batch, scores: ModelScores) -> None:
+    """Add one distributed batch's predictions to the per-tower scorers and the per-game sums."""
     out = step(batch)
     local = {k: [t.numpy() for t in strategy.experimental_local_results(v)] for k, v in out.items()}
-    for i, scorer in enumerate(scorers):
+    for i, scorer in enumerate(scores.scorers):
         if not np.array_equal(local["ply"][i], local["ply_check"][i]):
             raise RunError("evaluation rows and their game ratings went out of step (a pipeline bug)")
         scorer.add(local["logit"][i], local["win"][i], local["ply"][i], local["rating"][i])
+        scores.games.add(local["game"][i], local["logit"][i], local["win"][i])
+        scores.evaluated_games.add(local["game"][i], local["logit"][i], local["win"][i],
+                                   local["eval"][i] != EVAL_NONE)
 
 
 def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines, str]:
@@ -247,12 +278,16 @@ def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines
         if not train:
             continue
         shards.verify_shards(manifest, train)
-        key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train]}
+        key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train],
+               "baselines": baselines.BASELINES_VERSION}
         cache = run_dir / run_files.BASELINES_JSON
         if cache.is_file():
             cached = run_files.read_json(cache)
             if cached.get("key") == key:
-                return baselines.Baselines.from_dict(cached["baselines"]), str(source)
+                try:
+                    return baselines.Baselines.from_dict(cached["baselines"]), str(source)
+                except (KeyError, TypeError, ValueError):
+                    log.warning("%s: unreadable cached baselines: fitting them again", cache)
         fitted = baselines.fit_baselines([manifest.shard_path(s) for s in train])
         run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
         return fitted, str(source)
@@ -289,11 +324,13 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     global_batch = (-(-global_batch // towers_count) * towers_count if global_batch
                     else eval_global_batch(run_files.read_config(run_dir), towers_count))
     start = time.perf_counter()
-    scorers = score_towers(strategy, model, paths, global_batch, mirror_average)
+    scores = score_towers(strategy, model, paths, global_batch, mirror_average)
     seconds = time.perf_counter() - start
-    result = summarise(scorers, list(strategy.extended.worker_devices))
+    result = summarise(scores.scorers, list(strategy.extended.worker_devices))
     fitted, source = fitted_baselines(run_dir, data_dir)
-    result["baselines"] = {**baselines.score_baselines(fitted, paths), "fitted_on": f"{source} (train split)"}
+    baseline_scores, baseline_games = baselines.score_baselines_by_game(fitted, paths)
+    result["baselines"] = {**baseline_scores, "fitted_on": f"{source} (train split)"}
+    add_intervals(result, scores, baseline_games)
     result.update(split=split, data_dir=str(data_dir), model=model_source(run_dir, checkpoint),
                   global_batch=global_batch, mirror_average=bool(mirror_average), seconds=round(seconds, 3),
                   positions_per_s=round(result["positions"] / seconds, 1) if seconds > 0 else None)
@@ -303,6 +340,37 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
                   warnings=small_data_warnings(split, games))
     run_files.write_json_atomic(run_files.eval_path(run_dir, split), result, allow_nan=False)
     return result
+
+
+BASELINE_NAMES = ("material", "piece_square", "side_to_move", "engine")     # the order of the comparisons
+
+
+def add_intervals(result: dict[str, Any], scores: ModelScores, baseline_games: dict[str, scoring.GameSums]) -> None:
+    """Add the bootstrap intervals over games to an evaluation result (module docstring: intervals,
+    comparisons, bootstrap), pairing the model with each baseline on the same positions."""
+    names = [n for n in BASELINE_NAMES if n in baseline_games]
+    boot = scoring.bootstrap_games({"model": scores.games, **{n: baseline_games[n] for n in names}},
+                                   [("model", n) for n in names])
+    rows = {"model": result, **{n: result["baselines"][n] for n in names}}
+    for name, row in rows.items():
+        row["intervals"] = _interval_pairs(boot.intervals[name])
+    result["comparisons"] = {n: _difference(boot.differences[("model", n)]) for n in names}
+    result["bootstrap"] = boot.describe()
+    if "engine" in names:
+        evaluated = result["baselines"]["engine"]["evaluated"]
+        pair = scoring.bootstrap_games({"model": scores.evaluated_games, "engine": baseline_games["engine_evaluated"]},
+                                       [("model", "engine")])
+        evaluated["model"] = {**scores.evaluated_games.summary(), "intervals": _interval_pairs(pair.intervals["model"])}
+        evaluated["engine"]["intervals"] = _interval_pairs(pair.intervals["engine"])
+        result["comparisons"]["engine_evaluated"] = _difference(pair.differences[("model", "engine")])
+
+
+def _interval_pairs(intervals: dict[str, scoring.Interval]) -> dict[str, list[float]]:
+    return {metric: [i.lo, i.hi] for metric, i in intervals.items()}
+
+
+def _difference(intervals: dict[str, scoring.Interval]) -> dict[str, dict[str, Any]]:
+    return {metric: {**i.to_dict(), "resolved": i.resolved} for metric, i in intervals.items()}
 
 
 def eval_global_batch(cfg: config.Config, towers_count: int, minimum: int = MIN_EVAL_BATCH) -> int:
@@ -327,29 +395,65 @@ def summarise(scorers: Sequence[scoring.Scorer], devices: Sequence[str]) -> dict
     return result
 
 
+BASELINE_LABELS = {"material": "material", "piece_square": "piece-square", "side_to_move": "side to move",
+                   "engine": "engine"}
+
+
 def format_table(result: dict[str, Any]) -> str:
-    """A readable summary of an evaluation: model vs baselines, per GPU, by ply, by rating, calibration."""
+    """A readable summary of an evaluation: model vs baselines (with 95% intervals over games and the paired
+    comparisons), per GPU, by ply, by rating, calibration."""
     b = result["baselines"]
     averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
     lines += [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
              f"{result['draws']['positions']} draws{averaged})"), "",
-             f"{'':14}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}"]
-    for name, row in (("model", result), ("material", b["material"]), ("side to move", b["side_to_move"])):
-        lines.append(f"{name:14}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row['brier'])}{_f(row['ece'])}")
+             f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   {'loss 95%':<16}{'accuracy 95%':<16}"]
+    rows = [("model", result)] + [(BASELINE_LABELS[n], b[n]) for n in BASELINE_NAMES if n in b]
+    engine = b.get("engine")
+    if engine:
+        evaluated = engine["evaluated"]
+        rows += [("model, evaluated", evaluated["model"]), ("engine, evaluated", evaluated["engine"])]
+    for name, row in rows:
+        lines.append(f"{name:20}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row.get('brier'))}{_f(row.get('ece'))}"
+                     f"   {_span(row, 'loss'):<16}{_span(row, 'accuracy'):<16}")
+    if engine:
+        lines.append(f"\nengine: sigmoid(eval / a), a = {engine['scale']:.0f} cp/logit fitted on the training split "
+                     f"({engine['train_coverage']:.1%} of its positions evaluated); evaluations on "
+                     f"{engine['coverage']:.1%} of these positions ({evaluated['positions']} positions, "
+                     f"{evaluated['games']} games: the 'evaluated' rows), p = 0.5 elsewhere")
+    boot = result.get("bootstrap")
+    if boot:
+        lines.append("")
+        lines += [scoring.comparison_text(_comparison_label(n), c, boot["level"])
+                  for n, c in result["comparisons"].items()]
+        lines.append(f"(intervals: {boot['level']:.0%}, bootstrap over {boot['games']} games, "
+                     f"{boot['resamples']} resamples, seed {boot['seed']}; 'not resolved': the interval contains 0)")
     lines += ["", f"{'per GPU':40}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
     lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}{_f(g['accuracy'], 10)}"
               for g in result["per_gpu"]]
     spread = result["per_gpu_spread"]
     lines.append(f"{'spread (max - min)':40}{'':>10}{_f(spread['loss'])}{_f(spread['accuracy'], 10)}")
-    for title, rows in (("ply", result["by_ply"]), ("rating", result["by_rating"])):
-        if rows:
+    for title, rows_ in (("ply", result["by_ply"]), ("rating", result["by_rating"])):
+        if rows_:
             lines += ["", f"{'by ' + title:16}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
-            lines += [f"{_range(r):16}{r['positions']:>10}{_f(r['loss'])}{_f(r['accuracy'], 10)}" for r in rows]
+            lines += [f"{_range(r):16}{r['positions']:>10}{_f(r['loss'])}{_f(r['accuracy'], 10)}" for r in rows_]
     lines += ["", f"{'calibration':16}{'positions':>10}{'mean p':>8}{'observed':>10}"]
     lines += [f"{r['lo']:.1f}-{r['hi']:.1f}{'':9}{r['positions']:>10}{_f(r['mean_prob'])}{_f(r['mean_label'], 10)}"
               for r in result["reliability"]]
     return "\n".join(lines)
+
+
+def _comparison_label(name: str) -> str:
+    """comparisons key -> the baseline's words: 'engine_evaluated' -> 'engine on evaluated positions'."""
+    if name == "engine_evaluated":
+        return "engine on evaluated positions"
+    return BASELINE_LABELS.get(name, name)
+
+
+def _span(row: dict[str, Any], metric: str) -> str:
+    """'0.6600..0.7000' from a row's intervals (blank without)."""
+    pair = row.get("intervals", {}).get(metric)
+    return f"{pair[0]:.4f}..{pair[1]:.4f}" if pair else ""
 
 
 def _f(value: float | None, width: int = 8) -> str:

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn import identity, plotting, run_files, shards
+from shogi_dnn.analysis import scoring
 from shogi_dnn.errors import RunError
 from shogi_dnn.training import throughput
 
@@ -517,18 +518,70 @@ def _history_lines(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) -> list[str]:
+# (label in report.md, label in --summary, key of eval-<split>.json "baselines"); "engine" also has its
+# evaluated-positions rows. Files written before a baseline existed simply lack its row.
+BASELINE_ROWS = (("material baseline", "material", "material"), ("piece-square baseline", "piece-square", "piece_square"),
+                 ("side-to-move baseline", "side to move", "side_to_move"), ("engine baseline", "engine", "engine"))
+COMPARISON_LABELS = {"material": "material", "piece_square": "piece-square", "side_to_move": "side to move",
+                     "engine": "engine", "engine_evaluated": "engine on evaluated positions"}
+
+
+def _with_interval(row: dict[str, Any], metric: str) -> str:
+    """'0.6600' or, when the row has its bootstrap interval, '0.6600 (0.6400..0.6800)'."""
+    pair = (row.get("intervals") or {}).get(metric)
+    text = _n(row.get(metric))
+    return f"{text} ({pair[0]:.4f}..{pair[1]:.4f})" if pair and text != "-" else text
+
+
+def _predictor_rows(result: dict[str, Any], model: str, labels: int) -> list[tuple[str, dict[str, Any]]]:
+    """(label, row) of the model and every baseline present; with the engine, the evaluated-only rows.
+    labels: 0 for report.md's labels, 1 for --summary's."""
     b = result.get("baselines", {})
+    rows = [(model, result)] + [(names[labels], b[key]) for *names, key in BASELINE_ROWS if b.get(key)]
+    evaluated = (b.get("engine") or {}).get("evaluated") or {}
+    if evaluated.get("model") and evaluated.get("engine"):
+        rows += [(f"{model}, evaluated positions" if labels == 0 else "model, evaluated", evaluated["model"]),
+                 (("engine baseline, evaluated positions", "engine, evaluated")[labels], evaluated["engine"])]
+    return rows
+
+
+def comparison_lines(result: dict[str, Any]) -> list[str]:
+    """One line per paired comparison of the model with a baseline (scoring.comparison_text), then what
+    the intervals are; empty for a file written before the intervals."""
+    boot = result.get("bootstrap")
+    comparisons = result.get("comparisons")
+    if not boot or not comparisons:
+        return []
+    lines = [scoring.comparison_text(COMPARISON_LABELS.get(k, k), c, boot.get("level", scoring.BOOTSTRAP_LEVEL))
+             for k, c in comparisons.items()]
+    lines.append(f"({boot.get('level', scoring.BOOTSTRAP_LEVEL):.0%} intervals: bootstrap over {boot.get('games', '?')} "
+                 f"games, {boot.get('resamples', '?')} resamples; not resolved: the interval contains 0)")
+    return lines
+
+
+def _engine_line(result: dict[str, Any]) -> list[str]:
+    engine = result.get("baselines", {}).get("engine")
+    if not engine or "evaluated" not in engine:
+        return []
+    evaluated = engine["evaluated"]
+    return [(f"engine: sigmoid(eval / a), a = {engine.get('scale', 0):.0f} cp/logit fitted on the training split; "
+             f"evaluations on {engine.get('coverage', 0):.1%} of these positions ({evaluated.get('positions', 0):,} "
+             f"positions, {evaluated.get('games', '?')} games: the evaluated rows), p = 0.5 elsewhere")]
+
+
+def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) -> list[str]:
+    intervals = " (95% interval over games)" if result.get("intervals") else ""
     lines = ["", f"## Evaluation: {split}", "", *(f"> **WARNING**: {line}\n" for line in labels),
              (f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
              f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive positions."), "",
-             "| predictor | loss | accuracy | Brier | ECE |", "|---|---|---|---|---|"]
+             f"| predictor | loss{intervals} | accuracy{intervals} | Brier | ECE |", "|---|---|---|---|---|"]
     model = "model (mirror-averaged)" if result.get("mirror_average") else "model"
-    for name, row in ((model, result), ("material baseline", b.get("material")),
-                      ("side-to-move baseline", b.get("side_to_move"))):
-        if row:
-            lines.append(f"| {name} | {_n(row.get('loss'))} | {_n(row.get('accuracy'))} | {_n(row.get('brier'))} "
-                         f"| {_n(row.get('ece'))} |")
+    for name, row in _predictor_rows(result, model, 0):
+        lines.append(f"| {name} | {_with_interval(row, 'loss')} | {_with_interval(row, 'accuracy')} | "
+                     f"{_n(row.get('brier'))} | {_n(row.get('ece'))} |")
+    extra = _engine_line(result) + comparison_lines(result)
+    if extra:
+        lines += [""] + [f"- {line}" for line in extra]
     gpus = result.get("per_gpu", [])
     if gpus:
         spread = result.get("per_gpu_spread", {})
@@ -545,9 +598,13 @@ def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) 
 
 
 def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_data: bool = False) -> str:
-    """Model vs the material and side-to-move baselines on one evaluated split (RUN/eval-<split>.json):
-    accuracy (decisive positions), log loss, ECE, positions and games (from the dataset's manifest),
-    then one line saying whether the model is ahead of material. RunError when the split was not evaluated."""
+    """Model vs the baselines on one evaluated split (RUN/eval-<split>.json): accuracy (decisive positions),
+    log loss, each with its 95% interval over games when the file has them, ECE, positions and games (from
+    the dataset's manifest), then one line per paired comparison ("model ahead of material: accuracy
+    +0.0210 (95% +0.0040..+0.0380 over games), ..." or "... not resolved"); a file written before the
+    intervals gets the old line "model ahead of material: accuracy +0.0600, log loss -0.0500".
+    An evaluation of data the run no longer trains on is refused unless allow_changed_data (then labelled).
+    RunError when the split was not evaluated."""
     from shogi_dnn.errors import ShogiDnnError
 
     run_dir = Path(run_dir)
@@ -564,18 +621,25 @@ def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_
             games = sum(s.games for s in (manifest.split(split) if split != "all" else manifest.shards))
         except (ShogiDnnError, OSError, KeyError):
             pass                                        # the dataset moved: games unknown, the rest stands
-    b = result.get("baselines", {})
-    rows = [("model", result), ("material", b.get("material")), ("side to move", b.get("side_to_move"))]
-    lines = [f"WARNING: {line}" for line in labels]
-    lines += [f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are better)",
-             f"{'predictor':<14}{'accuracy':>9}{'log loss':>10}{'ECE':>8}{'positions':>11}{'games':>7}"]
     games_text = f"{games:,}" if isinstance(games, int) else games
-    for name, row in rows:
-        if row:
-            lines.append(f"{name:<14}{_n(row.get('accuracy')):>9}{_n(row.get('loss')):>10}{_n(row.get('ece')):>8}"
-                         f"{row.get('positions', result.get('positions', 0)):>11,}{games_text:>7}")
-    material = b.get("material")
-    if material and result.get("accuracy") is not None and material.get("accuracy") is not None:
+    table = [["predictor", "accuracy", "log loss", "ECE", "positions", "games"]]
+    for name, row in _predictor_rows(result, "model", 1):
+        row_games = row.get("games")
+        table.append([name, _with_interval(row, "accuracy"), _with_interval(row, "loss"), _n(row.get("ece")),
+                      f"{row.get('positions', result.get('positions', 0)):,}",
+                      f"{row_games:,}" if isinstance(row_games, int) else games_text])
+    widths = [max(len(r[c]) for r in table) for c in range(len(table[0]))]
+    intervals = "; in brackets the 95% interval over games" if result.get("intervals") else ""
+    lines = [f"WARNING: {line}" for line in labels]
+    lines += [(f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE are "
+              f"better{intervals})")]
+    lines += ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths)))
+              for r in table]
+    comparisons = comparison_lines(result)
+    material = result.get("baselines", {}).get("material")
+    if comparisons:
+        lines += comparisons
+    elif material and result.get("accuracy") is not None and material.get("accuracy") is not None:
         d_acc, d_loss = result["accuracy"] - material["accuracy"], result["loss"] - material["loss"]
         ahead = d_acc > 0 and d_loss < 0
         lines.append(f"model {'ahead of' if ahead else 'NOT ahead of'} material: accuracy {d_acc:+.4f}, "

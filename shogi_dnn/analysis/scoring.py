@@ -13,13 +13,24 @@ LABEL_LOSS (0) and LABEL_DRAW (0.5). Conventions, shared by the model and the ba
 
 `Scorer` accumulates sums batch by batch, so a split of any size is scored in constant memory, and two
 scorers can be merged (per-GPU scorers sum to the total one).
+
+Intervals: the positions of one game are not independent, so the uncertainty of a score is estimated by a
+bootstrap over GAMES. `GameSums` keeps one predictor's sums per game (positions, cross-entropy, squared
+error, decisive, correct); `bootstrap_games` draws BOOTSTRAP_RESAMPLES resamples of the games with
+replacement (numpy Generator, BOOTSTRAP_SEED), recomputes each score as a ratio of the resampled sums, and
+gives the percentile interval at BOOTSTRAP_LEVEL. Comparisons are PAIRED: the model and a baseline are
+scored on the same positions and every resample weighs both with the same games, so a difference's interval
+reflects how the two disagree, not how hard the games were. A difference whose interval contains 0 is not
+resolved (`Interval.resolved`). Cost: resamples x games multiply-adds per predictor, in memory bounded by
+RESAMPLE_CELLS.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +38,10 @@ import numpy as np
 from shogi_dnn.features import LABEL_DRAW, LABEL_LOSS, LABEL_WIN
 
 CALIBRATION_BINS = 10
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_LEVEL = 0.95
+RESAMPLE_CELLS = 1 << 22     # resamples x games held at once (32 MB of float64 counts)
 # Game-phase buckets by ply (moves played before the position): [0, 20), [20, 40), ... [150, inf).
 PLY_EDGES: tuple[float, ...] = (0, 20, 40, 60, 80, 100, 150, math.inf)
 # Rating bands (mean of both players' ratings): [-inf, 1000), [1000, 1500), ... [3500, inf).
@@ -233,6 +248,204 @@ def _edge(value: float) -> float | None:
     return None if math.isinf(value) else value
 
 
+_GAME_FIELDS = ("positions", "loss", "brier", "decisive", "correct")
+POSITIONS, LOSS, BRIER, DECISIVE, CORRECT = range(len(_GAME_FIELDS))
+
+
+class GameSums:
+    """One predictor's score sums per game, for intervals over games (bootstrap_games).
+
+    `sums` [5, ids] float64, column = game id (dataset-wide, >= 0): positions, cross-entropy sum, squared
+    error sum, decisive positions, correct decisive positions. Games without positions are zero columns.
+    """
+
+    def __init__(self) -> None:
+        self.sums = np.zeros((len(_GAME_FIELDS), 0))
+
+    def add(self, games: np.ndarray, logits: np.ndarray, labels: np.ndarray, mask: np.ndarray | None = None,
+            predicted_win: np.ndarray | None = None) -> None:
+        """Add a batch: games [N] int game ids, logits [N] float, labels [N] in {0, 0.5, 1}; mask [N] bool
+        keeps only the positions where it is True; predicted_win [N] bool, the predicted winner for accuracy
+        when it is not logits > 0 (the side-to-move baseline always says "the side to move wins").
+
+        Raises:
+            ValueError: lengths differ, or a negative game id.
+        """
+        g = np.asarray(games).reshape(-1).astype(np.int64)
+        x = np.asarray(logits, np.float64).reshape(-1)
+        y = np.asarray(labels, np.float64).reshape(-1)
+        if not g.size == x.size == y.size:
+            raise ValueError(f"{g.size} game ids, {x.size} logits, {y.size} labels")
+        says_win = x > 0 if predicted_win is None else np.asarray(predicted_win, bool).reshape(-1)
+        if mask is not None:
+            keep = np.asarray(mask, bool).reshape(-1)
+            g, x, y, says_win = g[keep], x[keep], y[keep], says_win[keep]
+        if g.size == 0:
+            return
+        if int(g.min()) < 0:
+            raise ValueError(f"game id {int(g.min())}: ids must be >= 0")
+        self._grow(int(g.max()) + 1)
+        decisive = y != LABEL_DRAW
+        columns = (np.ones_like(x), cross_entropy(x, y), (sigmoid(x) - y) ** 2, decisive,
+                   decisive & (says_win == (y == LABEL_WIN)))
+        for field, values in enumerate(columns):
+            self.sums[field] += np.bincount(g, weights=values.astype(np.float64), minlength=self.sums.shape[1])
+
+    def _grow(self, ids: int) -> None:
+        if ids > self.sums.shape[1]:
+            grown = np.zeros((len(_GAME_FIELDS), max(ids, 2 * self.sums.shape[1])))
+            grown[:, :self.sums.shape[1]] = self.sums
+            self.sums = grown
+
+    def merge(self, other: GameSums) -> None:
+        """Add another predictor-part's sums (e.g. another tower's)."""
+        self._grow(other.sums.shape[1])
+        self.sums[:, :other.sums.shape[1]] += other.sums
+
+    def game_ids(self) -> np.ndarray:
+        """[G] int64 ids of the games with at least one position."""
+        return np.flatnonzero(self.sums[POSITIONS] > 0)
+
+    def summary(self) -> dict[str, Any]:
+        """positions, games, loss, accuracy (decisive positions), brier, decisive: as Scorer.summary."""
+        total = [float(v) for v in self.sums.sum(axis=1)]
+        return {"positions": int(total[POSITIONS]), "games": int(self.game_ids().size),
+                "loss": _ratio(total[LOSS], total[POSITIONS]), "accuracy": _ratio(total[CORRECT], total[DECISIVE]),
+                "brier": _ratio(total[BRIER], total[POSITIONS]), "decisive": int(total[DECISIVE])}
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """A point estimate and its bootstrap interval [lo, hi] (percentiles of the resampled statistic)."""
+
+    estimate: float
+    lo: float
+    hi: float
+
+    @property
+    def resolved(self) -> bool:
+        """For a difference: the interval excludes 0, so its sign is resolved at the bootstrap's level."""
+        return self.lo > 0 or self.hi < 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"estimate": self.estimate, "lo": self.lo, "hi": self.hi}
+
+
+@dataclasses.dataclass(frozen=True)
+class GameBootstrap:
+    """bootstrap_games' result: intervals[name][metric] and differences[(a, b)][metric] (a minus b),
+    metric "accuracy" or "loss"."""
+
+    games: int
+    resamples: int
+    seed: int
+    level: float
+    intervals: dict[str, dict[str, Interval]]
+    differences: dict[tuple[str, str], dict[str, Interval]]
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready settings: unit, games, resamples, seed, level."""
+        return {"unit": "game", "games": self.games, "resamples": self.resamples, "seed": self.seed,
+                "level": self.level}
+
+
+def resample_counts(games: int, resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = BOOTSTRAP_SEED) -> Iterator[np.ndarray]:
+    """Yield [r, games] float64 blocks (r resamples at a time, `resamples` in all): how many times each
+    game is drawn when `games` games are drawn with replacement. Same arguments, same blocks."""
+    rng = np.random.default_rng(seed)
+    block = max(1, RESAMPLE_CELLS // max(games, 1))
+    for start in range(0, resamples, block):
+        r = min(block, resamples - start)
+        draws = rng.integers(0, games, size=(r, games)) + games * np.arange(r)[:, None]
+        yield np.bincount(draws.reshape(-1), minlength=r * games).reshape(r, games).astype(np.float64)
+
+
+def bootstrap_games(predictors: Mapping[str, GameSums], differences: Sequence[tuple[str, str]] = (),
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                    level: float = BOOTSTRAP_LEVEL) -> GameBootstrap:
+    """Paired bootstrap over games of accuracy and log loss of several predictors and of differences.
+
+    Args:
+        predictors: name -> GameSums, all of the SAME positions (equal positions per game).
+        differences: (a, b) pairs of names: intervals of a's score minus b's, resample by resample.
+    Raises:
+        ValueError: no positions, or the predictors were scored on different positions.
+    """
+    names = list(predictors)
+    ids = predictors[names[0]].game_ids() if names else np.zeros(0, np.int64)
+    if ids.size == 0:
+        raise ValueError("no positions to bootstrap")
+    stacked = {name: _columns(predictors[name].sums, ids) for name in names}
+    reference = stacked[names[0]][POSITIONS]
+    for name in names:
+        if not np.array_equal(stacked[name][POSITIONS], reference) or \
+                predictors[name].sums[POSITIONS].sum() != reference.sum():
+            raise ValueError(f"{name!r} and {names[0]!r} were scored on different positions")
+    draws: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for counts in resample_counts(ids.size, resamples, seed):
+        for name in names:
+            draws[name].append(counts @ stacked[name].T)           # [r, 5] resampled sums
+    totals = {name: np.concatenate(parts) for name, parts in draws.items()}
+    point = {name: stacked[name].sum(axis=1)[None, :] for name in names}
+    tails = (100 * (1 - level) / 2, 100 * (1 + level) / 2)
+
+    def interval(statistic) -> dict[str, Interval]:
+        out = {}
+        for metric, (num, den) in (("accuracy", (CORRECT, DECISIVE)), ("loss", (LOSS, POSITIONS))):
+            estimate = float(statistic(point, num, den)[0])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)     # a resample without decisive positions
+                lo, hi = np.nanpercentile(statistic(totals, num, den), tails)
+            out[metric] = Interval(estimate, float(lo), float(hi))
+        return out
+
+    return GameBootstrap(int(ids.size), int(resamples), int(seed), float(level),
+                         {n: interval(lambda t, a, b, n=n: _ratios(t[n], a, b)) for n in names},
+                         {(a, b): interval(lambda t, i, j, a=a, b=b: _ratios(t[a], i, j) - _ratios(t[b], i, j))
+                          for a, b in differences})
+
+
+def _columns(sums: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """[5, G] sums of the games `ids` (zero for ids beyond the array)."""
+    out = np.zeros((sums.shape[0], ids.size))
+    inside = ids < sums.shape[1]
+    out[:, inside] = sums[:, ids[inside]]
+    return out
+
+
+def _ratios(totals: np.ndarray, numerator: int, denominator: int) -> np.ndarray:
+    """[r] totals[:, numerator] / totals[:, denominator] (NaN where the denominator is 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(totals[:, denominator] > 0, totals[:, numerator] / totals[:, denominator], np.nan)
+
+
+def interval_text(lo: float, hi: float, level: float = BOOTSTRAP_LEVEL, signed: bool = True) -> str:
+    """'95% +0.0040..+0.0380 over games' (signed: for a difference)."""
+    fmt = "+.4f" if signed else ".4f"
+    return f"{level:.0%} {lo:{fmt}}..{hi:{fmt}} over games"
+
+
+def comparison_text(baseline: str, comparison: Mapping[str, Mapping[str, Any]], level: float = BOOTSTRAP_LEVEL) -> str:
+    """One line on the model against a baseline from its paired differences (evaluate's "comparisons").
+
+    'model ahead of material: accuracy +0.0210 (95% +0.0040..+0.0380 over games), log loss -0.0500 (95% ...)':
+    "ahead of" when both differences are resolved in the model's favour (accuracy up, log loss down),
+    "behind" when both are resolved against it, else "vs"; a difference whose interval contains 0 says
+    "not resolved".
+    """
+    parts, verdicts = [], []
+    for metric, label, better in (("accuracy", "accuracy", 1.0), ("loss", "log loss", -1.0)):
+        d = comparison[metric]
+        resolved = d["lo"] > 0 or d["hi"] < 0
+        side = 1.0 if d["lo"] > 0 else -1.0          # which side of 0 a resolved interval lies on
+        verdicts.append(0 if not resolved else (1 if better * side > 0 else -1))
+        suffix = "" if resolved else ": not resolved"
+        parts.append(f"{label} {d['estimate']:+.4f} ({interval_text(d['lo'], d['hi'], level)}{suffix})")
+    verb = "ahead of" if verdicts == [1, 1] else "behind" if verdicts == [-1, -1] else "vs"
+    return f"model {verb} {baseline}: " + ", ".join(parts)
+
+
 def spread(values: Sequence[float | None]) -> float | None:
     """max - min of the non-None values (None when fewer than one)."""
     present = [v for v in values if v is not None]
@@ -240,18 +453,28 @@ def spread(values: Sequence[float | None]) -> float | None:
 
 
 __all__ = [
+    "BOOTSTRAP_LEVEL",
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
     "CALIBRATION_BINS",
     "LABEL_DRAW",
     "LABEL_LOSS",
     "LABEL_WIN",
     "PLY_EDGES",
     "RATING_EDGES",
+    "GameBootstrap",
+    "GameSums",
+    "Interval",
     "Scorer",
     "accuracy",
+    "bootstrap_games",
     "brier",
+    "comparison_text",
     "cross_entropy",
+    "interval_text",
     "log_loss",
     "reliability_table",
+    "resample_counts",
     "sigmoid",
     "spread",
 ]

@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from shogi_dnn import cli
+from shogi_dnn import cli, shards
 from shogi_dnn.analysis import evaluate, scoring
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training import pipeline, towers
 from tests.support.evaldata import material_dataset, split_paths
 from tests.support.evalrun import make_random_run
@@ -20,7 +21,8 @@ from tests.support.evalrun import make_random_run
 def planted(tmp_path_factory):
     root = tmp_path_factory.mktemp("evaluate")
     manifest = material_dataset(root / "data", {"train": (300, 0.9, False), "validation": (205, 0.5, True),
-                                                "test": (50, 0.5, False)})
+                                                "test": (50, 0.5, False)},
+                                eval_share={"train": 0.8, "validation": 0.7})
     run_dir = make_random_run(root / "run", root / "data", devices=2, per_replica_batch=16)
     result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)   # 7 steps, the last partial
     return manifest, run_dir, result
@@ -51,6 +53,14 @@ def test_totals_match_a_plain_prediction_of_every_row(planted) -> None:
     win = np.concatenate([b["win"].numpy() for b in rows])
     assert result["loss"] == pytest.approx(scoring.log_loss(logits, win), rel=1e-5)
     assert result["accuracy"] == pytest.approx(scoring.accuracy(logits, win))
+    # the model on the positions that carry an engine evaluation, next to the engine there
+    evals = np.concatenate([shards.read_positions(p, keys=["eval"]).arrays["eval"]
+                            for p in split_paths(manifest, "validation")])
+    has = evals != EVAL_NONE
+    evaluated = result["baselines"]["engine"]["evaluated"]
+    assert evaluated["positions"] == evaluated["model"]["positions"] == int(has.sum()) > 0
+    assert evaluated["model"]["loss"] == pytest.approx(scoring.log_loss(logits[has], win[has]), rel=1e-5)
+    assert evaluated["model"]["accuracy"] == pytest.approx(scoring.accuracy(logits[has], win[has]))
 
 
 def test_per_gpu_matches_the_training_eval_step(planted) -> None:
@@ -81,6 +91,51 @@ def test_baselines_are_fitted_on_the_train_split(planted) -> None:
     assert (run_dir / "baselines.json").is_file()
     table = evaluate.format_table(result)
     assert "material" in table and "side to move" in table and "spread" in table
+
+
+def test_intervals_over_games_and_paired_comparisons(planted) -> None:
+    manifest, _, result = planted
+    b = result["baselines"]
+    games = len(np.unique(np.concatenate([shards.read_positions(p, keys=["game"]).arrays["game"]
+                                          for p in split_paths(manifest, "validation")])))
+    assert result["bootstrap"] == {"unit": "game", "games": games, "resamples": scoring.BOOTSTRAP_RESAMPLES,
+                                   "seed": scoring.BOOTSTRAP_SEED, "level": scoring.BOOTSTRAP_LEVEL}
+    assert list(result["comparisons"]) == ["material", "piece_square", "side_to_move", "engine", "engine_evaluated"]
+    for name in ("material", "piece_square", "side_to_move", "engine"):
+        for metric in ("accuracy", "loss"):
+            lo, hi = b[name]["intervals"][metric]
+            assert lo <= b[name][metric] <= hi
+            d = result["comparisons"][name][metric]
+            assert d["estimate"] == pytest.approx(result[metric] - b[name][metric], abs=1e-9)
+            assert d["lo"] <= d["estimate"] <= d["hi"] and d["resolved"] == (d["lo"] > 0 or d["hi"] < 0)
+    lo, hi = result["intervals"]["accuracy"]
+    assert lo <= result["accuracy"] <= hi
+    # the material rule is reversed in validation: material is certainly behind a coin-flipping random model
+    assert result["comparisons"]["material"]["accuracy"]["resolved"]
+    evaluated = b["engine"]["evaluated"]
+    d = result["comparisons"]["engine_evaluated"]["loss"]
+    assert d["estimate"] == pytest.approx(evaluated["model"]["loss"] - evaluated["engine"]["loss"], abs=1e-9)
+    table = evaluate.format_table(result)
+    assert "piece-square" in table and "engine, evaluated" in table and f"bootstrap over {games} games" in table
+    assert "model ahead of material: accuracy" in table
+
+
+def test_an_older_or_damaged_baselines_cache_is_fitted_again(planted, caplog) -> None:
+    import logging
+
+    _, run_dir, _ = planted
+    cache = run_dir / "baselines.json"
+    saved = json.loads(cache.read_text())
+    assert saved["key"]["baselines"] == evaluate.baselines.BASELINES_VERSION
+    old = {"key": {k: v for k, v in saved["key"].items() if k != "baselines"},
+           "baselines": {k: v for k, v in saved["baselines"].items() if k not in ("piece_square", "engine")}}
+    cache.write_text(json.dumps(old))                           # written before piece_square and engine
+    fitted, _ = evaluate.fitted_baselines(run_dir, run_dir)
+    assert fitted.piece_square.passes > 0 and json.loads(cache.read_text()) == saved
+    cache.write_text(json.dumps({"key": saved["key"], "baselines": {"weights": []}}))
+    with caplog.at_level(logging.WARNING, logger="shogi_dnn.analysis.evaluate"):
+        again, _ = evaluate.fitted_baselines(run_dir, run_dir)
+    assert again == fitted and any("fitting them again" in r.getMessage() for r in caplog.records)
 
 
 def test_test_split_and_one_tower(planted) -> None:

@@ -206,3 +206,73 @@ def test_per_device_titles_and_validation_panels_with_labels_and_epochs(tmp_path
     assert titles["loss"] == "training loss per CPU" and titles["throughput"] == "positions/s per CPU"
     report.make_plots(tmp_path, records, {})
     assert titles["accuracy"] == "training accuracy per GPU"
+
+
+def interval_eval() -> dict:
+    """EVAL as evaluate writes it now: every baseline, intervals over games and paired comparisons."""
+    def diff(estimate: float, lo: float, hi: float) -> dict:
+        return {"estimate": estimate, "lo": lo, "hi": hi, "resolved": lo > 0 or hi < 0}
+
+    baselines = {**EVAL["baselines"],
+                 "piece_square": {"loss": 0.64, "accuracy": 0.63, "brier": 0.22, "ece": 0.02, "positions": 100},
+                 "engine": {"loss": 0.58, "accuracy": 0.7, "brier": 0.2, "ece": 0.03, "positions": 100,
+                            "scale": 811.4, "coverage": 0.9, "train_coverage": 0.94,
+                            "evaluated": {"positions": 90, "games": 7,
+                                          "engine": {"loss": 0.57, "accuracy": 0.71, "positions": 90, "games": 7,
+                                                     "intervals": {"accuracy": [0.6, 0.8], "loss": [0.5, 0.64]}},
+                                          "model": {"loss": 0.6, "accuracy": 0.67, "positions": 90, "games": 7,
+                                                    "intervals": {"accuracy": [0.6, 0.74], "loss": [0.55, 0.65]}}}}}
+    for row in baselines.values():
+        row["intervals"] = {"accuracy": [row["accuracy"] - 0.05, row["accuracy"] + 0.05],
+                            "loss": [row["loss"] - 0.04, row["loss"] + 0.04]}
+    return {**EVAL, "baselines": baselines,
+            "intervals": {"accuracy": [0.62, 0.7], "loss": [0.57, 0.65]},
+            "bootstrap": {"unit": "game", "games": 8, "resamples": 1000, "seed": 0, "level": 0.95},
+            "comparisons": {"material": {"accuracy": diff(0.06, 0.02, 0.1), "loss": diff(-0.05, -0.08, -0.02)},
+                            "piece_square": {"accuracy": diff(0.03, -0.01, 0.07), "loss": diff(-0.03, -0.06, 0.01)},
+                            "side_to_move": {"accuracy": diff(0.15, 0.1, 0.2), "loss": diff(-0.08, -0.1, -0.06)},
+                            "engine": {"accuracy": diff(-0.04, -0.07, -0.01), "loss": diff(0.03, 0.01, 0.05)},
+                            "engine_evaluated": {"accuracy": diff(-0.04, -0.08, 0.0001),
+                                                 "loss": diff(0.03, 0.01, 0.05)}}}
+
+
+def test_summary_and_report_show_intervals_and_comparisons(tmp_path, capsys) -> None:
+    write_metrics(tmp_path, gpus=1)
+    (tmp_path / "run.json").write_text(json.dumps({"data_dir": str(tmp_path / "moved"), "devices": ["CPU:0"],
+                                                   "num_replicas": 1}))
+    (tmp_path / "eval-validation.json").write_text(json.dumps(interval_eval()))
+    assert cli.main(["report", "--run-dir", str(tmp_path), "--summary"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    start = out.index(next(line for line in out if line.startswith("predictor")))
+    table = out[start:]
+    assert "in brackets the 95% interval over games" in out[start - 1]
+    assert table[1].split() == ["model", "0.6600", "(0.6200..0.7000)", "0.6100", "(0.5700..0.6500)", "0.0300",
+                                "100", "?"]                    # the dataset moved: games unknown
+    assert [row.split("  ")[0].strip() for row in table[2:8]] == [
+        "material", "piece-square", "side to move", "engine", "model, evaluated", "engine, evaluated"]
+    assert table[6].split()[-2:] == ["90", "7"]                # the evaluated rows: their positions and games
+    assert table[8] == ("model ahead of material: accuracy +0.0600 (95% +0.0200..+0.1000 over games), "
+                        "log loss -0.0500 (95% -0.0800..-0.0200 over games)")
+    assert table[9] == ("model vs piece-square: accuracy +0.0300 (95% -0.0100..+0.0700 over games: not resolved), "
+                        "log loss -0.0300 (95% -0.0600..+0.0100 over games: not resolved)")
+    assert table[10].startswith("model ahead of side to move:")
+    assert table[11].startswith("model behind engine: accuracy -0.0400 (95% -0.0700..-0.0100 over games)")
+    assert table[12].startswith("model vs engine on evaluated positions: accuracy -0.0400 (95% -0.0800..+0.0001 "
+                                "over games: not resolved)")
+    assert table[13] == "(95% intervals: bootstrap over 8 games, 1000 resamples; not resolved: the interval contains 0)"
+    text = (tmp_path / "report.md").read_text()
+    assert "| model | 0.6100 (0.5700..0.6500) | 0.6600 (0.6200..0.7000) | 0.2100 | 0.0300 |" in text
+    assert "| piece-square baseline | 0.6400 (0.6000..0.6800) | 0.6300 (0.5800..0.6800) |" in text
+    assert "| engine baseline, evaluated positions | 0.5700 (0.5000..0.6400) | 0.7100 (0.6000..0.8000) |" in text
+    assert "- model vs piece-square: accuracy +0.0300" in text and "evaluations on 90.0% of these positions" in text
+
+
+def test_an_eval_file_from_before_the_intervals_still_reports(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=1)
+    (tmp_path / "run.json").write_text(json.dumps({"data_dir": "/data", "devices": ["CPU:0"], "num_replicas": 1}))
+    (tmp_path / "eval-validation.json").write_text(json.dumps(EVAL))
+    text = report.write_report(tmp_path).read_text()
+    assert "| model | 0.6100 | 0.6600 | 0.2100 | 0.0300 |" in text and "over games" not in text
+    assert "piece-square" not in text and "engine" not in text
+    lines = report.summary_table(tmp_path).splitlines()
+    assert lines[-1] == "model ahead of material: accuracy +0.0600, log loss -0.0500"

@@ -89,3 +89,141 @@ def test_empty_scorer_gives_nulls_and_spread() -> None:
     assert out["positions"] == 0 and out["loss"] is None and out["ece"] is None
     assert scoring.spread([0.5, None, 0.7]) == pytest.approx(0.2)
     assert scoring.spread([None]) is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# per-game sums and the bootstrap over games
+
+
+def test_game_sums_are_the_per_game_scores() -> None:
+    games = np.array([5, 5, 2, 2, 2, 9])
+    x = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 0.2])
+    y = np.array([1.0, 1.0, 0.0, 0.5, 0.0, 1.0])
+    sums = scoring.GameSums()
+    sums.add(games[:3], x[:3], y[:3])
+    other = scoring.GameSums()
+    other.add(games[3:], x[3:], y[3:])
+    sums.merge(other)                                       # two towers' parts add up
+    np.testing.assert_array_equal(sums.game_ids(), [2, 5, 9])
+    game2 = games == 2
+    assert sums.sums[scoring.POSITIONS, 2] == 3 and sums.sums[scoring.DECISIVE, 2] == 2
+    assert sums.sums[scoring.CORRECT, 2] == 1               # 0.5 -> "wins" but lost; -1 -> "loses" and lost
+    assert sums.sums[scoring.LOSS, 2] == pytest.approx(scoring.cross_entropy(x[game2], y[game2]).sum())
+    summary = sums.summary()
+    assert summary["positions"] == 6 and summary["games"] == 3
+    assert summary["loss"] == pytest.approx(scoring.log_loss(x, y))
+    assert summary["accuracy"] == pytest.approx(scoring.accuracy(x, y))
+    assert summary["brier"] == pytest.approx(scoring.brier(x, y))
+    masked = scoring.GameSums()
+    masked.add(games, x, y, mask=games != 5, predicted_win=np.ones(6, bool))
+    assert masked.summary()["positions"] == 4 and masked.summary()["accuracy"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="ids must be >= 0"):
+        masked.add(np.array([-1]), np.zeros(1), np.ones(1))
+    with pytest.raises(ValueError, match="2 game ids, 1 logits"):
+        masked.add(np.array([1, 2]), np.zeros(1), np.ones(1))
+
+
+def one_game_per_accuracy(correct: list[int], decisive: list[int]) -> scoring.GameSums:
+    """Games with the given correct/decisive counts (no draws): logit +1 for a right call, -1 for a wrong one."""
+    games, x = [], []
+    for g, (c, d) in enumerate(zip(correct, decisive)):
+        games += [g] * d
+        x += [1.0] * c + [-1.0] * (d - c)
+    sums = scoring.GameSums()
+    sums.add(np.array(games), np.array(x), np.ones(len(x)))
+    return sums
+
+
+def test_bootstrap_interval_is_the_exact_resampling_distributions_percentiles() -> None:
+    # 4 games; the bootstrap distribution of the pooled accuracy is enumerable: 4^4 equally likely draws.
+    correct, decisive = [0, 2, 2, 2], [5, 3, 3, 3]
+    sums = one_game_per_accuracy(correct, decisive)
+    values = np.round([sum(correct[g] for g in draw) / sum(decisive[g] for g in draw)
+                       for draw in np.ndindex(4, 4, 4, 4)], 12)
+    distinct = np.unique(values)
+    below = np.array([np.mean(values < v) for v in distinct])       # P(X < atom), P(X <= atom)
+    upto = np.array([np.mean(values <= v) for v in distinct])
+    lo_exact, hi_exact = distinct[np.searchsorted(upto, 0.025)], distinct[np.searchsorted(upto, 0.975)]
+    assert (lo_exact, hi_exact) == (pytest.approx(1 / 9), pytest.approx(2 / 3))
+    # the sampled percentiles land on the same atoms unless the CDF sits near 2.5% / 97.5% at a jump
+    edges = np.concatenate([below, upto])
+    assert np.all(np.abs(edges - 0.025) > 0.008) and np.all(np.abs(edges - 0.975) > 0.008)
+    boot = scoring.bootstrap_games({"model": sums}, resamples=20000, seed=7)
+    accuracy = boot.intervals["model"]["accuracy"]
+    assert accuracy.estimate == pytest.approx(6 / 14)
+    assert accuracy.lo == pytest.approx(lo_exact) and accuracy.hi == pytest.approx(hi_exact)
+    assert boot.games == 4 and boot.describe() == {"unit": "game", "games": 4, "resamples": 20000, "seed": 7,
+                                                   "level": 0.95}
+
+
+def test_resample_counts_draw_games_with_replacement() -> None:
+    blocks = list(scoring.resample_counts(5, resamples=12, seed=3))
+    counts = np.concatenate(blocks)
+    assert counts.shape == (12, 5) and np.all(counts.sum(axis=1) == 5) and np.all(counts >= 0)
+    np.testing.assert_array_equal(counts, np.concatenate(list(scoring.resample_counts(5, 12, 3))))
+    assert not np.array_equal(counts, np.concatenate(list(scoring.resample_counts(5, 12, 4))))
+    # blocks stay within RESAMPLE_CELLS: many games, fewer resamples a block
+    big = scoring.RESAMPLE_CELLS // 4 + 1
+    first = next(scoring.resample_counts(big, resamples=10))
+    assert first.shape == (3, big)
+
+
+def test_paired_differences_by_hand_and_identical_predictors() -> None:
+    rng = np.random.default_rng(0)
+    games = np.repeat(np.arange(40), 25)
+    y = (rng.random(games.size) < 0.5).astype(np.float64)
+    strength = rng.normal(0, 2, 40)[games]                 # some games easy, some hard: shared by both
+    model_x = (2 * y - 1) * strength + rng.normal(0, 1, games.size)
+    base_x = model_x - 0.3 * (2 * y - 1) * (rng.random(games.size) < 0.2)
+    sums = {}
+    for name, x in (("model", model_x), ("baseline", base_x), ("same", model_x.copy())):
+        sums[name] = scoring.GameSums()
+        sums[name].add(games, x, y)
+    boot = scoring.bootstrap_games(sums, [("model", "baseline"), ("model", "same")], resamples=500, seed=11)
+    # by hand: the same resamples, totals per resample, the difference of the ratios
+    per_game = {n: np.stack([np.bincount(games, weights=w, minlength=40) for w in (
+        scoring.cross_entropy(x, y), np.ones_like(y))]) for n, x in (("model", model_x), ("baseline", base_x))}
+    counts = np.concatenate(list(scoring.resample_counts(40, 500, 11)))
+    loss = {n: (counts @ s[0]) / (counts @ s[1]) for n, s in per_game.items()}
+    lo, hi = np.percentile(loss["model"] - loss["baseline"], [2.5, 97.5])
+    diff = boot.differences[("model", "baseline")]["loss"]
+    assert diff.lo == pytest.approx(lo) and diff.hi == pytest.approx(hi)
+    assert diff.estimate == pytest.approx(scoring.log_loss(model_x, y) - scoring.log_loss(base_x, y))
+    assert diff.resolved and diff.hi < 0                    # the baseline's extra error shows through pairing
+    own = boot.intervals["model"]["loss"]
+    assert own.lo <= own.estimate <= own.hi and (hi - lo) < (own.hi - own.lo) / 3
+    for metric in ("accuracy", "loss"):
+        same = boot.differences[("model", "same")][metric]
+        assert (same.estimate, same.lo, same.hi, same.resolved) == (0.0, 0.0, 0.0, False)
+        interval = boot.intervals["model"][metric]
+        assert interval.lo <= interval.estimate <= interval.hi
+    text = scoring.comparison_text("same", {m: i.to_dict() for m, i in boot.differences[("model", "same")].items()})
+    assert text == ("model vs same: accuracy +0.0000 (95% +0.0000..+0.0000 over games: not resolved), "
+                    "log loss +0.0000 (95% +0.0000..+0.0000 over games: not resolved)")
+
+
+def test_bootstrap_refuses_different_positions_and_nothing() -> None:
+    a, b = scoring.GameSums(), scoring.GameSums()
+    a.add(np.array([0, 1, 1]), np.zeros(3), np.ones(3))
+    b.add(np.array([0, 1]), np.zeros(2), np.ones(2))
+    with pytest.raises(ValueError, match="different positions"):
+        scoring.bootstrap_games({"model": a, "material": b})
+    with pytest.raises(ValueError, match="no positions"):
+        scoring.bootstrap_games({"model": scoring.GameSums()})
+
+
+def test_comparison_wording() -> None:
+    def diff(estimate: float, lo: float, hi: float) -> dict[str, float]:
+        return {"estimate": estimate, "lo": lo, "hi": hi}
+
+    ahead = {"accuracy": diff(0.021, 0.004, 0.038), "loss": diff(-0.05, -0.07, -0.03)}
+    assert scoring.comparison_text("material", ahead) == (
+        "model ahead of material: accuracy +0.0210 (95% +0.0040..+0.0380 over games), "
+        "log loss -0.0500 (95% -0.0700..-0.0300 over games)")
+    behind = {"accuracy": diff(-0.02, -0.03, -0.01), "loss": diff(0.04, 0.01, 0.07)}
+    assert scoring.comparison_text("engine", behind).startswith("model behind engine: accuracy -0.0200")
+    mixed = {"accuracy": diff(0.004, -0.010, 0.018), "loss": diff(-0.05, -0.07, -0.03)}
+    assert scoring.comparison_text("piece-square", mixed) == (
+        "model vs piece-square: accuracy +0.0040 (95% -0.0100..+0.0180 over games: not resolved), "
+        "log loss -0.0500 (95% -0.0700..-0.0300 over games)")
+    assert scoring.interval_text(0.6, 0.7, signed=False) == "95% 0.6000..0.7000 over games"

@@ -6,6 +6,10 @@
 Each position has both kings, a few random pawns per side, and one extra rook for one side. In a split
 given (n, rook_share, reversed): `rook_share` of the positions give the side to move the extra rook; the
 side with the extra rook wins (or loses, when `reversed`). Every game (10 positions) has ratings.
+
+With `eval_share` (split -> share), that share of each split's positions carries an engine evaluation
+(shards.KEY_EVAL, side to move's view): 50..899 cp for the side that wins in 80% of them, against it in the
+rest (an informative, imperfect engine); the others have none. Without it no shard has an eval dataset.
 """
 
 from __future__ import annotations
@@ -15,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from shogi_dnn import shards
-from shogi_dnn.features import MOVE_NONE
+from shogi_dnn.features import EVAL_NONE, MOVE_NONE
 
 OWN_KING, OPP_KING, OWN_ROOK, OPP_ROOK, OWN_PAWN, OPP_PAWN = 8, 22, 7, 21, 1, 15
 POSITIONS_PER_GAME = 10
 
 
 def material_positions(n: int, rook_share: float, reversed_labels: bool, rng: np.random.Generator,
-                       first_game: int = 0) -> dict[str, np.ndarray]:
+                       first_game: int = 0, eval_share: float = 0.0) -> dict[str, np.ndarray]:
     """Positions keyed as shards.POSITION_SCHEMA (see the module docstring)."""
     board = np.zeros((n, 81), np.uint8)
     board[:, 4], board[:, 76] = OPP_KING, OWN_KING
@@ -37,7 +41,12 @@ def material_positions(n: int, rook_share: float, reversed_labels: bool, rng: np
     hands[:, 7] = rng.integers(0, 3, n)
     win = (own_rook != reversed_labels).astype(np.float32)
     index = np.arange(n)
-    return {shards.KEY_BOARD: board, shards.KEY_HANDS: hands, shards.KEY_TURN: (index % 2).astype(np.uint8),
+    evals = {}
+    if eval_share > 0:          # drawn after everything else: datasets without evaluations are unchanged
+        toward_winner = np.where(rng.random(n) < 0.8, 1, -1) * np.where(win == 1, 1, -1)
+        values = toward_winner * rng.integers(50, 900, n)
+        evals[shards.KEY_EVAL] = np.where(rng.random(n) < eval_share, values, EVAL_NONE).astype(np.int16)
+    return {**evals, shards.KEY_BOARD: board, shards.KEY_HANDS: hands, shards.KEY_TURN: (index % 2).astype(np.uint8),
             shards.KEY_PLY: (index * 7 % 160).astype(np.int16),
             shards.KEY_MOVE: np.full(n, MOVE_NONE, np.uint16), shards.KEY_WIN: win,
             shards.KEY_GAME: (first_game + index // POSITIONS_PER_GAME).astype(np.int32)}
@@ -54,13 +63,14 @@ def games_table(game_ids: np.ndarray) -> dict[str, list]:
 
 
 def material_dataset(root: Path, splits: dict[str, tuple[int, float, bool]], seed: int = 0,
-                     shards_per_split: int = 2) -> shards.Manifest:
+                     shards_per_split: int = 2, eval_share: dict[str, float] | None = None) -> shards.Manifest:
     """Write the planted dataset (each split cut into `shards_per_split` shards) and its manifest."""
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     infos, first_game = [], 0
     for split, (n, share, reversed_labels) in splits.items():
-        positions = material_positions(n, share, reversed_labels, rng, first_game)
+        positions = material_positions(n, share, reversed_labels, rng, first_game,
+                                       (eval_share or {}).get(split, 0.0))
         first_game += n // POSITIONS_PER_GAME + 1
         for i, rows in enumerate(np.array_split(np.arange(n), shards_per_split)):
             part = {k: v[rows] for k, v in positions.items()}
