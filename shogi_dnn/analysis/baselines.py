@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn import shards
+from shogi_dnn import run_files, shards
 from shogi_dnn.analysis import scoring
+from shogi_dnn.errors import RunError, ShardFormatError
 from shogi_dnn.features import HAND_SIZE, NUM_HAND_TYPES, NUM_PIECE_CODES
 from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, SFEN_PIECE
 
@@ -185,3 +186,32 @@ def score_baselines(baselines: Baselines, paths: Sequence[str | Path]) -> dict[s
     mat["piece_values"] = baselines.piece_values()
     mat["bias"] = baselines.bias
     return {"side_to_move": stm, "material": mat, "train_positions": baselines.train_positions}
+
+
+def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[Baselines, str]:
+    """Baselines fitted on the training split of the run's own data (cached in RUN/baselines.json,
+    keyed by the training shards' sha256). Falls back to `data_dir`'s training split."""
+    for source in _baseline_sources(run_dir, data_dir):
+        try:
+            manifest = shards.read_manifest(source)
+        except ShardFormatError:
+            continue
+        train = manifest.split("train")
+        if not train:
+            continue
+        shards.verify_shards(manifest, train)
+        key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train]}
+        cache = run_dir / run_files.BASELINES_JSON
+        if cache.is_file():
+            cached = run_files.read_json(cache)
+            if cached.get("key") == key:
+                return Baselines.from_dict(cached["baselines"]), str(source)
+        fitted = fit_baselines([manifest.shard_path(s) for s in train])
+        run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
+        return fitted, str(source)
+    raise RunError(f"{run_dir}: no training split to fit the baselines on (run data or {data_dir})")
+
+
+def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
+    recorded = run_files.read_run_json(run_dir).get("data_dir")
+    return [Path(recorded), data_dir] if recorded else [data_dir]

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from shogi_dnn import config, run_files, shards
 from shogi_dnn.analysis import baselines, scoring
-from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
+from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import cluster, pipeline, schedule, towers
 from shogi_dnn.training import model as model_lib
 
@@ -195,30 +195,6 @@ def _score_batch(strategy: tf.distribute.Strategy, step, batch, scorers: list[sc
         scorer.add(local["logit"][i], local["win"][i], local["ply"][i], local["rating"][i])
 
 
-def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines, str]:
-    """Baselines fitted on the training split of the run's own data (cached in RUN/baselines.json,
-    keyed by the training shards' sha256). Falls back to `data_dir`'s training split."""
-    for source in _baseline_sources(run_dir, data_dir):
-        try:
-            manifest = shards.read_manifest(source)
-        except ShardFormatError:
-            continue
-        train = manifest.split("train")
-        if not train:
-            continue
-        shards.verify_shards(manifest, train)
-        key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train]}
-        cache = run_dir / run_files.BASELINES_JSON
-        if cache.is_file():
-            cached = run_files.read_json(cache)
-            if cached.get("key") == key:
-                return baselines.Baselines.from_dict(cached["baselines"]), str(source)
-        fitted = baselines.fit_baselines([manifest.shard_path(s) for s in train])
-        run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
-        return fitted, str(source)
-    raise RunError(f"{run_dir}: no training split to fit the baselines on (run data or {data_dir})")
-
-
 def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
     recorded = run_files.read_run_json(run_dir).get("data_dir")
     return [Path(recorded), data_dir] if recorded else [data_dir]
@@ -249,7 +225,7 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     scorers = score_towers(strategy, model, paths, global_batch, mirror_average)
     seconds = time.perf_counter() - start
     result = summarise(scorers, list(strategy.extended.worker_devices))
-    fitted, source = fitted_baselines(run_dir, data_dir)
+    fitted, source = baselines.fitted_baselines(run_dir, data_dir)
     result["baselines"] = {**baselines.score_baselines(fitted, paths), "fitted_on": f"{source} (train split)"}
     result.update(split=split, data_dir=str(data_dir), model=model_source(run_dir, checkpoint),
                   global_batch=global_batch, mirror_average=bool(mirror_average), seconds=round(seconds, 3),
