@@ -145,7 +145,7 @@ def elo_interval(wins: int, draws: int, losses: int) -> tuple[float, float, floa
     else:                                  # Wilson score interval: finite at the other end
         centre = (s + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
         half = Z95 * math.sqrt(s * (1 - s) / n + Z95 ** 2 / (4 * n * n)) / (1 + Z95 ** 2 / n)
-        low, high = max(centre - half, 0.0), min(centre + half, 1.0)
+        low, high = (max(centre - half, 0.0), 1.0) if s == 1 else (0.0, min(centre + half, 1.0))
     return score_to_elo(s), score_to_elo(low), score_to_elo(high)
 
 

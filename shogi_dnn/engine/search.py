@@ -128,8 +128,9 @@ class SearchInfo:
 
 def score_cp(p: float) -> int:
     """Centipawns of a win probability: round(EVAL_SCALE * logit(p)), clipped to +-MAX_CP."""
-    p = min(max(p, 1e-12), 1 - 1e-12)
-    return int(max(-MAX_CP, min(MAX_CP, round(EVAL_SCALE * math.log(p / (1 - p))))))
+    if p <= 0.0 or p >= 1.0:
+        return MAX_CP if p >= 1.0 else -MAX_CP
+    return int(max(-MAX_CP, min(MAX_CP, round(EVAL_SCALE * (math.log(p) - math.log1p(-p))))))
 
 
 class Search:
