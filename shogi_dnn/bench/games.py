@@ -1,6 +1,6 @@
 """`shogi-dnn bench games`: the engine's strength in games, through ShogiArena (a USI tournament runner).
 
-Our engine (`shogi-dnn usi`, the run's network, or an exported ONNX model) plays `--games` games against one
+Our engine (`shogi-dnn usi`, the run's network, or an exported ONNX model; --player material: the floor) plays `--games` games against one
 opponent: `material` (the same engine on the material baseline fitted on the run's training split: the floor)
 or `fairy:N` (Fairy-Stockfish searching N nodes a move, `go nodes N`: the ladder). Openings are random legal
 `--opening-plies`-move lines, each played twice with the colours swapped. Prints wins/draws/losses, the score
@@ -27,6 +27,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--run-dir", required=True, help="the run (its network; the material fit's data)")
     parser.add_argument("--model", default=None, help="play an exported ONNX model instead of the run's Keras "
                                                       "model (faster start, no TensorFlow)")
+    parser.add_argument("--player", default="network", choices=("network", "material"),
+                        help="our side: the network (default) or the material player (the floor's own ladder rung)")
     parser.add_argument("--opponent", required=True, help="material, or fairy:N (Fairy-Stockfish, N nodes a move)")
     parser.add_argument("--games", type=int, default=20, help="games, even (default 20)")
     limit = parser.add_mutually_exclusive_group()
@@ -77,9 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     if not run_dir.is_dir():
         raise RunError(f"{run_dir}: no such run directory")
     model = Path(args.model) if args.model else run_dir
-    player = arena.Player("network", arena.usi_command(model, "network"), {"ResignValue": RESIGN_CP},
+    if args.player == "material" and args.model:
+        raise RunError("--player material plays the run's material baseline: drop --model")
+    player = arena.Player(args.player, arena.usi_command(model, args.player), {"ResignValue": RESIGN_CP},
                           engine_limit(args))
     opponent = opponent_player(args.opponent, run_dir)
+    if opponent.name == player.name:
+        raise RunError(f"--player {args.player} --opponent {args.opponent}: the same player twice")
     start = time.monotonic()
     result = arena.run_match(Path(args.out), player, opponent, args.games, args.opening_plies, args.seed,
                              args.parallel, args.timeout)

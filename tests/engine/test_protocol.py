@@ -165,7 +165,7 @@ def test_unknown_commands_are_ignored_and_an_illegal_position_resigns() -> None:
 
 
 def test_time_budget() -> None:
-    go = protocol.parse_go("btime 60000 wtime 30000 binc 1000 winc 2000".split())
+    go = protocol.parse_go(["btime", "60000", "wtime", "30000", "binc", "1000", "winc", "2000"])
     assert protocol.move_seconds(go, 0, 100) == pytest.approx((60000 / 30 + 1000 - 100) / 1000)
     assert protocol.move_seconds(go, 1, 100) == pytest.approx((30000 / 30 + 2000 - 100) / 1000)
     assert protocol.move_seconds(protocol.parse_go(["byoyomi", "1000"]), 0, 120) == pytest.approx(0.88)
