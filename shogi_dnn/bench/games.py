@@ -2,7 +2,8 @@
 
 Our engine (`shogi-dnn usi`, the run's network, or an exported ONNX model; --player material: the floor) plays `--games` games against one
 opponent: `material` (the same engine on the material baseline fitted on the run's training split: the floor)
-or `fairy:N` (Fairy-Stockfish searching N nodes a move, `go nodes N`: the ladder). Openings are random legal
+or `fairy:N` (Fairy-Stockfish searching N nodes a move, `go nodes N`: the ladder; `fairy:N:SKILL` also sets its
+Skill Level, -20..20, a rung below the one-node search). Openings are random legal
 `--opening-plies`-move lines, each played twice with the colours swapped. Prints wins/draws/losses, the score
 and the Elo difference with its 95% interval, and writes the games as CSA under --out (engine/arena.py).
 
@@ -29,7 +30,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                       "model (faster start, no TensorFlow)")
     parser.add_argument("--player", default="network", choices=("network", "material"),
                         help="our side: the network (default) or the material player (the floor's own ladder rung)")
-    parser.add_argument("--opponent", required=True, help="material, or fairy:N (Fairy-Stockfish, N nodes a move)")
+    parser.add_argument("--opponent", required=True, help="material, fairy:N (Fairy-Stockfish, N nodes a move) or "
+                                                          "fairy:N:SKILL (also its Skill Level, -20..20)")
     parser.add_argument("--games", type=int, default=20, help="games, even (default 20)")
     limit = parser.add_mutually_exclusive_group()
     limit.add_argument("--depth", type=int, default=None, help="our engine's depth limit (default 1)")
@@ -38,21 +40,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--opening-plies", type=int, default=4, help="random legal moves of each opening (4)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the openings (default 1)")
     parser.add_argument("--parallel", type=int, default=1, help="games played at once (default 1)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds before the match is abandoned")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds after which the match is stopped; the games finished by then count")
     parser.add_argument("--out", required=True, help="folder for the match files and CSA records (new)")
     return parser.parse_args(argv)
 
 
 def opponent_player(spec: str, run_dir: Path) -> arena.Player:
-    """`material` or `fairy:N` -> the opponent Player."""
+    """`material`, `fairy:N` or `fairy:N:SKILL` -> the opponent Player."""
     if spec == "material":
         return arena.Player("material", arena.usi_command(run_dir, "material"),
                             {"ResignValue": RESIGN_CP}, {"depth_limit": 1})
-    kind, _, count = spec.partition(":")
-    if kind == "fairy" and count.isdigit() and int(count) > 0:
-        return arena.Player(f"fairy-{count}", (arena.fairy_stockfish(),), {"Threads": 1, "Hash": 16},
-                            {"node_limit": int(count)})
-    raise RunError(f"--opponent {spec!r}: expected 'material' or 'fairy:N' with N > 0 nodes")
+    kind, _, rest = spec.partition(":")
+    count, _, skill = rest.partition(":")
+    if kind == "fairy" and count.isdigit() and int(count) > 0 and (
+            not skill or skill.lstrip("-").isdigit() and -20 <= int(skill) <= 20):
+        options: dict[str, int] = {"Threads": 1, "Hash": 16}
+        if skill:
+            options["Skill Level"] = int(skill)
+        name = f"fairy-{count}" + (f"-skill{skill}" if skill else "")
+        return arena.Player(name, (arena.fairy_stockfish(),), options, {"node_limit": int(count)})
+    raise RunError(f"--opponent {spec!r}: expected 'material', 'fairy:N' or 'fairy:N:SKILL' "
+                   "(N > 0 nodes, SKILL -20..20: Fairy-Stockfish's Skill Level)")
 
 
 def engine_limit(args: argparse.Namespace) -> dict[str, int]:
@@ -68,6 +77,8 @@ def format_result(result: arena.MatchResult) -> str:
     elo, low, high = result.elo()
     text = (f"{result.player} vs {result.opponent}: {result.games} games  +{result.wins} ={result.draws} "
             f"-{result.losses}  score {100 * result.score:.1f}%  Elo {elo:+.0f} [{low:+.0f}, {high:+.0f}] (95%)")
+    if not result.complete:
+        text += "  (stopped at --timeout: the games finished by then)"
     if result.not_played:
         text += f"  ({result.not_played} not played: see the arena log)"
     return text

@@ -34,6 +34,7 @@ import os
 import random
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -103,6 +104,7 @@ class MatchResult:
     draws: int
     losses: int
     not_played: int
+    complete: bool = True          # False: stopped at the timeout, the games finished by then
 
     @property
     def games(self) -> int:
@@ -119,7 +121,7 @@ class MatchResult:
     def to_dict(self) -> dict[str, Any]:
         elo, low, high = self.elo()
         return {"player": self.player, "opponent": self.opponent, "games": self.games, "wins": self.wins,
-                "draws": self.draws, "losses": self.losses, "not_played": self.not_played,
+                "draws": self.draws, "losses": self.losses, "not_played": self.not_played, "complete": self.complete,
                 "score": self.score, "elo": elo, "elo_low": low, "elo_high": high}
 
 
@@ -234,13 +236,15 @@ def tournament_config(name: str, engines: Sequence[tuple[Player, Path]], games: 
                                         "flip_policy": "pair_both", "selection_policy": "without_replacement"},
                   "adjudication": {"sync_max_plies_with_engine": False, "max_plies": MAX_PLIES}},
         "dashboard": {"enabled": False},
+        "output_dir": str(openings.resolve().parent),     # ShogiArena's own scratch: the match folder
     }
 
 
 def run_match(out: Path, player: Player, opponent: Player, games: int, opening_plies: int = 4, seed: int = 1,
               parallel: int = 1, timeout: float | None = None) -> MatchResult:
     """Play `games` games (even: each opening with both colours) through ShogiArena; write the CSA records
-    and summary.json under `out` (module docstring) and return the result of `player`.
+    and summary.json under `out` (module docstring) and return the result of `player`. At `timeout` seconds
+    ShogiArena and its engines are ended and the games finished by then are the result (complete=False).
 
     Raises:
         RunError: an odd game count, ShogiArena missing or failing, or no game finished.
@@ -257,17 +261,22 @@ def run_match(out: Path, player: Player, opponent: Player, games: int, opening_p
     config = out / TOURNAMENT_FILE
     _write_text(config, json.dumps(tournament_config(f"{player.name}-vs-{opponent.name}", engines, games,
                                                      openings, parallel, seed), indent=2) + "\n")
-    command = [*shogiarena_command(), "run", "tournament", str(config), "--run-dir", str(arena_dir)]
+    command = [*shogiarena_command(), "run", "tournament", str(config.resolve()), "--run-dir",
+               str(arena_dir.resolve())]
     with open(out / ARENA_LOG, "w", encoding="utf-8") as log:
+        # Its own session, so that a timeout ends ShogiArena and the engines it started, nothing else.
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=out, start_new_session=True)
+        complete = True
         try:
-            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise RunError(f"the match ran past {timeout:.0f} s (see {out / ARENA_LOG})") from None
-    if done.returncode != 0 or not (arena_dir / GAME_DB).is_file():
-        raise RunError(f"shogiarena exited with status {done.returncode} (see {out / ARENA_LOG})")
+            returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:          # keep the games finished so far
+            os.killpg(process.pid, signal.SIGTERM)
+            returncode, complete = process.wait(), False
+    if not (arena_dir / GAME_DB).is_file() or (complete and returncode != 0):
+        raise RunError(f"shogiarena exited with status {returncode} (see {out / ARENA_LOG})")
     played = read_games(arena_dir / GAME_DB)
     write_csa(played, out / GAMES_DIR)
-    result = tally(played, player.name, opponent.name)
+    result = dataclasses.replace(tally(played, player.name, opponent.name), complete=complete)
     if not result.games:
         raise RunError(f"no game finished (see {out / ARENA_LOG} and {arena_dir / 'failures'})")
     run_files.write_json_atomic(out / SUMMARY_JSON, {**result.to_dict(), "time_control": {

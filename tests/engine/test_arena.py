@@ -142,7 +142,10 @@ def test_command_line_errors(material_run: Path, tmp_path: Path, capsys: pytest.
     assert "must be even" in capsys.readouterr().err
     assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "gnushogi",
                      "--out", str(tmp_path / "m")]) == 2
-    assert "expected 'material' or 'fairy:N'" in capsys.readouterr().err
+    assert "expected 'material', 'fairy:N' or 'fairy:N:SKILL'" in capsys.readouterr().err
+    assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "fairy:10:-21",
+                     "--out", str(tmp_path / "m")]) == 2
+    assert "SKILL -20..20" in capsys.readouterr().err
 
 
 @pytest.mark.slow
