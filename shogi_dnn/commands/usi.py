@@ -7,6 +7,7 @@ material baseline fitted on the run's training split. The model loads at `isread
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -42,4 +43,6 @@ def main(argv: list[str]) -> int:
     evaluator = players.make_evaluator(args.player, Path(args.run_dir or args.model), args.checkpoint,
                                        args.mirror_average, Path(args.data) if args.data else None)
     name = args.name or f"shogi-dnn {args.player}"
-    return protocol.run_usi(evaluator, sys.stdin, sys.stdout, name=name, backend=backend)
+    # Bytes that are not UTF-8 become U+FFFD (an unknown command), never a UnicodeDecodeError.
+    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    return protocol.run_usi(evaluator, stdin, sys.stdout, name=name, backend=backend)

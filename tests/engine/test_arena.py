@@ -79,7 +79,8 @@ def test_tally_and_csa_records(tmp_path: Path) -> None:
 
 
 def _usi_process(run_dir: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # stdin read strictly, as under a UTF-8 locale (the C locale would escape bad bytes)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8:strict"}
     return subprocess.Popen([sys.executable, "-m", "shogi_dnn", "usi", "--run-dir", str(run_dir), "--player",
                              "material"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=REPO)
@@ -107,6 +108,9 @@ def test_usi_process_session(material_run: Path) -> None:
         send("isready")
         _read_until(process, "readyok")
         send("bogus command")
+        process.stdin.flush()
+        process.stdin.buffer.write(b"\xff\xfe\x80 not utf-8\n")     # a GUI's stray bytes: ignored
+        process.stdin.buffer.flush()
         send("position startpos moves 7g7f 9z9z")
         assert _read_until(process, "info string")[-1].startswith("info string illegal position")
         send("position startpos moves 7g7f")
