@@ -20,8 +20,8 @@ black_player_id, white_player_id, initial_position_sfen), table `player` (id, pl
 Colours alternate and openings vary: ShogiArena plays each opening twice, once with each player as Black
 (`flip_policy: pair_both`). Elo: the score s = (W + D/2) / N; Elo = -400 log10(1/s - 1); its 95% interval
 from the normal approximation of the per-game score (trinomial: var = (W (1-s)^2 + D (1/2-s)^2 + L s^2) / N,
-s +- 1.96 sqrt(var / N)), as cutechess-cli reports it; at s = 0 or 1 the Elo is infinite and the interval
-is the Wilson score interval's (finite at one end). Games ShogiArena marks ERROR/INVALID/PAUSED are counted
+s +- 1.96 sqrt(var / N), clipped to [0, 1]: an end at 1 is +inf), as cutechess-cli reports it; at s = 0
+or 1 the Elo is infinite and the interval is the Wilson score interval's (finite at one end). Games ShogiArena marks ERROR/INVALID/PAUSED are counted
 apart, never as results.
 """
 
