@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
-import io
+
 import subprocess
 import sys
 from pathlib import Path

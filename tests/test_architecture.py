@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shogi_dnn.convert",),
     ("shogi_dnn.training",),
     ("shogi_dnn.analysis",),
-    ("shogi_dnn.bench",),
+    ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py; engine never imports bench
     ("shogi_dnn.commands",),
     ("shogi_dnn.cli", "shogi_dnn.__main__"),
 )

@@ -30,6 +30,7 @@ positions as the model:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -39,10 +40,13 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-from shogi_dnn import evalfit, shards
+from shogi_dnn import evalfit, run_files, shards
 from shogi_dnn.analysis import scoring
+from shogi_dnn.errors import RunError, ShardFormatError
 from shogi_dnn.features import EVAL_NONE, HAND_SIZE, NUM_HAND_TYPES, NUM_PIECE_CODES
 from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE
+
+log = logging.getLogger(__name__)
 
 KING = 8
 BOARD_KINDS = tuple(t for t in range(1, NUM_PIECE_TYPES + 1) if t != KING)     # 13 piece types on the board
@@ -418,3 +422,36 @@ def score_baselines_by_game(baselines: Baselines, paths: Sequence[str | Path]
         games.pop("engine", None)
         games.pop("engine_evaluated")
     return {**rows, "train_positions": baselines.train_positions}, games
+
+
+def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[Baselines, str]:
+    """Baselines fitted on the training split of the run's own data (cached in RUN/baselines.json,
+    keyed by the training shards' sha256). Falls back to `data_dir`'s training split."""
+    for source in _baseline_sources(run_dir, data_dir):
+        try:
+            manifest = shards.read_manifest(source)
+        except ShardFormatError:
+            continue
+        train = manifest.split("train")
+        if not train:
+            continue
+        shards.verify_shards(manifest, train)
+        key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train],
+               "baselines": BASELINES_VERSION}
+        cache = run_dir / run_files.BASELINES_JSON
+        if cache.is_file():
+            cached = run_files.read_json(cache)
+            if cached.get("key") == key:
+                try:
+                    return Baselines.from_dict(cached["baselines"]), str(source)
+                except (KeyError, TypeError, ValueError):
+                    log.warning("%s: unreadable cached baselines: fitting them again", cache)
+        fitted = fit_baselines([manifest.shard_path(s) for s in train])
+        run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
+        return fitted, str(source)
+    raise RunError(f"{run_dir}: no training split to fit the baselines on (run data or {data_dir})")
+
+
+def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
+    recorded = run_files.read_run_json(run_dir).get("data_dir")
+    return [Path(recorded), data_dir] if recorded else [data_dir]

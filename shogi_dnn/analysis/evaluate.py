@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 from shogi_dnn import config, identity, run_files, shards
 from shogi_dnn.analysis import baselines, scoring
-from shogi_dnn.errors import ConfigError, RunError, ShardFormatError
+from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule, towers
 from shogi_dnn.training import model as model_lib
@@ -266,39 +266,6 @@ def _score_batch(strategy: tf.distribute.Strategy, step, batch, scores: ModelSco
                                    local["eval"][i] != EVAL_NONE)
 
 
-def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[baselines.Baselines, str]:
-    """Baselines fitted on the training split of the run's own data (cached in RUN/baselines.json,
-    keyed by the training shards' sha256). Falls back to `data_dir`'s training split."""
-    for source in _baseline_sources(run_dir, data_dir):
-        try:
-            manifest = shards.read_manifest(source)
-        except ShardFormatError:
-            continue
-        train = manifest.split("train")
-        if not train:
-            continue
-        shards.verify_shards(manifest, train)
-        key = {"data_dir": str(source), "train_shards": [s.sha256 for s in train],
-               "baselines": baselines.BASELINES_VERSION}
-        cache = run_dir / run_files.BASELINES_JSON
-        if cache.is_file():
-            cached = run_files.read_json(cache)
-            if cached.get("key") == key:
-                try:
-                    return baselines.Baselines.from_dict(cached["baselines"]), str(source)
-                except (KeyError, TypeError, ValueError):
-                    log.warning("%s: unreadable cached baselines: fitting them again", cache)
-        fitted = baselines.fit_baselines([manifest.shard_path(s) for s in train])
-        run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
-        return fitted, str(source)
-    raise RunError(f"{run_dir}: no training split to fit the baselines on (run data or {data_dir})")
-
-
-def _baseline_sources(run_dir: Path, data_dir: Path) -> list[Path]:
-    recorded = run_files.read_run_json(run_dir).get("data_dir")
-    return [Path(recorded), data_dir] if recorded else [data_dir]
-
-
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
                  checkpoint: str | None = None, simulate_devices: int | None = None,
                  global_batch: int | None = None, mirror_average: bool = False,
@@ -327,7 +294,7 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     scores = score_towers(strategy, model, paths, global_batch, mirror_average)
     seconds = time.perf_counter() - start
     result = summarise(scores.scorers, list(strategy.extended.worker_devices))
-    fitted, source = fitted_baselines(run_dir, data_dir)
+    fitted, source = baselines.fitted_baselines(run_dir, data_dir)
     baseline_scores, baseline_games = baselines.score_baselines_by_game(fitted, paths)
     result["baselines"] = {**baseline_scores, "fitted_on": f"{source} (train split)"}
     add_intervals(result, scores, baseline_games)

@@ -1,4 +1,4 @@
-"""`shogi-dnn bench convert|train|scaling|planes ...`: dispatch to shogi_dnn.bench.<name>.main(argv)."""
+"""`shogi-dnn bench convert|train|scaling|planes|games ...`: dispatch to shogi_dnn.bench.<name>.main(argv)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ BENCHES = {
     "train": "positions/s of the input pipeline, the tower step (1/2/4 devices) and model.fit",
     "scaling": "per-GPU batch x device-count sweep and the fitted v0/t throughput model",
     "planes": "time of attack_planes against expand_planes on one [4096, 81] batch (CPU)",
+    "games": "the USI engine's W/D/L and Elo in games against a reference player (ShogiArena)",
 }
 
 

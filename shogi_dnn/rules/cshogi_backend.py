@@ -173,6 +173,14 @@ class CshogiPosition:
         # python-shogi: in check and no legal move (a stalemate is not a checkmate)
         return bool(self._board.is_check() and self._board.is_game_over())
 
+    def in_check(self) -> bool:
+        return bool(self._board.is_check())
+
+    def copy(self) -> CshogiPosition:
+        twin = CshogiPosition.__new__(CshogiPosition)
+        twin._board = self._board.copy()
+        return twin
+
     def piece_type_at(self, square: int) -> tuple[int, int] | None:
         code = int(_CODE[self._board.piece(int(_CSHOGI_SQUARE[square]))])
         if code == 0:

@@ -56,6 +56,12 @@ class Position(Protocol):
     def piece_type_at(self, square: int) -> tuple[int, int] | None:
         """(piece type, colour) at a square index, or None when it is empty."""
 
+    def in_check(self) -> bool:
+        """True when the side to move is in check."""
+
+    def copy(self) -> Position:
+        """An independent copy (a search plays moves on copies, the original stays)."""
+
 
 def square_index(file: int, rank: int) -> int:
     """Square index of file 1..9 and rank 1..9 (rank 1 = 'a', the top row from Black's side)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import shogi
 
 from shogi_dnn.rules.position import (
@@ -62,6 +64,15 @@ class ShogiPosition:
 
     def is_checkmate(self) -> bool:
         return bool(self._board.is_checkmate())
+
+    def in_check(self) -> bool:
+        return bool(self._board.is_check())
+
+    def copy(self) -> ShogiPosition:
+        # python-shogi has no Board.copy(); a board with the move stack keeps the repetition history
+        twin = ShogiPosition.__new__(ShogiPosition)
+        twin._board = copy.deepcopy(self._board)
+        return twin
 
     def piece_type_at(self, square: int) -> tuple[int, int] | None:
         piece = self._board.piece_at(square)

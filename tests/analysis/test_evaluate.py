@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from shogi_dnn import cli, shards
-from shogi_dnn.analysis import evaluate, scoring
+from shogi_dnn.analysis import baselines, evaluate, scoring
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.features import EVAL_NONE
 from shogi_dnn.training import pipeline, towers
@@ -130,11 +130,11 @@ def test_an_older_or_damaged_baselines_cache_is_fitted_again(planted, caplog) ->
     old = {"key": {k: v for k, v in saved["key"].items() if k != "baselines"},
            "baselines": {k: v for k, v in saved["baselines"].items() if k not in ("piece_square", "engine")}}
     cache.write_text(json.dumps(old))                           # written before piece_square and engine
-    fitted, _ = evaluate.fitted_baselines(run_dir, run_dir)
+    fitted, _ = baselines.fitted_baselines(run_dir, run_dir)
     assert fitted.piece_square.passes > 0 and json.loads(cache.read_text()) == saved
     cache.write_text(json.dumps({"key": saved["key"], "baselines": {"weights": []}}))
     with caplog.at_level(logging.WARNING, logger="shogi_dnn.analysis.evaluate"):
-        again, _ = evaluate.fitted_baselines(run_dir, run_dir)
+        again, _ = baselines.fitted_baselines(run_dir, run_dir)
     assert again == fitted and any("fitting them again" in r.getMessage() for r in caplog.records)
 
 

@@ -146,3 +146,22 @@ def test_auto_falls_back_without_cshogi(monkeypatch: pytest.MonkeyPatch) -> None
             resolve_backend("cshogi")
     finally:
         rules.available_backends.cache_clear()
+
+
+def test_copy_is_independent_and_in_check_agrees() -> None:
+    moves = _random_game(random.Random(7), STANDARD_START_SFEN, 120)
+    for factory in (ShogiPosition, CshogiPosition):
+        position, reference = factory(STANDARD_START_SFEN), ShogiPosition(STANDARD_START_SFEN)
+        for move in moves:
+            twin = position.copy()
+            assert (twin.sfen(), twin.legal_usi()) == (position.sfen(), position.legal_usi())
+            twin.push_usi(move)                       # the copy moves, the original stays
+            assert twin.sfen() != position.sfen()
+            assert position.in_check() == reference.in_check()
+            position.push_usi(move)
+            reference.push_usi(move)
+        assert position.sfen() == reference.sfen()
+    checked = "4k4/9/4P4/9/9/9/9/9/4K4 w g 1"          # no check; a gold on 5b gives one
+    assert not CshogiPosition(checked).in_check()
+    assert CshogiPosition("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1").in_check()
+    assert ShogiPosition("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1").in_check()

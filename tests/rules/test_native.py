@@ -15,8 +15,7 @@ import shogi
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import read_record_bytes
 from shogi_dnn.kifu.csa import CSA_PIECES, PROMOTED, parse, usi_to_csa_move
-from shogi_dnn.rules import ShogiPosition
-from shogi_dnn.rules import native
+from shogi_dnn.rules import ShogiPosition, native
 from tests.support.paths import DATA, SHARED
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="the C extension is not built")

@@ -1,0 +1,106 @@
+"""`shogi-dnn bench games`: the engine's strength in games, through ShogiArena (a USI tournament runner).
+
+Our engine (`shogi-dnn usi`, the run's network, or an exported ONNX model; --player material: the floor) plays `--games` games against one
+opponent: `material` (the same engine on the material baseline fitted on the run's training split: the floor)
+or `fairy:N` (Fairy-Stockfish searching N nodes a move, `go nodes N`: the ladder; `fairy:N:SKILL` also sets its
+Skill Level, -20..20, a rung below the one-node search). Openings are random legal
+`--opening-plies`-move lines, each played twice with the colours swapped. Prints wins/draws/losses, the score
+and the Elo difference with its 95% interval, and writes the games as CSA under --out (engine/arena.py).
+
+Our engine's limit per move: --depth D (1: the one-ply player, every reply in one batch), --nodes N (positions
+evaluated) or --movetime MS; the material player always plays one ply. Run it under `nice` on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from shogi_dnn.engine import arena
+from shogi_dnn.errors import RunError
+
+RESIGN_CP = 3000                      # both of our players resign below -3000 cp (p < 0.02)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="shogi-dnn bench games", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--run-dir", required=True, help="the run (its network; the material fit's data)")
+    parser.add_argument("--model", default=None, help="play an exported ONNX model instead of the run's Keras "
+                                                      "model (faster start, no TensorFlow)")
+    parser.add_argument("--player", default="network", choices=("network", "material"),
+                        help="our side: the network (default) or the material player (the floor's own ladder rung)")
+    parser.add_argument("--opponent", required=True, help="material, fairy:N (Fairy-Stockfish, N nodes a move) or "
+                                                          "fairy:N:SKILL (also its Skill Level, -20..20)")
+    parser.add_argument("--games", type=int, default=20, help="games, even (default 20)")
+    limit = parser.add_mutually_exclusive_group()
+    limit.add_argument("--depth", type=int, default=None, help="our engine's depth limit (default 1)")
+    limit.add_argument("--nodes", type=int, default=None, help="our engine's node limit per move")
+    limit.add_argument("--movetime", type=int, default=None, help="our engine's milliseconds per move")
+    parser.add_argument("--opening-plies", type=int, default=4, help="random legal moves of each opening (4)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the openings (default 1)")
+    parser.add_argument("--parallel", type=int, default=1, help="games played at once (default 1)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds after which the match is stopped; the games finished by then count")
+    parser.add_argument("--out", required=True, help="folder for the match files and CSA records (new)")
+    return parser.parse_args(argv)
+
+
+def opponent_player(spec: str, run_dir: Path) -> arena.Player:
+    """`material`, `fairy:N` or `fairy:N:SKILL` -> the opponent Player."""
+    if spec == "material":
+        return arena.Player("material", arena.usi_command(run_dir, "material"),
+                            {"ResignValue": RESIGN_CP}, {"depth_limit": 1})
+    kind, _, rest = spec.partition(":")
+    count, _, skill = rest.partition(":")
+    if kind == "fairy" and count.isdigit() and int(count) > 0 and (
+            not skill or skill.lstrip("-").isdigit() and -20 <= int(skill) <= 20):
+        options: dict[str, int] = {"Threads": 1, "Hash": 16}
+        if skill:
+            options["Skill Level"] = int(skill)
+        name = f"fairy-{count}" + (f"-skill{skill}" if skill else "")
+        return arena.Player(name, (arena.fairy_stockfish(),), options, {"node_limit": int(count)})
+    raise RunError(f"--opponent {spec!r}: expected 'material', 'fairy:N' or 'fairy:N:SKILL' "
+                   "(N > 0 nodes, SKILL -20..20: Fairy-Stockfish's Skill Level)")
+
+
+def engine_limit(args: argparse.Namespace) -> dict[str, int]:
+    """Our engine's per-move limit in ShogiArena's time_control keys."""
+    if args.nodes is not None:
+        return {"node_limit": args.nodes}
+    if args.movetime is not None:
+        return {"fixed_time_ms": args.movetime}
+    return {"depth_limit": args.depth if args.depth is not None else 1}
+
+
+def format_result(result: arena.MatchResult) -> str:
+    elo, low, high = result.elo()
+    text = (f"{result.player} vs {result.opponent}: {result.games} games  +{result.wins} ={result.draws} "
+            f"-{result.losses}  score {100 * result.score:.1f}%  Elo {elo:+.0f} [{low:+.0f}, {high:+.0f}] (95%)")
+    if not result.complete:
+        text += "  (stopped at --timeout: the games finished by then)"
+    if result.not_played:
+        text += f"  ({result.not_played} not played: see the arena log)"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv or [])
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise RunError(f"{run_dir}: no such run directory")
+    model = Path(args.model) if args.model else run_dir
+    if args.player == "material" and args.model:
+        raise RunError("--player material plays the run's material baseline: drop --model")
+    player = arena.Player(args.player, arena.usi_command(model, args.player), {"ResignValue": RESIGN_CP},
+                          engine_limit(args))
+    opponent = opponent_player(args.opponent, run_dir)
+    if opponent.name == player.name:
+        raise RunError(f"--player {args.player} --opponent {args.opponent}: the same player twice")
+    start = time.monotonic()
+    result = arena.run_match(Path(args.out), player, opponent, args.games, args.opening_plies, args.seed,
+                             args.parallel, args.timeout)
+    print(format_result(result))
+    print(f"{time.monotonic() - start:.0f} s; games as CSA in {Path(args.out) / arena.GAMES_DIR}, "
+          f"summary in {Path(args.out) / arena.SUMMARY_JSON}")
+    return 0

@@ -1,0 +1,120 @@
+"""engine/players.py: the Keras evaluator equals the model's mirror-averaged probability, the ONNX evaluator
+runs an export without TensorFlow, the material evaluator applies the fitted piece values, and
+make_evaluator picks the right one or says why not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shogi_dnn import features
+from shogi_dnn.analysis import baselines, scoring
+from shogi_dnn.engine import players
+from shogi_dnn.errors import RunError
+from shogi_dnn.kifu.record import STANDARD_START_SFEN
+from shogi_dnn.rules import new_position
+from tests.support.evaldata import material_dataset
+from tests.support.paths import REPO
+
+
+def _children() -> tuple[np.ndarray, np.ndarray]:
+    position = new_position(STANDARD_START_SFEN)
+    pairs = []
+    for move in position.legal_usi():
+        child = position.copy()
+        child.push_usi(move)
+        pairs.append(features.encode_position(child))
+    return np.stack([b for b, _ in pairs]), np.stack([h for _, h in pairs])
+
+
+def _tiny_onnx(path: Path, weight: float = 0.1) -> Path:
+    """An ONNX graph with the export's signature: win_probability = sigmoid(weight * pieces in hand)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Cast", ["hands"], ["h"], to=TensorProto.FLOAT),
+             helper.make_node("ReduceSum", ["h", "axes"], ["s"], keepdims=0),
+             helper.make_node("Mul", ["s", "w"], ["x"]),
+             helper.make_node("Sigmoid", ["x"], ["win_probability"])]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("board", TensorProto.UINT8, ["batch", 81]),
+         helper.make_tensor_value_info("hands", TensorProto.UINT8, ["batch", 14])],
+        [helper.make_tensor_value_info("win_probability", TensorProto.FLOAT, ["batch"])],
+        [helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+         helper.make_tensor("w", TensorProto.FLOAT, [], [weight])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.save(model, path)
+    return path
+
+
+def test_onnx_evaluator_without_tensorflow(tmp_path: Path) -> None:
+    path = _tiny_onnx(tmp_path / "tiny.onnx")
+    evaluator = players.make_evaluator("network", path)
+    assert isinstance(evaluator, players.OnnxEvaluator)
+    board, hands = _children()
+    hands[3, 0] = 5
+    got = evaluator.win_probability(board, hands)
+    assert got.shape == (len(board),) and got.dtype == np.float64
+    assert got == pytest.approx(scoring.sigmoid(0.1 * hands.sum(axis=1)), abs=1e-6)
+    code = ("import sys; from pathlib import Path; from shogi_dnn.engine import players, protocol; import io; "
+            f"e = players.make_evaluator('network', Path({str(path)!r})); out = io.StringIO(); "
+            "protocol.UsiEngine(e, out).run(iter(['isready', 'position startpos', 'go depth 1', 'quit'])); "
+            "print(out.getvalue().split()[-1], 'tensorflow' in sys.modules, 'keras' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    move, tf_loaded, keras_loaded = done.stdout.split()
+    assert move in new_position(STANDARD_START_SFEN).legal_usi() and (tf_loaded, keras_loaded) == ("False", "False")
+
+
+def test_a_broken_onnx_file_is_one_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(b"not a model")
+    with pytest.raises(RunError, match="not a readable ONNX model"):
+        players.make_evaluator("network", path).load()
+
+
+@pytest.mark.slow                  # builds and saves a Keras model: ~8 s on the shared CPU
+def test_keras_evaluator_is_the_mirror_averaged_model(tmp_path: Path) -> None:
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.training import model as model_lib
+
+    model = model_lib.build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, features="attacks"), seed=3)
+    model.save(tmp_path / "model.keras")
+    board, hands = _children()
+    want = scoring.sigmoid(np.asarray(model_lib.value_logits(model, board, hands, mirror_average=True),
+                                      np.float64))
+    evaluator = players.make_evaluator("network", tmp_path)
+    assert isinstance(evaluator, players.KerasEvaluator)
+    assert evaluator.win_probability(board, hands) == pytest.approx(want, abs=1e-5)
+    alone = players.make_evaluator("network", tmp_path, mirror_average=False).win_probability(board, hands)
+    assert alone == pytest.approx(scoring.sigmoid(np.asarray(model({"board": board, "hands": hands}),
+                                                             np.float64).reshape(-1)), abs=1e-5)
+
+
+def test_material_evaluator_fits_on_the_runs_training_split(tmp_path: Path) -> None:
+    material_dataset(tmp_path / "data", {"train": (400, 0.8, False), "validation": (100, 0.5, False)})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"data_dir": str(tmp_path / "data")}))
+    evaluator = players.make_evaluator("material", run_dir)
+    board, hands = _children()
+    got = evaluator.win_probability(board, hands)
+    fitted = baselines.Baselines.from_dict(json.loads((run_dir / "baselines.json").read_text())["baselines"])
+    assert got == pytest.approx(scoring.sigmoid(fitted.material_logits(board, hands)))
+    assert fitted.piece_values()["R"] > 1.0                # the planted extra rook wins
+
+
+def test_make_evaluator_refusals(tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="no such run directory or model file"):
+        players.make_evaluator("network", tmp_path / "missing")
+    with pytest.raises(RunError, match="unknown player"):
+        players.make_evaluator("random", tmp_path)
+    with pytest.raises(RunError, match="not a run directory"):
+        players.make_evaluator("network", tmp_path)
+    with pytest.raises(RunError, match="needs the run directory"):
+        players.make_evaluator("material", _tiny_onnx(tmp_path / "m.onnx"))
