@@ -112,8 +112,9 @@ def release_in_background(holder: list[Any]) -> threading.Thread:
 class EvalTarget:
     """The evaluation target a run trains on, resolved from train.eval_* and the training split.
 
-    weight: λ (0 = results only); scale: a in centipawns per logit (> 0); trust: None or [R] per-ply-range
-    factors of λ (evalfit.PLY_EDGES); fit: what the training split's evaluations say (None: none carry one).
+    weight: λ as trained (0 = results only); scale: a in centipawns per logit (> 0); trust: None or [R]
+    per-ply-range factors of λ (evalfit.PLY_EDGES); fit: what the training split's evaluations say (None:
+    none carry one, or λ = 0); requested: train.eval_weight (λ > 0 on data without evaluations trains at 0).
     """
 
     weight: float
@@ -121,11 +122,12 @@ class EvalTarget:
     trust: tuple[float, ...] | None
     weighting: str
     fit: evalfit.EvalFit | None
+    requested: float = 0.0
 
     def describe(self) -> str:
         """The run log's line: coverage, λ, a and the weighting."""
         if self.fit is None:
-            return ("no engine evaluations in the training split: results only" if self.weight > 0 else
+            return ("no engine evaluations in the training split: results only" if self.requested > 0 else
                     "evaluation targets off (train.eval_weight = 0): results only")
         coverage = f"evaluations on {self.fit.coverage:.1%} of training positions"
         if self.weight == 0:
@@ -141,7 +143,7 @@ class EvalTarget:
         return self.fit is not None and self.scale == self.fit.scale
 
     def to_dict(self) -> dict[str, Any]:
-        return {"weight": self.weight, "scale": self.scale, "weighting": self.weighting,
+        return {"weight": self.weight, "requested": self.requested, "scale": self.scale, "weighting": self.weighting,
                 "trust": None if self.trust is None else list(self.trust),
                 "fit": None if self.fit is None else self.fit.to_dict()}
 
@@ -154,10 +156,11 @@ def resolve_eval_target(cfg: config_mod.TrainConfig, manifest: shards.Manifest) 
     paths = [manifest.shard_path(s) for s in manifest.split("train")]
     fit = evalfit.fit_batches(_eval_columns(paths))
     if fit is None:
-        return EvalTarget(0.0, cfg.eval_scale or evalfit.DEFAULT_SCALE, None, cfg.eval_weighting, None)
+        return EvalTarget(0.0, cfg.eval_scale or evalfit.DEFAULT_SCALE, None, cfg.eval_weighting, None,
+                          cfg.eval_weight)
     scale = cfg.eval_scale if cfg.eval_scale > 0 else fit.scale
     trust = fit.trust if cfg.eval_weighting == "trust" else None
-    return EvalTarget(cfg.eval_weight, scale, trust, cfg.eval_weighting, fit)
+    return EvalTarget(cfg.eval_weight, scale, trust, cfg.eval_weighting, fit, cfg.eval_weight)
 
 
 def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -94,8 +94,8 @@ def test_declaration(new_position) -> None:
     assert search.declaration_win(position, "CSARule27") and search.declaration_win(position, "CSARule24")
     assert not search.declaration_win(position, "NoEnteringKing")
     assert not search.declaration_win(new_position("K+R+R+B+BGGGS/9/9/9/9/9/9/9/k8 b 9P 1"), "CSARule27")  # 8 pieces
-    # 10 pieces but 23 points: below 28
-    assert not search.declaration_win(new_position("KGGGSSSSP/PP7/9/9/9/9/9/9/k8 b - 1"), "CSARule27")
+    # 10 pieces but too few points (the tokin on 1a: a pawn could never stand there unpromoted)
+    assert not search.declaration_win(new_position("KGGGSSSS+P/PP7/9/9/9/9/9/9/k8 b - 1"), "CSARule27")
     start = new_position("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1")
     assert not search.declaration_win(start, "CSARule27")
 

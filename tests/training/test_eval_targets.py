@@ -8,13 +8,14 @@ import math
 import shutil
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from shogi_dnn import features, shards
+from shogi_dnn import evalfit, features, shards
 from shogi_dnn.config import OptimConfig
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.training import pipeline, schedule, towers
@@ -149,3 +150,73 @@ def test_train_step_weight_zero_is_bit_identical_and_a_weight_moves_it() -> None
     assert max(float(np.abs(a - b).max()) for a, b in zip(plain_weights, half_weights)) > 1e-6
     # the metric sums are computed before the update: the result loss, whatever the weight
     assert all(plain_sums[k].tobytes() == half_sums[k].tobytes() for k in towers.METRIC_KEYS)
+
+
+def test_trust_weighting_scales_lambda_by_the_range_of_each_ply() -> None:
+    # plies 5, 25, 45, 250, 65 -> ranges 0, 1, 2, 10 (the last range is open), 3
+    batch = {**BATCH, "ply": np.asarray([5, 25, 45, 250, 65], np.int16)}
+    trust = [0.0, 0.5, 1.0, 0.25] + [0.75] * (len(evalfit.PLY_EDGES) - 4)
+    tensors = {k: tf.constant(v) for k, v in batch.items()}
+    losses = towers.example_losses(_fixed_model, tensors, training=False, eval_weight=0.8, eval_scale=756.0,
+                                   eval_trust=trust)[0].numpy()
+    result = [_bce(z, y) for z, y in zip(LOGITS.tolist(), BATCH["win"].tolist())]
+    targets = [_sigmoid(e / 756.0) for e in BATCH["eval"].tolist()]
+    weights = [0.8 * 0.0, 0.8 * 0.5, None, 0.8 * 0.75, 0.8 * 0.25]       # row 2 has no evaluation
+    want = [r if w is None else (1 - w) * r + w * _bce(z, t)
+            for r, w, z, t in zip(result, weights, LOGITS.tolist(), targets)]
+    np.testing.assert_allclose(losses, want, rtol=1e-6, atol=1e-6)
+    assert losses[0] == pytest.approx(result[0], abs=1e-7)                # trust 0: the result alone
+    assert towers.trust_by_ply(tf.constant([0, 19, 20, 199, 200, 9999]), trust).numpy().tolist() == \
+        [0.0, 0.0, 0.5, 0.75, 0.75, 0.75]
+
+
+def _eval_dataset(root: Path, rows: int = 4000) -> shards.Manifest:
+    """A training split whose evaluations predict results with a known scale (a = 500) from ply 40 on and
+    are noise before it; a validation split without any."""
+    rng = np.random.default_rng(0)
+    ply = rng.integers(0, 120, rows).astype(np.int16)
+    evals = rng.integers(-2000, 2001, rows)
+    p = np.where(ply >= 40, 1 / (1 + np.exp(-evals / 500.0)), 0.5)
+    win = (rng.random(rows) < p).astype(np.float32)
+    make_dataset(root, train=[rows // 2, rows // 2], validation=[64], chunk_rows=256)
+    manifest = shards.read_manifest(root)
+    for i, info in enumerate(manifest.split("train")):
+        part = slice(i * (rows // 2), (i + 1) * (rows // 2))
+        with h5py.File(root / info.path, "r+") as f:        # the columns the fit reads, rewritten in place
+            f[shards.KEY_PLY][...] = ply[part]
+            f[shards.KEY_WIN][...] = win[part]
+            if shards.KEY_EVAL in f:
+                del f[shards.KEY_EVAL]
+            f.create_dataset(shards.KEY_EVAL, data=evals[part].astype(np.int16))
+    return manifest
+
+
+def test_resolve_eval_target_fits_the_scale_and_the_trust_on_the_training_split(tmp_path: Path) -> None:
+    from shogi_dnn.config import TrainConfig
+    from shogi_dnn.training.trainer import resolve_eval_target
+
+    manifest = _eval_dataset(tmp_path / "data")
+    target = resolve_eval_target(TrainConfig(eval_weight=1.0, eval_scale=0.0, eval_weighting="trust"), manifest)
+    fit = target.fit
+    assert fit is not None and fit.positions == 4000 and fit.coverage == 1.0
+    assert target.weight == 1.0 and target.scale == fit.scale and target.trust == fit.trust
+    late = [s for s, e, c in zip(fit.scales, fit.ply_edges, fit.counts) if e >= 40 and c]
+    assert all(400 < s < 650 for s in late)                           # the generating a = 500, by range
+    assert fit.trust[0] < 0.2 and fit.trust[1] < 0.2 and max(fit.trust) == 1.0   # noise before ply 40
+    line = target.describe()
+    assert line.startswith("evaluations on 100.0% of training positions, λ = 1, a = ") and "trust by ply 0+:" in line
+    constant = resolve_eval_target(TrainConfig(eval_weight=0.33, eval_scale=756.0), manifest)
+    assert constant.scale == 756.0 and constant.trust is None and "(set; fitted on results:" in constant.describe()
+    off = resolve_eval_target(TrainConfig(eval_weight=0.0), manifest)
+    assert off.weight == 0.0 and off.fit is None and "results only" in off.describe()
+
+
+def test_a_dataset_without_evaluations_trains_on_results(tmp_path: Path) -> None:
+    from shogi_dnn.config import TrainConfig
+    from shogi_dnn.training.trainer import resolve_eval_target
+
+    make_dataset(tmp_path / "plain", train=[200], validation=[50], chunk_rows=64)
+    target = resolve_eval_target(TrainConfig(eval_weight=1.0, eval_scale=0.0, eval_weighting="trust"),
+                                 shards.read_manifest(tmp_path / "plain"))
+    assert (target.weight, target.trust, target.fit) == (0.0, None, None)
+    assert target.describe() == "no engine evaluations in the training split: results only"
