@@ -94,6 +94,10 @@ class StopFlag:
 
 
 RELEASE_THREAD = "release-stage-input"
+# A teardown still running when the interpreter exits can abort the process inside TensorFlow's C++ (seen
+# once: "terminate called ... exception not rethrown" after a finished run), so a run waits for its
+# teardowns before returning: long after a finished run (they are usually done), briefly after a stop.
+RELEASE_WAIT_DONE, RELEASE_WAIT_STOPPED = 60.0, 5.0
 
 
 def release_in_background(holder: list[Any]) -> threading.Thread:
@@ -106,6 +110,14 @@ def release_in_background(holder: list[Any]) -> threading.Thread:
     thread = threading.Thread(target=holder.clear, name=RELEASE_THREAD, daemon=True)
     thread.start()
     return thread
+
+
+def join_releases(threads: list[threading.Thread], timeout: float) -> None:
+    """Wait up to `timeout` seconds in all for the stage teardowns started by release_in_background."""
+    deadline = time.perf_counter() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.perf_counter()))
+    threads[:] = [t for t in threads if t.is_alive()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,6 +240,7 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, write_files=self.is_chief)   # the chief alone writes metrics
         self.stop = stop or StopFlag()   # given by the command: it catches signals from start-up on
         self.validation_paths = [self.manifest.shard_path(s) for s in self.manifest.split("validation")]
+        self.releases: list[threading.Thread] = []     # stage input teardowns (release_in_background)
         pipeline.take_read_error()               # clear: only this run's read errors count
 
     def _total_steps(self) -> int:
@@ -263,6 +276,7 @@ class Trainer:
         log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
                  self.run_dir / run_files.MODEL_FILE)
         self.metrics.close()
+        join_releases(self.releases, RELEASE_WAIT_DONE)
         return TrainResult(state, interrupted=False)
 
     # -- start and stop ---------------------------------------------------------------------------
@@ -392,6 +406,7 @@ class Trainer:
         log.info("stopped (%s) at step=%d samples=%d; checkpoint saved. Resume with:\n  %s",
                  self.stop.signal_name, state.step, state.samples, self.resume_command or "--resume")
         self.metrics.close()
+        join_releases(self.releases, RELEASE_WAIT_STOPPED)
         return TrainResult(state, interrupted=True)
 
     # -- one stage --------------------------------------------------------------------------------
@@ -414,7 +429,7 @@ class Trainer:
         try:
             return self._run_updates(stage, state, remaining, batches)
         finally:
-            release_in_background(batches)
+            self.releases.append(release_in_background(batches))
 
     def _run_updates(self, stage: Stage, state: TrainState, remaining: int,
                      batches: list[Any]) -> tuple[TrainState, bool]:
