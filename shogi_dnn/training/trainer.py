@@ -415,7 +415,7 @@ class Trainer:
         """Run the stage's remaining updates. Returns (state, False) when stopped inside the stage.
 
         The stage's input iterator is held only by a one-item list and torn down by release_in_background
-        when the stage returns, whichever way: its teardown waits for the generator call in flight (a
+        when the stage returns (finished or stopped; an error tears it down here before it propagates): its teardown waits for the generator call in flight (a
         whole shuffle buffer) and the generator's cleanup, seen to take 50+ s after a Ctrl-C at a stage
         boundary; the validation, the checkpoint and the exit that follow do not wait for it."""
         remaining = stage.remaining(state.position)
@@ -427,9 +427,14 @@ class Trainer:
             shuffle_buffer=stage.shuffle_buffer, mirror=self.config.data.mirror, lanes=stage.lanes,
             input_context=ctx, rows=stage.rows)))]
         try:
-            return self._run_updates(stage, state, remaining, batches)
-        finally:
-            self.releases.append(release_in_background(batches))
+            result = self._run_updates(stage, state, remaining, batches)
+        except BaseException:
+            # An error ends the process: tear down here, as before, so that no teardown thread is still
+            # inside TensorFlow when the interpreter exits (a chief whose worker died aborted that way).
+            batches.clear()
+            raise
+        self.releases.append(release_in_background(batches))
+        return result
 
     def _run_updates(self, stage: Stage, state: TrainState, remaining: int,
                      batches: list[Any]) -> tuple[TrainState, bool]:
