@@ -10,7 +10,7 @@ exists), then writes each run's mirror-averaged logits on the validation split o
 of TEST (games drawn the same way with other seeds) as SWEEP/NAME-sS/pred-<split>.npz (logit [N] float32, in
 shard order). `table` scores every run and the baselines on the same positions: the test games that repeat
 a training game move for move are removed first (the engine replays itself), accuracy is over decisive
-positions, and the intervals are 95% bootstrap intervals over games (scoring.bootstrap_games when present).
+positions, and the intervals are 95% bootstrap intervals over games (scoring.bootstrap_games).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn import evalfit, shards
+from shogi_dnn import shards
 from shogi_dnn.analysis import scoring
 
 KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME)
@@ -91,40 +91,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def scores(prob: np.ndarray, win: np.ndarray, ply: np.ndarray) -> dict[str, float]:
-    p = np.clip(prob, 1e-7, 1 - 1e-7)
-    loss = float(np.mean(-(win * np.log(p) + (1 - win) * np.log(1 - p))))
-    dec = win != 0.5
-    acc = float(np.mean((p[dec] > 0.5) == (win[dec] > 0.5)))
-    bins = np.minimum((p * 10).astype(int), 9)
-    ece = float(sum(abs(p[bins == b].mean() - win[bins == b].mean()) * (bins == b).sum()
-                    for b in range(10) if (bins == b).any()) / len(p))
-    out = {"accuracy": acc, "loss": loss, "ece": ece}
-    for lo, hi in PHASES:
-        m = dec & (ply >= lo) & (ply < hi)
-        out[f"acc{lo}"] = float(np.mean((p[m] > 0.5) == (win[m] > 0.5))) if m.any() else float("nan")
+def scores(logits: np.ndarray, win: np.ndarray, ply: np.ndarray) -> dict[str, float]:
+    """accuracy (decisive positions), loss, ece and accuracy by phase (acc0, acc40, acc80): scoring.Scorer."""
+    scorer = scoring.Scorer(ply_edges=(*(lo for lo, _ in PHASES), PHASES[-1][1]))
+    scorer.add(logits, win, ply)
+    summary = scorer.summary()
+    out = {k: summary[k] for k in ("accuracy", "loss", "ece")}
+    phases = {row["lo"]: row["accuracy"] for row in summary["by_ply"]}
+    out.update({f"acc{lo}": phases.get(float(lo), float("nan")) for lo, _ in PHASES})
     return out
 
 
-def bootstrap_diff(a: np.ndarray, b: np.ndarray, win: np.ndarray, games: np.ndarray, n: int = 1000,
-                   seed: int = 0) -> tuple[tuple[float, float], tuple[float, float]]:
-    """95% intervals of (accuracy a - b, loss a - b) resampling whole games."""
-    uniq, inv = np.unique(games, return_inverse=True)
-    pa, pb = np.clip(a, 1e-7, 1 - 1e-7), np.clip(b, 1e-7, 1 - 1e-7)
-    la = -(win * np.log(pa) + (1 - win) * np.log(1 - pa))
-    lb = -(win * np.log(pb) + (1 - win) * np.log(1 - pb))
-    dec = (win != 0.5).astype(float)
-    ca = dec * ((pa > 0.5) == (win > 0.5))
-    cb = dec * ((pb > 0.5) == (win > 0.5))
-    g = len(uniq)
-    sums = [np.bincount(inv, weights=w, minlength=g) for w in (la - lb, ca - cb, dec, np.ones_like(win))]
-    rng = np.random.default_rng(seed)
-    acc, loss = [], []
-    for _ in range(n):
-        k = np.bincount(rng.integers(0, g, g), minlength=g)
-        acc.append(k @ sums[1] / (k @ sums[2]))
-        loss.append(k @ sums[0] / (k @ sums[3]))
-    return tuple(np.percentile(acc, [2.5, 97.5])), tuple(np.percentile(loss, [2.5, 97.5]))
+def material_interval(model: np.ndarray, material: np.ndarray, win: np.ndarray,
+                      games: np.ndarray) -> dict[str, scoring.Interval]:
+    """95% intervals over games (scoring.bootstrap_games, paired) of model minus material: accuracy, loss."""
+    sums = {"model": scoring.GameSums(), "material": scoring.GameSums()}
+    sums["model"].add(games, model, win)
+    sums["material"].add(games, material, win)
+    return scoring.bootstrap_games(sums, [("model", "material")]).differences[("model", "material")]
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -147,21 +131,15 @@ def cmd_table(args: argparse.Namespace) -> int:
     probs: dict[str, list[np.ndarray]] = {}
     for pred in sorted(args.sweep.glob(f"*/pred-{args.split}.npz")):
         name = pred.parent.name.rsplit("-s", 1)[0]
-        p = scoring.sigmoid(np.load(pred)["logit"].astype(np.float64))[keep]
-        rows.setdefault(name, []).append(scores(p, win, ply))
-        probs.setdefault(name, []).append(p)
-    base = bl.fit_baselines(train_paths)
-    material = scoring.sigmoid(base.material_logits(data[shards.KEY_BOARD], data[shards.KEY_HANDS]))[keep]
-    fit = evalfit.fit_batches((d[shards.KEY_EVAL], d[shards.KEY_WIN], d[shards.KEY_PLY])
-                              for d in (shards.read_positions(p, keys=(shards.KEY_EVAL, shards.KEY_WIN,
-                                                                        shards.KEY_PLY)).arrays
-                                        for p in train_paths))
-    baselines = {"material baseline": material}
-    if fit is not None:
-        baselines["engine evaluation (fitted a)"] = evalfit.probabilities(data[shards.KEY_EVAL], fit.scale)[keep]
-    if hasattr(bl, "fit_piece_square"):
-        ps = bl.fit_piece_square(train_paths)
-        baselines["piece-square baseline"] = scoring.sigmoid(ps.logits(data[shards.KEY_BOARD], data[shards.KEY_HANDS]))[keep]
+        logits = np.load(pred)["logit"].astype(np.float64)[keep]
+        rows.setdefault(name, []).append(scores(logits, win, ply))
+        probs.setdefault(name, []).append(scoring.sigmoid(logits))
+    base = bl.fit_baselines(train_paths)             # material, piece-square and the engine's a, fitted once
+    board, hands = data[shards.KEY_BOARD][keep], data[shards.KEY_HANDS][keep]
+    baselines = {"material baseline": base.material_logits(board, hands)}
+    if base.engine is not None:
+        baselines["engine evaluation (fitted a)"] = base.engine_logits(data[shards.KEY_EVAL][keep])
+    baselines["piece-square baseline"] = base.piece_square.logits(board, hands)
     print(f"{args.split}: {len(np.unique(games))} games, {len(win)} positions ({int((win != 0.5).sum())} decisive)")
     print("| option | runs | accuracy | log loss | ECE | acc. ply 0-40 | 40-80 | 80+ | acc. - material (games 95%) | loss - material |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -170,10 +148,11 @@ def cmd_table(args: argparse.Namespace) -> int:
     for name, rs in list(rows.items()) + [(k, [scores(v, win, ply)]) for k, v in baselines.items()]:
         cells = [fmt([r[k] for r in rs]) for k in ("accuracy", "loss", "ece")]
         cells += [f"{np.mean([r[f'acc{lo}'] for r in rs]):.3f}" for lo, _ in PHASES]
-        if name in probs:
-            mean_p = np.mean(probs[name], axis=0)
-            (a_lo, a_hi), (l_lo, l_hi) = bootstrap_diff(mean_p, material, win, games)
-            cells += [f"{a_lo:+.3f}..{a_hi:+.3f}", f"{l_lo:+.3f}..{l_hi:+.3f}"]
+        if name in probs:                            # the seeds' mean probability against material
+            mean = np.clip(np.mean(probs[name], axis=0), 1e-12, 1 - 1e-12)
+            diff = material_interval(np.log(mean / (1 - mean)), baselines["material baseline"], win, games)
+            cells += [f"{diff['accuracy'].lo:+.3f}..{diff['accuracy'].hi:+.3f}",
+                      f"{diff['loss'].lo:+.3f}..{diff['loss'].hi:+.3f}"]
         else:
             cells += ["", ""]
         print(f"| {name} | {len(rs)} | " + " | ".join(cells) + " |")
