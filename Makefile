@@ -11,23 +11,28 @@ install:
 # The main job on bundled data: convert the 1,886 GNU Shogi self-play games of datasets/gnushogi.tar.xz
 # (read straight from the archive), train train/demo.toml on every local device, evaluate on the 174
 # held-out validation games, draw the win-rate curve of one of them (a game the model never trained on),
-# and end with one table: the model against the material and side-to-move baselines.
+# and end with one table: the model against the side-to-move, material and piece-square baselines.
 DEMO_ARCHIVE = datasets/gnushogi.tar.xz
 # Game 13 of this file is in the validation split (tests/test_datasets.py checks it).
 DEMO_GAME_FILE = gnushogi/gnushogi-0000.csa
 DEMO_GAME = 13
 
 demo: install
-	$(PYTHON) -m shogi_dnn convert $(DEMO_ARCHIVE) --out $(DATA) --val-fraction 0.1 --quiet
-	rm -rf $(RUN)
-	$(PYTHON) -m shogi_dnn train --config train/demo.toml --data $(DATA) --run-dir $(RUN)
-	$(PYTHON) -m shogi_dnn evaluate --run-dir $(RUN) --split validation > $(RUN)/evaluate-validation.txt
-	@echo "evaluate: the details (by ply, calibration) are in $(RUN)/evaluate-validation.txt"
-	tar -xJf $(DEMO_ARCHIVE) -C $(RUN) $(DEMO_GAME_FILE)
-	$(PYTHON) -m shogi_dnn predict --run-dir $(RUN) --game $(DEMO_GAME) --out $(RUN)/predict-validation-game.png \
-	    $(RUN)/$(DEMO_GAME_FILE) > $(RUN)/predict-validation-game.txt
-	@echo "predict: win-rate curve of validation game $(DEMO_GAME) of $(DEMO_GAME_FILE): $(RUN)/predict-validation-game.png (table: .txt)"
-	$(PYTHON) -m shogi_dnn report --run-dir $(RUN) --summary
+	$(call DEMO_STEPS,$(DEMO_ARCHIVE),$(DATA),$(RUN),$(DEMO_GAME_FILE),$(DEMO_GAME))
+
+# The steps of both demos: $(call DEMO_STEPS,archive,data folder,run folder,game file in the archive,game number)
+define DEMO_STEPS
+$(PYTHON) -m shogi_dnn convert $(1) --out $(2) --val-fraction 0.1 --quiet
+rm -rf $(3)
+$(PYTHON) -m shogi_dnn train --config train/demo.toml --data $(2) --run-dir $(3)
+$(PYTHON) -m shogi_dnn evaluate --run-dir $(3) --split validation > $(3)/evaluate-validation.txt
+@echo "evaluate: the details (by ply, calibration) are in $(3)/evaluate-validation.txt"
+tar -xJf $(1) -C $(3) $(4)
+$(PYTHON) -m shogi_dnn predict --run-dir $(3) --game $(5) --out $(3)/predict-validation-game.png \
+    $(3)/$(4) > $(3)/predict-validation-game.txt
+@echo "predict: win-rate curve of validation game $(5) of $(4): $(3)/predict-validation-game.png (table: .txt)"
+$(PYTHON) -m shogi_dnn report --run-dir $(3) --summary
+endef
 
 # The second demo, on engine evaluations: 1,400 Fairy-Stockfish self-play games with the engine's score after
 # every engine move (datasets/fairy.tar.xz; its fairy/README.md says how they were made). The same steps as
@@ -41,16 +46,7 @@ ENGINE_GAME_FILE = fairy/fairy-0000.csa
 ENGINE_GAME = 64
 
 demo-engine: install
-	$(PYTHON) -m shogi_dnn convert $(ENGINE_ARCHIVE) --out $(ENGINE_DATA) --val-fraction 0.1 --quiet
-	rm -rf $(ENGINE_RUN)
-	$(PYTHON) -m shogi_dnn train --config train/demo.toml --data $(ENGINE_DATA) --run-dir $(ENGINE_RUN)
-	$(PYTHON) -m shogi_dnn evaluate --run-dir $(ENGINE_RUN) --split validation > $(ENGINE_RUN)/evaluate-validation.txt
-	@echo "evaluate: the details (by ply, calibration) are in $(ENGINE_RUN)/evaluate-validation.txt"
-	tar -xJf $(ENGINE_ARCHIVE) -C $(ENGINE_RUN) $(ENGINE_GAME_FILE)
-	$(PYTHON) -m shogi_dnn predict --run-dir $(ENGINE_RUN) --game $(ENGINE_GAME) \
-	    --out $(ENGINE_RUN)/predict-validation-game.png $(ENGINE_RUN)/$(ENGINE_GAME_FILE) > $(ENGINE_RUN)/predict-validation-game.txt
-	@echo "predict: win-rate curve of validation game $(ENGINE_GAME) of $(ENGINE_GAME_FILE): $(ENGINE_RUN)/predict-validation-game.png (table: .txt)"
-	$(PYTHON) -m shogi_dnn report --run-dir $(ENGINE_RUN) --summary
+	$(call DEMO_STEPS,$(ENGINE_ARCHIVE),$(ENGINE_DATA),$(ENGINE_RUN),$(ENGINE_GAME_FILE),$(ENGINE_GAME))
 
 test: install
 	$(PYTHON) -m pytest -q

@@ -234,15 +234,21 @@ def expect(corpus: Path) -> int:
                     "basis": "unreadable", "note": "cshogi crashed (segmentation fault)"}]
         rows += got
     _apply_overrides(rows)
-    with open(EXPECTED, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, EXPECTED_FIELDS, delimiter="\t", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_tsv(EXPECTED, EXPECTED_FIELDS, rows)
     print(f"{EXPECTED}: {len(rows)} games")
     return 0
 
 
 OVERRIDES = HERE / "OVERRIDES.tsv"
+
+
+def write_tsv(path: Path, fields: list[str] | tuple[str, ...], rows: list[dict]) -> None:
+    """rows as a tab-separated table with a header line (MANIFEST.tsv, EXPECTED.tsv)."""
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fields, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
 
 
 def _apply_overrides(rows: list[dict]) -> None:
@@ -326,10 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.action == "manifest":
         rows = make_manifest()
-        with open(MANIFEST, "w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, MANIFEST_FIELDS, delimiter="\t", lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
+        write_tsv(MANIFEST, MANIFEST_FIELDS, rows)
         print(f"{MANIFEST}: {len(rows)} files from {len({r['repo'] for r in rows})} repositories")
         return 0
     if args.action == "build":

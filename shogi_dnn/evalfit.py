@@ -144,11 +144,9 @@ class EvalFit:
                    tuple(float(v) for v in data["gains"]), tuple(float(v) for v in data["trust"]),
                    tuple(int(v) for v in data["counts"]))
 
-    def describe(self) -> str:
-        """One line for a log: coverage, scale, and the trust by ply range."""
-        ranges = " ".join(f"{e}+:{t:.2f}" for e, t, c in zip(self.ply_edges, self.trust, self.counts) if c)
-        return (f"evaluations on {self.coverage:.1%} of training positions, fitted a = {self.scale:.0f} cp/logit, "
-                f"trust by ply {ranges}")
+    def trust_text(self) -> str:
+        """The trust by ply range for a log line: '0+:0.03 20+:0.16 ...' (ranges with positions only)."""
+        return " ".join(f"{e}+:{t:.2f}" for e, t, c in zip(self.ply_edges, self.trust, self.counts) if c)
 
 
 def fit_stats(stats: EvalStats) -> EvalFit | None:

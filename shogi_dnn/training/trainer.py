@@ -141,11 +141,8 @@ class EvalTarget:
         if self.fit is None:
             return ("no engine evaluations in the training split: results only" if self.requested > 0 else
                     "evaluation targets off (train.eval_weight = 0): results only")
-        coverage = f"evaluations on {self.fit.coverage:.1%} of training positions"
-        if self.weight == 0:
-            return f"{coverage}, not used (train.eval_weight = 0): results only"
-        trust = ("" if self.trust is None else ", trust by ply " +
-                 " ".join(f"{e}+:{t:.2f}" for e, t, c in zip(self.fit.ply_edges, self.trust, self.fit.counts) if c))
+        coverage = f"evaluations on {self.fit.coverage:.1%} of training positions"   # fit: λ > 0 (resolve_eval_target)
+        trust = "" if self.trust is None else f", trust by ply {self.fit.trust_text()}"    # trust is fit.trust
         return (f"{coverage}, λ = {self.weight:g}, a = {self.scale:.0f} cp/logit"
                 f" ({'fitted' if self.fitted_scale else 'set'}; fitted on results: {self.fit.scale:.0f})"
                 f", weighting {self.weighting}{trust}")
