@@ -173,9 +173,15 @@ def resolve_eval_target(cfg: config_mod.TrainConfig, manifest: shards.Manifest) 
 
 
 def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(eval [N] int16, win [N] float32, ply [N] int16) of every position, a shard at a time."""
+    """(eval [N] int16, win [N] float32, ply [N] int16) of every position, a shard at a time. A shard without
+    the optional `eval` dataset (no position of it has one) is only counted: nothing of it is decompressed."""
     for path in paths:
-        rows = shards.read_positions(path, keys=[shards.KEY_EVAL, shards.KEY_WIN, shards.KEY_PLY]).arrays
+        with shards.open_shard(path) as f:
+            if shards.KEY_EVAL not in f:
+                n = int(f[shards.KEY_WIN].shape[0])
+                yield np.full(n, evalfit.EVAL_NONE, np.int16), np.zeros(n, np.float32), np.zeros(n, np.int16)
+                continue
+            rows = shards.read_rows(f, 0, None, [shards.KEY_EVAL, shards.KEY_WIN, shards.KEY_PLY])
         yield rows[shards.KEY_EVAL], rows[shards.KEY_WIN], rows[shards.KEY_PLY]
 
 
