@@ -1,7 +1,7 @@
-"""The optional C extension shogi_dnn._encode (everything else is in pyproject.toml). `optional=True`:
+"""The optional C extension shogi_dnn.dataset._encode (everything else is in pyproject.toml). `optional=True`:
 without a C compiler the install still succeeds and features.py uses its numpy path (same output)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("shogi_dnn._encode", ["shogi_dnn/_encode.c"], optional=True,
+setup(ext_modules=[Extension("shogi_dnn.dataset._encode", ["shogi_dnn/dataset/_encode.c"], optional=True,
                              extra_compile_args=["-O2"])])

@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 
-from shogi_dnn import tf_quiet
+from shogi_dnn.commands import tf_quiet
 from shogi_dnn.errors import ShogiDnnError, is_out_of_memory, out_of_memory_message
 
 COMMANDS = {

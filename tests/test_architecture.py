@@ -13,13 +13,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "shogi_dnn"
 
-# Layers, bottom first: a module may import its own layer or lower ones, never a higher one.
+# Layers, bottom first: a module may import its own layer or lower ones, never a higher one. Every
+# module is named by its own package or module path: the package itself ("shogi_dnn") is a layer only for
+# its __init__, so a new top-level module or folder that no layer lists fails test_every_module_has_a_layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config"),
+    ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config", "shogi_dnn.wording", "shogi_dnn.plotting"),
+    ("shogi_dnn.folders",),         # run and dataset folders on disk: run files, locks, the atomic write
     ("shogi_dnn.rules",),
     ("shogi_dnn.kifu",),
-    ("shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.run_files", "shogi_dnn.evalfit", "shogi_dnn.identity",
-     "shogi_dnn.locks"),
+    ("shogi_dnn.dataset",),         # the dataset format and what is computed from it
     ("shogi_dnn.convert",),
     ("shogi_dnn.training",),
     ("shogi_dnn.analysis",),
@@ -27,9 +29,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shogi_dnn.commands",),
     ("shogi_dnn.cli", "shogi_dnn.__main__"),
 )
+# What may stay at the top of the package: the CLI, config, errors, wording and plotting.
+TOP_LEVEL = {"shogi_dnn", "shogi_dnn.__main__", "shogi_dnn.cli", "shogi_dnn.config", "shogi_dnn.errors",
+             "shogi_dnn.wording", "shogi_dnn.plotting"}
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
-DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.features", "shogi_dnn.shards", "shogi_dnn.convert",
-             "shogi_dnn.run_files", "shogi_dnn.evalfit", "shogi_dnn.identity", "shogi_dnn.locks",
+DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders", "shogi_dnn.convert",
              "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
              "shogi_dnn.training.plan", "shogi_dnn.training.memory", "shogi_dnn.plotting")
@@ -67,14 +71,32 @@ GRAPH = {name: imports_of(name) for name in MODULES}
 
 
 def layer_of(name: str) -> int:
-    best = max((prefix for layer in LAYERS for prefix in layer if name == prefix or name.startswith(prefix + ".")),
-               key=len)
+    """The layer of a module: the longest listed prefix other than the bare package (which names only
+    shogi_dnn/__init__.py). Raises LookupError for a module that no layer places."""
+    prefixes = [p for layer in LAYERS for p in layer
+                if name == p or (p != "shogi_dnn" and name.startswith(p + "."))]
+    if not prefixes:
+        raise LookupError(f"{name} is in no layer of docs/architecture.md (add it to LAYERS)")
+    best = max(prefixes, key=len)
     return next(i for i, layer in enumerate(LAYERS) if best in layer)
 
 
 def test_every_module_has_a_layer() -> None:
     for name in MODULES:
-        layer_of(name)          # StopIteration / ValueError if a new folder was not placed
+        layer_of(name)
+
+
+def test_an_unplaced_module_has_no_layer() -> None:
+    with pytest.raises(LookupError, match="shogi_dnn.utils"):
+        layer_of("shogi_dnn.utils")
+    with pytest.raises(LookupError, match="shogi_dnn.newfolder.thing"):
+        layer_of("shogi_dnn.newfolder.thing")
+
+
+def test_the_top_level_holds_only_the_cli_config_errors_wording_and_plotting() -> None:
+    top = {name for name in MODULES if name.count(".") <= 1 and not (PACKAGE / name.split(".")[-1]).is_dir()}
+    assert top <= TOP_LEVEL, f"loose modules at the top: {sorted(top - TOP_LEVEL)}"
+    assert len(top) <= 8
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

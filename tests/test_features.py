@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shogi_dnn import features
+from shogi_dnn.dataset import features
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import BLACK, WHITE, new_position
 from tests.support.kifugen import random_moves
@@ -164,6 +164,6 @@ def test_mirror_board_swaps_files() -> None:
 def test_encoding_stays_tensorflow_free() -> None:
     import subprocess
     import sys
-    code = ("import sys, shogi_dnn.features, shogi_dnn.shards, shogi_dnn.kifu; "
+    code = ("import sys, shogi_dnn.dataset.features, shogi_dnn.dataset.shards, shogi_dnn.kifu; "
             "sys.exit(1 if 'tensorflow' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

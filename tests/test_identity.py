@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn import identity, shards
+from shogi_dnn.dataset import identity, shards
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from tests.support.kifugen import write_corpus
 

@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn import cli, locks, run_files
+from shogi_dnn import cli
+from shogi_dnn.folders import locks, run_files
 from tests.support.cli import one_error_line
 from tests.support.kifugen import write_corpus
 from tests.support.paths import REPO
 
 NAME = "writer.lock"
 # The child: take the lock the real way, say so, hold it until stdin closes (then release it).
-CHILD = ("import sys\nfrom shogi_dnn import locks\n"
+CHILD = ("import sys\nfrom shogi_dnn.folders import locks\n"
          "with locks.acquire(sys.argv[1], sys.argv[2], sys.argv[3], instead='wait'):\n"
          "    print('held', flush=True)\n    sys.stdin.read()\n")
 
@@ -78,7 +79,7 @@ def test_second_writer_refused_reader_not_blocked_stale_taken_over(tmp_path: Pat
     # The holder dies without releasing: its file is left, and the next writer takes the lock over.
     kill(child)
     assert (folder / NAME).is_file()
-    with caplog.at_level("WARNING", logger="shogi_dnn.locks"):
+    with caplog.at_level("WARNING", logger="shogi_dnn.folders.locks"):
         lock = locks.acquire(folder, NAME, "train", instead="choose another --run-dir")
     assert f"taking over the lock of train, pid {child.pid} on host {socket.gethostname()}" in caplog.text
     assert "(the process is gone)" in caplog.text
@@ -129,7 +130,7 @@ def test_flock_unsupported_falls_back_to_the_exclusive_file(tmp_path: Path, monk
 
     monkeypatch.delenv(locks.MODE_ENV, raising=False)
     monkeypatch.setattr(fcntl, "flock", no_flock)
-    with caplog.at_level("WARNING", logger="shogi_dnn.locks"):
+    with caplog.at_level("WARNING", logger="shogi_dnn.folders.locks"):
         lock = locks.acquire(tmp_path, NAME, "train", instead="x")
     assert "flock is not supported here" in caplog.text
     assert json.loads((tmp_path / NAME).read_text())["mode"] == locks.EXCLUSIVE

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from shogi_dnn import features, shards
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.errors import ShardFormatError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from tests.support.kifugen import random_moves

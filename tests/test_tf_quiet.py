@@ -1,14 +1,14 @@
-"""TensorFlow's start-up lines: none without --verbose, each once with it (shogi_dnn/tf_quiet.py)."""
+"""TensorFlow's start-up lines: none without --verbose, each once with it (shogi_dnn/commands/tf_quiet.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from shogi_dnn import tf_quiet
+from shogi_dnn.commands import tf_quiet
 from tests.support.paths import REPO
 
-SCRIPT = "import sys; from shogi_dnn import tf_quiet; tf_quiet.install(sys.argv[1] == '1'); import tensorflow"
+SCRIPT = "import sys; from shogi_dnn.commands import tf_quiet; tf_quiet.install(sys.argv[1] == '1'); import tensorflow"
 
 
 def _stderr(verbose: bool) -> str:

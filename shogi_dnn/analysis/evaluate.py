@@ -47,10 +47,12 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import config, identity, run_files, shards
+from shogi_dnn import config
+from shogi_dnn.dataset import identity, shards
+from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.features import EVAL_NONE
+from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule, towers
 from shogi_dnn.training import model as model_lib
 

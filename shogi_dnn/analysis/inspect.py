@@ -21,9 +21,10 @@ from typing import Any
 import h5py
 import numpy as np
 
-from shogi_dnn import kifu, shards
+from shogi_dnn import kifu
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import KifuError, ShardFormatError
-from shogi_dnn.features import EVAL_NONE, LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
+from shogi_dnn.dataset.features import EVAL_NONE, LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
 from shogi_dnn.wording import plural
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn import features, kifu, rules, shards
+from shogi_dnn.dataset import features, shards
+from shogi_dnn import kifu, rules
 from shogi_dnn.analysis import scoring
 from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.kifu.kif import move_text

@@ -44,7 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn import identity, plotting, run_files, shards
+from shogi_dnn.dataset import identity, shards
+from shogi_dnn import plotting
+from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import scoring
 from shogi_dnn.errors import RunError
 from shogi_dnn.training import throughput

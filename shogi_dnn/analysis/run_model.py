@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
 
 

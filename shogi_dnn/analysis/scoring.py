@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.features import LABEL_DRAW, LABEL_LOSS, LABEL_WIN
+from shogi_dnn.dataset.features import LABEL_DRAW, LABEL_LOSS, LABEL_WIN
 
 CALIBRATION_BINS = 10
 BOOTSTRAP_RESAMPLES = 1000

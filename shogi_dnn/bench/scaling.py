@@ -202,7 +202,7 @@ def write_plot(report: Mapping[str, Any], path: Path) -> None:
 def synthetic_batch(global_batch: int, seed: int) -> dict[str, np.ndarray]:
     """One in-memory batch shaped like the pipeline's: board [B,81] u8, hands [B,14] u8, win [B] f32,
     ply [B] i16."""
-    from shogi_dnn import shards
+    from shogi_dnn.dataset import shards
     from shogi_dnn.bench.synthetic import random_positions
 
     rows = random_positions(global_batch, np.random.default_rng(seed))

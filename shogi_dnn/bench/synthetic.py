@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn import features, shards
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.rules import NUM_SQUARES
 
 ON_BOARD = (0.5, 1.0)             # range of the share of a set's pieces on the board (the rest in hand)

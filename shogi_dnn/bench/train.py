@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn import config, shards
+from shogi_dnn import config
+from shogi_dnn.dataset import shards
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.training import schedule

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from shogi_dnn.errors import ConfigError
-from shogi_dnn.shards import SPLITS
+from shogi_dnn.dataset.shards import SPLITS
 
 EVAL_SPLITS = (*SPLITS, "all")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
 
 FORMATS = ("onnx", "savedmodel")     # training.export.FORMATS (not imported: that module starts TensorFlow)

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import predict, run_model
 from shogi_dnn.errors import ShogiDnnError
 

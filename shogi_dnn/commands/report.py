@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import report
 from shogi_dnn.training import throughput
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from shogi_dnn import config as config_mod
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import cluster, memory, throughput

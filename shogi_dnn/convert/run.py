@@ -40,7 +40,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn import locks, shards
+from shogi_dnn.folders import locks
+from shogi_dnn.dataset import shards
 from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
     DRAWS,

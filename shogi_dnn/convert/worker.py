@@ -22,7 +22,7 @@ from typing import Any
 from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
 from shogi_dnn.convert.sources import SourceFile
 from shogi_dnn.errors import KifuError, ShogiDnnError
-from shogi_dnn.features import encode_game, first_fourfold, repeated_games
+from shogi_dnn.dataset.features import encode_game, first_fourfold, repeated_games
 from shogi_dnn.kifu import read_record_bytes, repetition
 from shogi_dnn.kifu.csa import in_check
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
 from shogi_dnn.kifu import csa
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner

@@ -22,7 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
-from shogi_dnn import features, run_files
+from shogi_dnn.dataset import features
+from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.errors import RunError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN

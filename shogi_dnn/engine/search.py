@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from shogi_dnn import evalfit, features
+from shogi_dnn.dataset import evalfit, features
 from shogi_dnn.engine.players import Evaluator
 from shogi_dnn.rules import BLACK, NUM_PIECE_TYPES, Position
 

@@ -1,4 +1,4 @@
-"""The compiled CSA move checker (`play_csa` of the C extension shogi_dnn._encode): the CSA reader's
+"""The compiled CSA move checker (`play_csa` of the C extension shogi_dnn.dataset._encode): the CSA reader's
 hot path, when the extension was built at install time.
 
 `NativeGame` is a position for the CSA reader: `push_csa_moves` plays runs of CSA move tokens in C,
@@ -31,11 +31,11 @@ from shogi_dnn.rules.position import NUM_PIECE_TYPES, NUM_SQUARES, format_sfen
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 try:
-    from shogi_dnn._encode import play_csa as _play_csa
+    from shogi_dnn.dataset._encode import play_csa as _play_csa
 except ImportError:                      # no C compiler at install time
     _play_csa = None
 try:
-    from shogi_dnn._encode import csa_move_lines as _csa_move_lines
+    from shogi_dnn.dataset._encode import csa_move_lines as _csa_move_lines
 except ImportError:
     _csa_move_lines = None
 

@@ -41,7 +41,7 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from shogi_dnn import features
+from shogi_dnn.dataset import features
 from shogi_dnn.rules import NUM_PIECE_TYPES
 
 BOARD_SIDE = features.FEATURE_SHAPE[0]            # 9

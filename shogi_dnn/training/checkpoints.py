@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import RunError, ShogiDnnError, disk_full, is_disk_full
-from shogi_dnn.run_files import (
+from shogi_dnn.folders.run_files import (
     CHECKPOINT_STATE,
     CHECKPOINT_WEIGHTS,
     CHECKPOINTS_DIR,

@@ -40,7 +40,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from shogi_dnn import __version__, features, run_files
+from shogi_dnn import __version__
+from shogi_dnn.dataset import features
+from shogi_dnn.folders import run_files
 from shogi_dnn.config import ModelConfig
 from shogi_dnn.errors import RunError, disk_full, is_disk_full
 from shogi_dnn.rules import NUM_SQUARES
@@ -170,9 +172,9 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
                                 + (" (mean over the position and its left-right mirror)" if mirror_average
                                    else "")}],
         "mirror_average": mirror_average,
-        "encoding": "shogi_dnn.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) -> (board, hands) "
+        "encoding": "shogi_dnn.dataset.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) -> (board, hands) "
                     "(position_from_sfen refuses a position no game reaches); "
-                    "layout in shogi_dnn/features.py and shogi_dnn/training/export.py docstrings",
+                    "layout in shogi_dnn/dataset/features.py and shogi_dnn/training/export.py docstrings",
     }
     if fmt == "onnx":
         info["opset"] = ONNX_OPSET

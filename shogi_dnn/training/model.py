@@ -33,7 +33,7 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from shogi_dnn import features
+from shogi_dnn.dataset import features
 from shogi_dnn.config import ModelConfig
 from shogi_dnn.errors import RunError
 from shogi_dnn.rules import NUM_SQUARES

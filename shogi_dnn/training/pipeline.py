@@ -47,7 +47,7 @@ import h5py
 import numpy as np
 import tensorflow as tf
 
-from shogi_dnn import features, shards
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.rules import NUM_SQUARES
 from shogi_dnn.training import schedule

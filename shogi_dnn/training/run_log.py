@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.training.stages import TrainState
 from shogi_dnn.training.towers import BUSY_KEY, METRIC_KEYS, local_values

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn import shards
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.wording import plural
 

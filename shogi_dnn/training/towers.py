@@ -52,8 +52,8 @@ import tensorflow as tf
 
 from shogi_dnn.config import Config, OptimConfig, TrainConfig, scaled_lr  # scaled_lr: also towers.scaled_lr
 from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.evalfit import PLY_RANGE_WIDTH
-from shogi_dnn.features import EVAL_NONE
+from shogi_dnn.dataset.evalfit import PLY_RANGE_WIDTH
+from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import memory
 from shogi_dnn.training.cluster import Cluster, replica_values
 from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy

@@ -34,7 +34,9 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from shogi_dnn import __version__, evalfit, identity, run_files, shards
+from shogi_dnn import __version__
+from shogi_dnn.dataset import evalfit, identity, shards
+from shogi_dnn.folders import run_files
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config
 from shogi_dnn.errors import ConfigError, RunError, ShardFormatError

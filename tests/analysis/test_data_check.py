@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn import cli, identity, shards
+from shogi_dnn import cli
+from shogi_dnn.dataset import identity, shards
 from shogi_dnn.analysis import report
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.errors import RunError

@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from shogi_dnn import cli, shards
+from shogi_dnn import cli
+from shogi_dnn.dataset import shards
 from shogi_dnn.analysis import baselines, evaluate, scoring
 from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.features import EVAL_NONE
+from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import pipeline, towers
 from tests.support.evaldata import material_dataset, split_paths
 from tests.support.evalrun import make_random_run

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn import cli, shards
+from shogi_dnn import cli
+from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import ConvertSettings, run_convert
-from shogi_dnn.features import encode_game
+from shogi_dnn.dataset.features import encode_game
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord, Winner
 from shogi_dnn.rules import ShogiPosition
 from tests.support.kifugen import HANDICAP_SFEN, write_corpus

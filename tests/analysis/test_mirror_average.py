@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from shogi_dnn import cli, features, rules
+from shogi_dnn import cli, rules
+from shogi_dnn.dataset import features
 from shogi_dnn.analysis import evaluate, predict, report, scoring
 from shogi_dnn.analysis.evaluate import load_run_model
 from shogi_dnn.training import model as model_lib

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shogi_dnn import cli, features, rules, shards
+from shogi_dnn import cli, rules
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.analysis import predict, scoring
 from shogi_dnn.analysis.evaluate import load_run_model
 from shogi_dnn.errors import KifuError

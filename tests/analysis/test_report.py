@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from shogi_dnn import cli, shards
+from shogi_dnn import cli
+from shogi_dnn.dataset import shards
 from shogi_dnn.analysis import report
 from shogi_dnn.errors import RunError
 from tests.support.metricsgen import write_metrics

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.cli import main
 from shogi_dnn.errors import OutputError
 from tests.support.evalrun import make_random_run

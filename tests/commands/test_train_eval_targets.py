@@ -8,7 +8,7 @@ import math
 import re
 from pathlib import Path
 
-from shogi_dnn import shards
+from shogi_dnn.dataset import shards
 from shogi_dnn.cli import main
 from tests.support.paths import REPO
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shogi_dnn import shards
+from shogi_dnn.dataset import shards
 from shogi_dnn.convert import resume
 from shogi_dnn.convert import worker as convert_worker
 from shogi_dnn.convert.run import REPORT_NAME, STATE_NAME, ConvertSettings, run_convert
-from shogi_dnn.features import EncodedGame
+from shogi_dnn.dataset.features import EncodedGame
 from tests.support.kifugen import write_corpus
 
 SETTINGS = ConvertSettings(val_fraction=0.2, test_fraction=0.1, shard_size=120)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn import shards
+from shogi_dnn.dataset import shards
 from shogi_dnn.convert import run as convert_run
 from shogi_dnn.convert import worker as convert_worker
 from shogi_dnn.convert.run import REPORT_NAME, ConvertSettings, run_convert

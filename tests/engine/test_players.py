@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shogi_dnn import features
+from shogi_dnn.dataset import features
 from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.engine import players
 from shogi_dnn.errors import RunError

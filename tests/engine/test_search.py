@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from shogi_dnn import features
+from shogi_dnn.dataset import features
 from shogi_dnn.engine import search
 from shogi_dnn.rules import position_factory
 from tests.engine.support import material

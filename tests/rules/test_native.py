@@ -1,4 +1,4 @@
-"""The compiled CSA move checker (rules/native.py, play_csa in shogi_dnn/_encode.c) is never more lenient
+"""The compiled CSA move checker (rules/native.py, play_csa in shogi_dnn/dataset/_encode.c) is never more lenient
 than the reference rules (python-shogi): on real positions, every candidate move it accepts is legal,
 and it accepts every legal move of a position with both kings (pawn-drop checks included, when the king
 has an escape). What it leaves to the reference reads exactly as before."""
@@ -141,7 +141,7 @@ def test_records_carry_the_move_codes_the_encoder_would_compute() -> None:
     positions as the moves' USI do, a move played through the reference included."""
     import dataclasses
 
-    from shogi_dnn.features import absolute_move_code, encode_game
+    from shogi_dnn.dataset.features import absolute_move_code, encode_game
 
     records = [r for path in sorted((DATA / "csa").rglob("*.csa"))
                for r in read_record_bytes(path.read_bytes(), str(path))

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn import shards
-from shogi_dnn.features import EVAL_NONE, MOVE_NONE
+from shogi_dnn.dataset import shards
+from shogi_dnn.dataset.features import EVAL_NONE, MOVE_NONE
 
 OWN_KING, OPP_KING, OWN_ROOK, OPP_ROOK, OWN_PAWN, OPP_PAWN = 8, 22, 7, 21, 1, 15
 POSITIONS_PER_GAME = 10

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shogi_dnn import shards
+from shogi_dnn.dataset import shards
 from shogi_dnn.bench.synthetic import write_synthetic_dataset
 
 

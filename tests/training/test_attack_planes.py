@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import shogi
 
-from shogi_dnn import features
+from shogi_dnn.dataset import features
 from shogi_dnn.kifu import RECORD_SUFFIXES, GameRecord, read_record_file
 from shogi_dnn.rules import NUM_PIECE_TYPES, NUM_SQUARES, ShogiPosition, square_index
 from shogi_dnn.training import attack_planes as ap

@@ -14,7 +14,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from shogi_dnn import run_files
+from shogi_dnn.folders import run_files
 from shogi_dnn.errors import DiskFullError
 from shogi_dnn.training import checkpoints, towers
 from shogi_dnn.training.trainer import Trainer

@@ -15,7 +15,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from shogi_dnn import evalfit, features, shards
+from shogi_dnn.dataset import evalfit, features, shards
 from shogi_dnn.config import OptimConfig
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.training import pipeline, schedule, towers

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from shogi_dnn import features, shards
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.training import pipeline, schedule, towers
 from tests.support.shardgen import make_dataset, split_paths

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shogi_dnn import shards
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import schedule
 

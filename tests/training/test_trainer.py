@@ -81,7 +81,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 
 def test_stage_plan_bookkeeping(dataset: Path) -> None:
-    from shogi_dnn.shards import read_manifest
+    from shogi_dnn.dataset.shards import read_manifest
 
     config = from_dict({"data": {"num_groups": 3}, "train": {"epochs": 2, "seed": 5, "max_steps_per_stage": 3}})
     plan = StagePlan(read_manifest(dataset), config, update_batch=32)

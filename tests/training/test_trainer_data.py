@@ -11,7 +11,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from shogi_dnn import identity, shards
+from shogi_dnn.dataset import identity, shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import checkpoints, towers
 from shogi_dnn.training.trainer import Trainer

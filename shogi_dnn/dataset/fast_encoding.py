@@ -1,4 +1,4 @@
-"""Compiled kernels of features.py's per-position work (the C extension shogi_dnn._encode, built at
+"""Compiled kernels of features.py's per-position work (the C extension shogi_dnn.dataset._encode, built at
 install time when a C compiler is there; features.py keeps its numpy path otherwise, and
 tests/test_fast_encoding.py pins both to the same arrays and shard bytes).
 
@@ -29,7 +29,7 @@ All arrays C-contiguous, of exactly those sizes (else ValueError).
 from __future__ import annotations
 
 try:
-    from shogi_dnn._encode import pack_rows, replay_game
+    from shogi_dnn.dataset._encode import pack_rows, replay_game
 except ImportError:                          # no compiler at install time: features.py's numpy path
     pack_rows = replay_game = None
 

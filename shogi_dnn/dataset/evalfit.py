@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.features import EVAL_NONE  # noqa: F401  (re-exported: evalfit.EVAL_NONE)
+from shogi_dnn.dataset.features import EVAL_NONE  # noqa: F401  (re-exported: evalfit.EVAL_NONE)
 
 FIT_CLIP = 4000                                   # |eval| used for fitting and for the engine predictor
 PLY_RANGE_WIDTH = 20

@@ -59,7 +59,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from shogi_dnn import features
+from shogi_dnn.dataset import features
 from shogi_dnn.errors import ShardFormatError, disk_full, is_disk_full
 
 SCHEMA_VERSION = 3

@@ -29,7 +29,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shogi_dnn import shards
+from shogi_dnn.dataset import shards
 
 GAME_KEYS = ("source", "line", "num_moves", "winner", "start_sfen")   # a game, as its split digest sees it
 SHORT = 8                     # hex digits of a digest in messages

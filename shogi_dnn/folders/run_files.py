@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn import locks
+from shogi_dnn.folders import locks
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import ConfigError, OutputError, RunError, disk_full, is_disk_full
 
