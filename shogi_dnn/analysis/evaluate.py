@@ -48,13 +48,14 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from shogi_dnn import config
-from shogi_dnn.dataset import identity, shards
-from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, scoring
-from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.dataset import identity, shards
 from shogi_dnn.dataset.features import EVAL_NONE
-from shogi_dnn.training import cluster, pipeline, schedule, towers
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.folders import run_files
+from shogi_dnn.training import cluster, pipeline, schedule
 from shogi_dnn.training import model as model_lib
+from shogi_dnn.training.devices import make_strategy
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def run_strategy(run_dir: Path, simulate_devices: int | None) -> tf.distribute.S
     """The towers of the run: --simulate-devices N if given; else the run's devices (a run trained on
     N simulated CPU devices is re-simulated with N); else the default devices."""
     if simulate_devices is not None:
-        return towers.make_strategy(simulate_devices=simulate_devices)
+        return make_strategy(simulate_devices=simulate_devices)
     devices = [str(d) for d in run_files.read_run_json(run_dir).get("devices", [])]
     local = this_machine_devices(devices)
     if local != devices:      # a multi-worker run: this machine's devices of the same kind
@@ -126,14 +127,14 @@ def run_strategy(run_dir: Path, simulate_devices: int | None) -> tf.distribute.S
                  len(devices), devices[0], ", ".join(cluster.device_names(strategy)))
         return strategy
     if len(devices) > 1 and all("CPU" in d.upper() for d in devices):
-        return towers.make_strategy(simulate_devices=len(devices))
+        return make_strategy(simulate_devices=len(devices))
     if devices:
         try:
-            return towers.make_strategy(devices=devices)
+            return make_strategy(devices=devices)
         except RunError as exc:
             raise RunError(f"{exc}; the run was trained on {', '.join(devices)}: "
                            "pass --simulate-devices N to evaluate on this machine") from exc
-    return towers.make_strategy()
+    return make_strategy()
 
 
 _WORKER_PREFIX = re.compile(r"^[^/]*@[^/]*/")      # 'worker1@10.0.0.2:2222/' (cluster.device_names)
@@ -152,16 +153,16 @@ def _cluster_run_strategy(devices: Sequence[str], local: Sequence[str]) -> tf.di
     """Towers for a multi-worker run on this one machine: its devices of the run's kind (N logical CPUs
     for N CPU devices a worker); those of them that exist, else the default devices."""
     if all("CPU" in d.upper() for d in local):
-        return towers.make_strategy(simulate_devices=len(local)) if len(local) > 1 else \
-            towers.make_strategy(devices=local)
+        return make_strategy(simulate_devices=len(local)) if len(local) > 1 else \
+            make_strategy(devices=local)
     try:
-        return towers.make_strategy(devices=local)
+        return make_strategy(devices=local)
     except RunError:
         known = {d.name.rsplit("device:", 1)[-1].upper() for d in tf.config.list_logical_devices()}
         present = [d for d in local if d.upper() in known]
         log.warning("this machine lacks some of the run's devices (%s); using %s", ", ".join(local),
                     ", ".join(present) or "the default devices")
-        return towers.make_strategy(devices=present) if present else towers.make_strategy()
+        return make_strategy(devices=present) if present else make_strategy()
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> keras.Model:

@@ -202,8 +202,8 @@ def write_plot(report: Mapping[str, Any], path: Path) -> None:
 def synthetic_batch(global_batch: int, seed: int) -> dict[str, np.ndarray]:
     """One in-memory batch shaped like the pipeline's: board [B,81] u8, hands [B,14] u8, win [B] f32,
     ply [B] i16."""
-    from shogi_dnn.dataset import shards
     from shogi_dnn.bench.synthetic import random_positions
+    from shogi_dnn.dataset import shards
 
     rows = random_positions(global_batch, np.random.default_rng(seed))
     return {"board": rows[shards.KEY_BOARD], "hands": rows[shards.KEY_HANDS],
@@ -220,33 +220,35 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     """
     import tensorflow as tf
 
-    from shogi_dnn.training import towers
+    from shogi_dnn.training.devices import check_model_fits, local_values
     from shogi_dnn.training.model import build_model
+    from shogi_dnn.training.optimizer import build_optimizer
+    from shogi_dnn.training.steps import make_train_step
 
     n = strategy.num_replicas_in_sync
     global_batch = n * per_replica_batch
-    towers.check_model_fits(config, strategy, per_replica_batch)
+    check_model_fits(config, strategy, per_replica_batch)
     with strategy.scope():
         model = build_model(config.model, seed=config.train.seed)
     # Throughput only: a decaying lr costs the same per step, and a bench has no run length to decay over.
     optim = dataclasses.replace(config.optim, lr_decay="none")
-    optimizer = towers.build_optimizer(optim, global_batch, strategy=strategy, model=model)
-    step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
-                                  clip_global_norm=config.optim.clip_global_norm,
-                                  time_towers=config.train.time_towers)
+    optimizer = build_optimizer(optim, global_batch, strategy=strategy, model=model)
+    step = make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
+                           clip_global_norm=config.optim.clip_global_norm,
+                           time_towers=config.train.time_towers)
     rows = synthetic_batch(global_batch, config.train.seed)
     dataset = tf.data.Dataset.from_tensor_slices(rows).batch(global_batch, drop_remainder=True)
     dataset = dataset.cache().repeat()
     batches = iter(strategy.experimental_distribute_dataset(dataset))
     for _ in range(warmup):
         sums = step(next(batches))
-        towers.local_values(strategy, sums["count"])          # waits: tracing is not timed
+        local_values(strategy, sums["count"])          # waits: tracing is not timed
     timings = []
     for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(steps):
             sums = step(next(batches))
-        towers.local_values(strategy, sums["count"])          # waits for the last step
+        local_values(strategy, sums["count"])          # waits for the last step
         timings.append(time.perf_counter() - start)
     return Point(devices=n, per_replica_batch=per_replica_batch, steps=steps, seconds=min(timings),
                  repeats=tuple(timings))
@@ -257,7 +259,7 @@ def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps:
     """Measure every (device count, per-replica batch); Ctrl-C stops early and keeps what was measured."""
     from tqdm import tqdm
 
-    from shogi_dnn.training import towers
+    from shogi_dnn.training.devices import make_strategy
 
     points: list[Point] = []
     todo = [(n, b) for n in devices for b in batches]
@@ -265,8 +267,8 @@ def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps:
         with tqdm(todo, desc="bench scaling", unit="point", leave=False) as progress:
             for n, b in progress:
                 progress.set_postfix_str(f"{n} dev x {b}")
-                strategy = (towers.make_strategy(simulate_devices=n) if device_names[0].startswith("/cpu")
-                            else towers.make_strategy(devices=device_names[:n]))
+                strategy = (make_strategy(simulate_devices=n) if device_names[0].startswith("/cpu")
+                            else make_strategy(devices=device_names[:n]))
                 points.append(measure_point(strategy, config, b, steps, warmup, repeats))
                 log.debug("%d devices x %d: %.0f positions/s", n, b, points[-1].positions_per_s)
     except KeyboardInterrupt:
@@ -296,9 +298,9 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     config = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)     # one INFO line per all-reduce otherwise
-    from shogi_dnn.training import towers  # TensorFlow from here on
+    from shogi_dnn.training.devices import benchmark_devices  # TensorFlow from here on
 
-    device_names = towers.benchmark_devices(max(args.devices))
+    device_names = benchmark_devices(max(args.devices))
     points = complete_counts(sweep(config, args.devices, args.batch_sizes, args.steps, args.warmup,
                                    args.repeats, device_names))
     meta = {"config": str(args.config), "overrides": list(args.set),

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn import config
-from shogi_dnn.dataset import shards
 from shogi_dnn.config import Config, load_config
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.training import schedule
 
@@ -176,16 +176,17 @@ def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, posi
 
 def _build(strategy, cfg: Config, global_batch: int):
     """Model and towers optimizer created (and built) in the strategy's scope."""
-    from shogi_dnn.training import towers
+    from shogi_dnn.training.devices import check_model_fits
     from shogi_dnn.training.model import build_model
+    from shogi_dnn.training.optimizer import build_optimizer
 
-    towers.check_model_fits(cfg, strategy, global_batch // strategy.num_replicas_in_sync)
+    check_model_fits(cfg, strategy, global_batch // strategy.num_replicas_in_sync)
     with strategy.scope():
         model = build_model(cfg.model, seed=cfg.train.seed)
         # Throughput only: a decaying lr costs the same per step, and a bench has no run length to decay over.
         optim = dataclasses.replace(cfg.optim, lr_decay="none")
-        optimizer = towers.build_optimizer(optim, global_batch, None, model, strategy=strategy,
-                                           loss_scale=cfg.model.mixed_precision == "mixed_float16")
+        optimizer = build_optimizer(optim, global_batch, None, model, strategy=strategy,
+                                    loss_scale=cfg.model.mixed_precision == "mixed_float16")
     return model, optimizer
 
 
@@ -198,29 +199,29 @@ class TowerRunner:
     """
 
     def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int, in_graph: bool) -> None:
-        from shogi_dnn.training import towers
+        from shogi_dnn.training.steps import make_iterator_step, make_train_step
 
         self.method = TOWERS_IN_GRAPH if in_graph else TOWERS
         self.strategy = strategy
         model, optimizer = _build(strategy, cfg, global_batch)
-        train_step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch,
-                                            micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm,
-                                            time_towers=cfg.train.time_towers)
+        train_step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
+                                     micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm,
+                                     time_towers=cfg.train.time_towers)
 
         def step(iterator):
             return train_step(next(iterator))
 
-        self._step = towers.make_iterator_step(train_step, 1) if in_graph else step
+        self._step = make_iterator_step(train_step, 1) if in_graph else step
         self._batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
 
     def run(self, steps: int) -> float:
         """Seconds for `steps` updates, waiting for the last one to finish."""
-        from shogi_dnn.training import towers
+        from shogi_dnn.training.devices import local_values
 
         start = time.perf_counter()
         for _ in range(steps):
             sums = self._step(self._batches)
-        towers.local_values(self.strategy, sums["count"])
+        local_values(self.strategy, sums["count"])
         return time.perf_counter() - start
 
 
@@ -285,7 +286,7 @@ def measure_training(strategy, paths: Sequence[Path], cfg: Config, global_batch:
 def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],
                   global_batch: int) -> list[Measurement]:
     """Every measurement: the pipeline, then towers, towers-iter and model.fit for each device count."""
-    from shogi_dnn.training import towers
+    from shogi_dnn.training.devices import make_strategy
 
     pipeline_batch = args.pipeline_batch or global_batch
     results = [measure_pipeline(paths, cfg, pipeline_batch, args.pipeline_positions, args.repeats)]
@@ -293,7 +294,7 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
     for n in args.devices:
         if global_batch % n:
             raise ConfigError(f"--global-batch {global_batch} is not divisible by {n} devices")
-        strategy = towers.make_strategy(devices=list(devices[:n]))
+        strategy = make_strategy(devices=list(devices[:n]))
         for measurement in measure_training(strategy, paths, cfg, global_batch, args):
             results.append(measurement)
             log.info("%s on %d device(s): %.0f positions/s", measurement.method, n, measurement.positions_per_s)
@@ -358,9 +359,9 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     cfg = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)   # MirroredStrategy logs every reduction
-    from shogi_dnn.training import towers  # TensorFlow from here on
+    from shogi_dnn.training.devices import benchmark_devices  # TensorFlow from here on
 
-    devices = towers.benchmark_devices(max(args.devices))        # before anything initialises TensorFlow
+    devices = benchmark_devices(max(args.devices))        # before anything initialises TensorFlow
     global_batch = args.global_batch or config.global_batch(cfg, len(devices))
     with tempfile.TemporaryDirectory(prefix="shogi-dnn-bench-") as scratch:
         paths, source = train_paths(args.data, Path(scratch), args.synthetic_positions)

@@ -1,6 +1,6 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
 [--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged
-multi-GPU training (see shogi_dnn.training.trainer; several machines: shogi_dnn.training.cluster).
+multi-GPU training (see shogi_dnn.training.trainer and assembly; several machines: shogi_dnn.training.cluster).
 
 The run directory has one writer: this process holds RUN/writer.lock (run_files.lock_run_dir) from before
 TensorFlow starts to its exit, so a second `train` there is refused at once; a cluster's chief holds RUN's,
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from shogi_dnn import config as config_mod
-from shogi_dnn.folders import run_files
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster, memory, throughput
 
 log = logging.getLogger(__name__)
@@ -101,15 +101,15 @@ def main(argv: list[str] | None = None) -> int:
 def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Cluster | None,
            fits: dict[int, throughput.ThroughputFit] | None, run_dir: Path, command: str) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
-    from shogi_dnn.training import towers  # TensorFlow is imported only from here on
-    from shogi_dnn.training.trainer import StopFlag, Trainer
+    from shogi_dnn.training.devices import make_strategy  # TensorFlow is imported only from here on
+    from shogi_dnn.training.interrupts import StopFlag
+    from shogi_dnn.training.trainer import Trainer
 
     for name in ("tensorflow", "absl"):                    # nor TF's Python INFO lines (after TF set them up)
         logging.getLogger(name).setLevel(logging.WARNING)
 
     devices = [d for d in args.devices.split(",") if d.strip()] if args.devices else None
-    strategy = towers.make_strategy(simulate_devices=args.simulate_devices, devices=devices,
-                                    cluster=cluster_spec)
+    strategy = make_strategy(simulate_devices=args.simulate_devices, devices=devices, cluster=cluster_spec)
     if fits:
         log_batch_advice(config, strategy.num_replicas_in_sync, fits)
     stop = StopFlag()
@@ -131,12 +131,12 @@ def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Clust
 
 def log_batch_advice(config: Config, num_replicas: int, fits: dict[int, throughput.ThroughputFit]) -> None:
     """Start-up line: how close the per-GPU batch gets to the fitted v0, and the lr for the global batch."""
-    from shogi_dnn.training import towers
+    from shogi_dnn.training.optimizer import scaled_lr
 
     global_batch = config_mod.global_batch(config, num_replicas)
     advice = throughput.batch_advice(global_batch // num_replicas, throughput.select_fit(fits, num_replicas))
     update_batch = global_batch * config.train.micro_batches
-    lr = towers.scaled_lr(config.optim, update_batch)
+    lr = scaled_lr(config.optim, update_batch)
     (log.info if advice.saturated else log.warning)(
         "%s; lr %.4g for %d positions per update (optim.lr_scaling = %s from lr %.4g at %d)", advice.text, lr,
         update_batch, config.optim.lr_scaling, config.optim.lr, config.optim.base_global_batch)

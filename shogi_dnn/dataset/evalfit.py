@@ -2,7 +2,8 @@
 
 One owner for how a record's evaluations relate to game results, used by the trainer (evaluation targets:
 `train.eval_scale = 0` fits a; `train.eval_weighting = "informative"` weighs λ by ply) and by the engine
-baseline of `evaluate` (analysis/baselines.py). numpy only, no TensorFlow.
+baseline of `evaluate` (analysis/baselines.py); EvalTarget / resolve_eval_target (the end of this module)
+resolve what a run trains on from train.eval_* and this fit. numpy only, no TensorFlow.
 
 The fit streams over shards once and is exact: positions are aggregated by (ply range, clipped evaluation)
 into counts and label sums, then a one-parameter logistic regression p = sigmoid(k · eval), k = 1 / a, is
@@ -36,11 +37,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shogi_dnn.config import TrainConfig
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EVAL_NONE  # noqa: F401  (re-exported: evalfit.EVAL_NONE)
 
 FIT_CLIP = 4000                                   # |eval| used for fitting and for the engine predictor
@@ -89,7 +93,8 @@ def fit_scale(count: np.ndarray, label: np.ndarray, iterations: int = 100) -> fl
     """a of p = sigmoid(eval / a) maximising the likelihood of the aggregate.
 
     Args:
-        count, label: [2 * FIT_CLIP + 1] float64 positions and label sums per clipped eval (index = eval + FIT_CLIP).
+        count, label: [2 * FIT_CLIP + 1] float64 positions and label sums per clipped eval
+            (index = eval + FIT_CLIP).
     Returns:
         a > 0 in centipawns per logit; DEFAULT_SCALE when the evaluations do not favour the winner at all.
     """
@@ -183,3 +188,78 @@ def logits(evals: np.ndarray, scale: float) -> np.ndarray:
 def probabilities(evals: np.ndarray, scale: float) -> np.ndarray:
     """[N] float64 sigmoid(clip(eval) / scale); 0.5 where evals is EVAL_NONE."""
     return 1.0 / (1.0 + np.exp(-logits(evals, scale)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The evaluation target a run trains on
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalTarget:
+    """The evaluation target a run trains on, resolved from train.eval_* and the training split.
+
+    weight: λ as trained (0 = results only); scale: a in centipawns per logit (> 0); trust: None or [R]
+    per-ply-range factors of λ (PLY_EDGES); fit: what the training split's evaluations say (None:
+    none carry one, or λ = 0); requested: train.eval_weight (λ > 0 on data without evaluations trains at 0).
+    """
+
+    weight: float
+    scale: float
+    trust: tuple[float, ...] | None
+    weighting: str
+    fit: EvalFit | None
+    requested: float = 0.0
+
+    def describe(self) -> str:
+        """The run log's line: coverage, λ, a and the weighting."""
+        if self.fit is None:
+            return ("no engine evaluations in the training split: results only" if self.requested > 0 else
+                    "evaluation targets off (train.eval_weight = 0): results only")
+        coverage = f"evaluations on {self.fit.coverage:.1%} of training positions"   # fit: λ > 0 (resolved)
+        trust = "" if self.trust is None else f", trust by ply {self.fit.trust_text()}"   # trust is fit.trust
+        return (f"{coverage}, λ = {self.weight:g}, a = {self.scale:.0f} cp/logit"
+                f" ({'fitted' if self.fitted_scale else 'set'}; fitted on results: {self.fit.scale:.0f})"
+                f", weighting {self.weighting}{trust}")
+
+    @classmethod
+    def results_only(cls, cfg: TrainConfig) -> EvalTarget:
+        """λ = 0, no fit: the target of train.eval_weight = 0 (and, with requested set, of data without
+        evaluations); a = train.eval_scale, or DEFAULT_SCALE when that is 0 (fitted: there is no fit)."""
+        return cls(0.0, cfg.eval_scale or DEFAULT_SCALE, None, cfg.eval_weighting, None)
+
+    @property
+    def fitted_scale(self) -> bool:
+        return self.fit is not None and self.scale == self.fit.scale
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weight": self.weight, "requested": self.requested, "scale": self.scale,
+                "weighting": self.weighting, "trust": None if self.trust is None else list(self.trust),
+                "fit": None if self.fit is None else self.fit.to_dict()}
+
+
+def resolve_eval_target(cfg: TrainConfig, manifest: shards.Manifest) -> EvalTarget:
+    """λ, a and the trust table for a run: fitted on the training split's evaluations (above) when
+    train.eval_weight > 0; a dataset without evaluations trains on results only (λ has no effect)."""
+    if cfg.eval_weight == 0:
+        return EvalTarget.results_only(cfg)
+    paths = [manifest.shard_path(s) for s in manifest.split("train")]
+    fit = fit_batches(_eval_columns(paths))
+    if fit is None:
+        return dataclasses.replace(EvalTarget.results_only(cfg), requested=cfg.eval_weight)
+    scale = cfg.eval_scale if cfg.eval_scale > 0 else fit.scale
+    trust = fit.trust if cfg.eval_weighting == "trust" else None
+    return EvalTarget(cfg.eval_weight, scale, trust, cfg.eval_weighting, fit, cfg.eval_weight)
+
+
+def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(eval [N] int16, win [N] float32, ply [N] int16) of every position, a shard at a time. A shard
+    without the optional `eval` dataset (no position of it has one) is only counted: nothing of it is
+    decompressed."""
+    for path in paths:
+        with shards.open_shard(path) as f:
+            if shards.KEY_EVAL not in f:
+                n = int(f[shards.KEY_WIN].shape[0])
+                yield np.full(n, EVAL_NONE, np.int16), np.zeros(n, np.float32), np.zeros(n, np.int16)
+                continue
+            rows = shards.read_rows(f, 0, None, [shards.KEY_EVAL, shards.KEY_WIN, shards.KEY_PLY])
+        yield rows[shards.KEY_EVAL], rows[shards.KEY_WIN], rows[shards.KEY_PLY]

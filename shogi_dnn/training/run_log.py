@@ -37,10 +37,12 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.errors import disk_full, is_disk_full
+from shogi_dnn.folders import run_files
+from shogi_dnn.training.devices import local_values
+from shogi_dnn.training.losses import METRIC_KEYS
 from shogi_dnn.training.stages import TrainState
-from shogi_dnn.training.towers import BUSY_KEY, METRIC_KEYS, local_values
+from shogi_dnn.training.steps import BUSY_KEY
 from shogi_dnn.wording import format_duration
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMe
 
 @dataclasses.dataclass(frozen=True)
 class TowerSums:
-    """Metric sums per tower: arrays [towers] float64 keyed as towers.METRIC_KEYS."""
+    """Metric sums per tower: arrays [towers] float64 keyed as losses.METRIC_KEYS."""
 
     sums: dict[str, np.ndarray]
 

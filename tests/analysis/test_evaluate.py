@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 
 from shogi_dnn import cli
-from shogi_dnn.dataset import shards
 from shogi_dnn.analysis import baselines, evaluate, scoring
-from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EVAL_NONE
-from shogi_dnn.training import pipeline, towers
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training import pipeline
+from shogi_dnn.training.devices import local_values, make_strategy
+from shogi_dnn.training.losses import METRIC_KEYS
+from shogi_dnn.training.steps import make_eval_step
 from tests.support.evaldata import material_dataset, split_paths
 from tests.support.evalrun import make_random_run
 
@@ -66,16 +69,16 @@ def test_totals_match_a_plain_prediction_of_every_row(planted) -> None:
 
 def test_per_gpu_matches_the_training_eval_step(planted) -> None:
     manifest, run_dir, result = planted
-    strategy = towers.make_strategy(simulate_devices=2)
+    strategy = make_strategy(simulate_devices=2)
     with strategy.scope():
         model = evaluate.load_run_model(run_dir)
-    step = towers.make_eval_step(strategy, model)
+    step = make_eval_step(strategy, model)
     assert result["global_batch"] == 32
     dataset = pipeline.make_eval_dataset(split_paths(manifest, "validation"), global_batch=32)
     sums = np.zeros((2, 4))
     for batch in strategy.experimental_distribute_dataset(dataset):
         out = step(batch)
-        sums += np.array([towers.local_values(strategy, out[k]) for k in towers.METRIC_KEYS]).T
+        sums += np.array([local_values(strategy, out[k]) for k in METRIC_KEYS]).T
     for tower, gpu in zip(sums, result["per_gpu"]):
         loss_sum, correct, decisive, count = tower
         assert gpu["positions"] == count

@@ -14,9 +14,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.errors import DiskFullError
-from shogi_dnn.training import checkpoints, towers
+from shogi_dnn.folders import run_files
+from shogi_dnn.training import checkpoints
+from shogi_dnn.training.devices import make_strategy
 from shogi_dnn.training.trainer import Trainer
 from tests.support.shardgen import make_dataset
 from tests.training.test_trainer import deterministic, tiny_config  # noqa: F401 - fixture
@@ -32,9 +33,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(data: Path, run_dir: Path, resume: bool = False) -> list[np.ndarray]:
-    trainer = Trainer(tiny_config(), data, run_dir, towers.make_strategy(simulate_devices=1), resume=resume)
+    trainer = Trainer(tiny_config(), data, run_dir, make_strategy(simulate_devices=1), resume=resume)
     trainer.run()
-    return [v.numpy() for v in trainer.model.weights]
+    return [v.numpy() for v in trainer.steps.model.weights]
 
 
 def test_checkpoint_and_model_save_on_a_full_disk_then_resume_is_identical(

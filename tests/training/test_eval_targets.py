@@ -15,14 +15,18 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from shogi_dnn.dataset import evalfit, features, shards
 from shogi_dnn.config import OptimConfig
 from shogi_dnn.convert.run import ConvertSettings, run_convert
-from shogi_dnn.training import pipeline, schedule, towers
+from shogi_dnn.dataset import evalfit, features, shards
+from shogi_dnn.training import pipeline, schedule
+from shogi_dnn.training.devices import local_values, make_strategy
+from shogi_dnn.training.losses import METRIC_KEYS, example_losses, trust_by_ply
+from shogi_dnn.training.optimizer import build_optimizer
+from shogi_dnn.training.steps import make_train_step
 from tests.support.evalrecords import EVAL_CSA_EXPECTED, write_eval_csa
 from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset, split_paths
-from tests.training.test_towers import random_batch, tiny_model
+from tests.training.test_steps import random_batch, tiny_model
 
 NONE = features.EVAL_NONE
 EXPECTED = [NONE if v is None else v for v in EVAL_CSA_EXPECTED]
@@ -88,8 +92,8 @@ def _fixed_model(inputs, training):
 
 def _losses(eval_weight: float, batch=BATCH, eval_scale: float = 756.0):
     batch = {k: tf.constant(v) for k, v in batch.items()}
-    losses, sums = towers.example_losses(_fixed_model, batch, training=False, eval_weight=eval_weight,
-                                         eval_scale=eval_scale)
+    losses, sums = example_losses(_fixed_model, batch, training=False, eval_weight=eval_weight,
+                                  eval_scale=eval_scale)
     return losses.numpy(), {k: v.numpy() for k, v in sums.items()}
 
 
@@ -103,7 +107,7 @@ def test_loss_weight_zero_is_the_result_loss_bit_for_bit() -> None:
         assert (sums["correct"], sums["decisive"], sums["count"]) == (1.0, 4.0, 5.0)
     # the default of example_losses is the same graph
     batch = {k: tf.constant(v) for k, v in BATCH.items()}
-    assert towers.example_losses(_fixed_model, batch, False)[0].numpy().tobytes() == result.tobytes()
+    assert example_losses(_fixed_model, batch, False)[0].numpy().tobytes() == result.tobytes()
 
 
 def test_loss_weight_one_is_the_eval_bce_where_there_is_an_evaluation() -> None:
@@ -126,16 +130,16 @@ def test_loss_weight_one_is_the_eval_bce_where_there_is_an_evaluation() -> None:
 
 
 def _train_once(batch: dict[str, np.ndarray], **kwargs) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-    strategy = towers.make_strategy(simulate_devices=2)
+    strategy = make_strategy(simulate_devices=2)
     keras.utils.set_random_seed(7)
     with strategy.scope():
         model = tiny_model()
     cfg = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, lr_scaling="none")
-    optimizer = towers.build_optimizer(cfg, len(batch["win"]), strategy=strategy, model=model)
-    step = towers.make_train_step(strategy, model, optimizer, global_batch=len(batch["win"]), **kwargs)
+    optimizer = build_optimizer(cfg, len(batch["win"]), strategy=strategy, model=model)
+    step = make_train_step(strategy, model, optimizer, global_batch=len(batch["win"]), **kwargs)
     data = tf.data.Dataset.from_tensor_slices({k: v[None] for k, v in batch.items()})
     out = step(next(iter(strategy.experimental_distribute_dataset(data))))
-    return [v.numpy() for v in model.trainable_variables], {k: np.asarray(towers.local_values(strategy, v))
+    return [v.numpy() for v in model.trainable_variables], {k: np.asarray(local_values(strategy, v))
                                                            for k, v in out.items()}
 
 
@@ -145,11 +149,11 @@ def test_train_step_weight_zero_is_bit_identical_and_a_weight_moves_it() -> None
     plain_weights, plain_sums = _train_once({k: v for k, v in batch.items() if k != "eval"})
     zero_weights, zero_sums = _train_once(batch, eval_weight=0.0, eval_scale=300.0)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(plain_weights, zero_weights))
-    assert all(plain_sums[k].tobytes() == zero_sums[k].tobytes() for k in towers.METRIC_KEYS)
+    assert all(plain_sums[k].tobytes() == zero_sums[k].tobytes() for k in METRIC_KEYS)
     half_weights, half_sums = _train_once(batch, eval_weight=0.5)
     assert max(float(np.abs(a - b).max()) for a, b in zip(plain_weights, half_weights)) > 1e-6
     # the metric sums are computed before the update: the result loss, whatever the weight
-    assert all(plain_sums[k].tobytes() == half_sums[k].tobytes() for k in towers.METRIC_KEYS)
+    assert all(plain_sums[k].tobytes() == half_sums[k].tobytes() for k in METRIC_KEYS)
 
 
 def test_trust_weighting_scales_lambda_by_the_range_of_each_ply() -> None:
@@ -157,8 +161,8 @@ def test_trust_weighting_scales_lambda_by_the_range_of_each_ply() -> None:
     batch = {**BATCH, "ply": np.asarray([5, 25, 45, 250, 65], np.int16)}
     trust = [0.0, 0.5, 1.0, 0.25] + [0.75] * (len(evalfit.PLY_EDGES) - 4)
     tensors = {k: tf.constant(v) for k, v in batch.items()}
-    losses = towers.example_losses(_fixed_model, tensors, training=False, eval_weight=0.8, eval_scale=756.0,
-                                   eval_trust=trust)[0].numpy()
+    losses = example_losses(_fixed_model, tensors, training=False, eval_weight=0.8, eval_scale=756.0,
+                            eval_trust=trust)[0].numpy()
     result = [_bce(z, y) for z, y in zip(LOGITS.tolist(), BATCH["win"].tolist())]
     targets = [_sigmoid(e / 756.0) for e in BATCH["eval"].tolist()]
     weights = [0.8 * 0.0, 0.8 * 0.5, None, 0.8 * 0.75, 0.8 * 0.25]       # row 2 has no evaluation
@@ -166,7 +170,7 @@ def test_trust_weighting_scales_lambda_by_the_range_of_each_ply() -> None:
             for r, w, z, t in zip(result, weights, LOGITS.tolist(), targets)]
     np.testing.assert_allclose(losses, want, rtol=1e-6, atol=1e-6)
     assert losses[0] == pytest.approx(result[0], abs=1e-7)                # trust 0: the result alone
-    assert towers.trust_by_ply(tf.constant([0, 19, 20, 199, 200, 9999]), trust).numpy().tolist() == \
+    assert trust_by_ply(tf.constant([0, 19, 20, 199, 200, 9999]), trust).numpy().tolist() == \
         [0.0, 0.0, 0.5, 0.75, 0.75, 0.75]
 
 
@@ -193,7 +197,7 @@ def _eval_dataset(root: Path, rows: int = 4000) -> shards.Manifest:
 
 def test_resolve_eval_target_fits_the_scale_and_the_trust_on_the_training_split(tmp_path: Path) -> None:
     from shogi_dnn.config import TrainConfig
-    from shogi_dnn.training.trainer import resolve_eval_target
+    from shogi_dnn.dataset.evalfit import resolve_eval_target
 
     manifest = _eval_dataset(tmp_path / "data")
     target = resolve_eval_target(TrainConfig(eval_weight=1.0, eval_scale=0.0, eval_weighting="trust"), manifest)
@@ -213,7 +217,7 @@ def test_resolve_eval_target_fits_the_scale_and_the_trust_on_the_training_split(
 
 def test_a_dataset_without_evaluations_trains_on_results(tmp_path: Path) -> None:
     from shogi_dnn.config import TrainConfig
-    from shogi_dnn.training.trainer import resolve_eval_target
+    from shogi_dnn.dataset.evalfit import resolve_eval_target
 
     make_dataset(tmp_path / "plain", train=[200], validation=[50], chunk_rows=64)
     target = resolve_eval_target(TrainConfig(eval_weight=1.0, eval_scale=0.0, eval_weighting="trust"),

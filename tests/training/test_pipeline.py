@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from shogi_dnn.dataset import features, shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
-from shogi_dnn.training import pipeline, schedule, towers
+from shogi_dnn.training import pipeline, schedule
+from shogi_dnn.training.devices import make_strategy
 from tests.support.shardgen import make_dataset, split_paths
 
 TRAIN_SIZES = [300, 200, 250]        # 750 rows, chunks of 64 rows: 13 chunks across 3 shards
@@ -153,7 +154,7 @@ def test_mirror_is_deterministic_and_correct(dataset, paths):
 
 @pytest.mark.parametrize("replicas", [2, 4])
 def test_towers_see_the_same_stream_as_one_device(paths, replicas):
-    strategy, batch = towers.make_strategy(simulate_devices=replicas), 40
+    strategy, batch = make_strategy(simulate_devices=replicas), 40
     assert strategy.num_replicas_in_sync == replicas
     expected = _stream(paths)["ply"][:TOTAL // batch * batch].reshape(-1, batch)
     by_rebatch = strategy.experimental_distribute_dataset(_train(paths, batch))
@@ -359,7 +360,7 @@ def test_eval_dataset_worker_reads_only_its_rows(dataset, monkeypatch):
 def test_eval_dataset_from_function_evaluates_every_row_once(dataset):
     """Per-replica batches under 4 towers, 130 rows in batches of 8 (2 a tower): the last step has data
     for only some towers; tf.distribute gives the others empty batches and every row counts once."""
-    strategy = towers.make_strategy(simulate_devices=4)
+    strategy = make_strategy(simulate_devices=4)
     paths = split_paths(dataset, "validation")
     data = strategy.distribute_datasets_from_function(
         lambda ctx: pipeline.make_eval_dataset(paths, global_batch=8, input_context=ctx))

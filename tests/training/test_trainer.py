@@ -16,8 +16,10 @@ keras = pytest.importorskip("keras")
 
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.training import checkpoints, towers
+from shogi_dnn.training import checkpoints
+from shogi_dnn.training.devices import make_strategy
 from shogi_dnn.training.model import load_model
+from shogi_dnn.training.optimizer import build_optimizer
 from shogi_dnn.training.stages import StagePlan, TrainState
 from shogi_dnn.training.trainer import Trainer
 from tests.support.shardgen import make_dataset
@@ -44,7 +46,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def train(config: Config, data: Path, run_dir: Path, devices: int, resume: bool = False,
           stop_after: int = 0) -> tuple[Trainer, list[np.ndarray]]:
-    trainer = Trainer(config, data, run_dir, towers.make_strategy(simulate_devices=devices), resume=resume,
+    trainer = Trainer(config, data, run_dir, make_strategy(simulate_devices=devices), resume=resume,
                       resume_command="shogi-dnn train ... --resume")
     if stop_after:                                  # a stop request (as SIGTERM sets) after N updates
         update, calls = trainer.update, []
@@ -56,7 +58,7 @@ def train(config: Config, data: Path, run_dir: Path, devices: int, resume: bool 
             return update(iterator)
         trainer.update = counting_update
     trainer.run()
-    return trainer, [v.numpy() for v in trainer.model.weights]
+    return trainer, [v.numpy() for v in trainer.steps.model.weights]
 
 
 @pytest.fixture
@@ -151,7 +153,7 @@ def test_cosine_lr_decay_spans_the_whole_run(dataset: Path, tmp_path: Path) -> N
     config = tiny_config()
     config = dataclasses.replace(config, optim=dataclasses.replace(config.optim, lr_decay="cosine"))
     trainer, _ = train(config, dataset, tmp_path / "run", devices=1)
-    assert trainer.optimizer._learning_rate.total_steps == 8            # 2 stages x 4 steps
+    assert trainer.steps.optimizer._learning_rate.total_steps == 8            # 2 stages x 4 steps
     lrs = [r["lr"] for r in read_metrics(tmp_path / "run") if r["kind"] == "train"]
     # No warm-up: optim.warmup_samples = 64 is 2 of the run's 8 updates, capped at 10% (0 updates).
     assert len(lrs) == 4 and lrs[0] == pytest.approx(0.05 * 0.5 * (1 + np.cos(np.pi * 2 / 8)))
@@ -260,22 +262,22 @@ def test_run_dir_and_config_checks(dataset: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_config(max_steps_per_stage=1), dataset, run, devices=1)
     with pytest.raises(RunError, match="--resume"):
-        Trainer(tiny_config(), dataset, run, towers.make_strategy(simulate_devices=1)).run()
+        Trainer(tiny_config(), dataset, run, make_strategy(simulate_devices=1)).run()
     other = from_dict({**tiny_config().to_dict(), "model": {"blocks": 2, "filters": 8, "value_hidden": 8}})
     with pytest.raises(ConfigError, match="model.blocks"):
-        Trainer(other, dataset, run, towers.make_strategy(simulate_devices=1), resume=True).run()
+        Trainer(other, dataset, run, make_strategy(simulate_devices=1), resume=True).run()
     with pytest.raises(ConfigError, match="not divisible by 4 towers"):
-        Trainer(tiny_config(global_batch=30), dataset, tmp_path / "x", towers.make_strategy(simulate_devices=4))
+        Trainer(tiny_config(global_batch=30), dataset, tmp_path / "x", make_strategy(simulate_devices=4))
 
 
 def test_checkpoints_atomic_keep_and_stale(tmp_path: Path) -> None:
     from shogi_dnn.config import ModelConfig
     from shogi_dnn.training.model import build_model
 
-    strategy = towers.make_strategy(simulate_devices=2)
+    strategy = make_strategy(simulate_devices=2)
     with strategy.scope():
         model = build_model(ModelConfig(blocks=0, filters=4, value_hidden=4), seed=1)
-    optimizer = towers.build_optimizer(tiny_config().optim, 32, strategy=strategy, model=model)
+    optimizer = build_optimizer(tiny_config().optim, 32, strategy=strategy, model=model)
     (tmp_path / "checkpoints" / ".tmp-ckpt-00000009-123").mkdir(parents=True)     # a save cut by a kill
     (tmp_path / "checkpoints" / "ckpt-00000010").mkdir()                         # no state.json: incomplete
     manager = checkpoints.CheckpointManager(tmp_path, model, optimizer, keep=2)
@@ -298,7 +300,7 @@ def test_damaged_checkpoint_is_a_one_line_run_error(tmp_path: Path) -> None:
     from shogi_dnn.training.model import build_model
 
     model = build_model(ModelConfig(blocks=0, filters=4, value_hidden=4), seed=1)
-    optimizer = towers.build_optimizer(tiny_config().optim, 32, model=model)
+    optimizer = build_optimizer(tiny_config().optim, 32, model=model)
     manager = checkpoints.CheckpointManager(tmp_path, model, optimizer, keep=2)
     path = manager.save(TrainState(step=1, samples=32, seed=3), tiny_config())
     (data,) = path.glob("weights.data-*")
@@ -329,7 +331,7 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_p
     (data,) = newest.glob("weights.data-*")
     with open(data, "r+b") as f:                                       # a copy cut short
         f.truncate(data.stat().st_size // 2)
-    strict = Trainer(config, dataset, run, towers.make_strategy(simulate_devices=1), resume=True,
+    strict = Trainer(config, dataset, run, make_strategy(simulate_devices=1), resume=True,
                      strict_resume=True)
     with pytest.raises(RunError, match=r"ckpt-00000004: cannot restore .*--resume-strict"):
         strict.run()
@@ -344,7 +346,7 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_p
 
 def test_non_finite_loss_stops_before_saving(dataset: Path, tmp_path: Path) -> None:
     config = tiny_config(checkpoint_every_steps=2, log_every_steps=3)
-    trainer = Trainer(config, dataset, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+    trainer = Trainer(config, dataset, tmp_path / "run", make_strategy(simulate_devices=1))
     update, calls = trainer.update, []
 
     def diverging_update(iterator):          # from update 3 on the loss is NaN (as a too-high lr gives)
@@ -381,16 +383,16 @@ def test_shards_are_checked_before_the_first_step(tmp_path: Path) -> None:
     validation.write_bytes(keep[:len(keep) // 2])
     with pytest.raises(ShardFormatError, match=r"validation-00000.h5 \(listed in .*\): \d+ bytes, the manifest "
                                                r"says \d+") as info:
-        Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+        Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1))
     assert "\n" not in str(info.value)
     validation.unlink()
     with pytest.raises(ShardFormatError, match="validation-00000.h5 .*: missing"):
-        Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+        Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1))
     validation.write_bytes(keep)
     _flip_chunk_byte(data / "train-00001.h5")
-    Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1))   # cheap: passes
+    Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1))   # cheap: passes
     with pytest.raises(ShardFormatError, match="train-00001.h5 .*: sha256"):
-        Trainer(tiny_config(), data, tmp_path / "run", towers.make_strategy(simulate_devices=1), verify_shards=True)
+        Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1), verify_shards=True)
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -405,7 +407,7 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     keep = shard.read_bytes()
     _flip_chunk_byte(shard, "pieces", 3)
     config = tiny_config(checkpoint_every_steps=100, max_steps_per_stage=6)
-    trainer = Trainer(config, data, tmp_path / "run", towers.make_strategy(simulate_devices=1))
+    trainer = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1))
     with pytest.raises(ShardFormatError, match=r"train-00000.h5: rows 96-127 \(chunk 3\) of dataset 'pieces' cannot "
                                                r"be read: .*; the last good checkpoint is step \d+") as info:
         trainer.run()
@@ -413,7 +415,7 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     saved = checkpoints.list_checkpoints(tmp_path / "run")
     assert saved and not list((tmp_path / "run" / "checkpoints").glob(".tmp-*"))
     shard.write_bytes(keep)
-    resumed = Trainer(config, data, tmp_path / "run", towers.make_strategy(simulate_devices=1), resume=True).run()
+    resumed = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1), resume=True).run()
     assert not resumed.interrupted and (tmp_path / "run" / "model.keras").is_file()
 
 
@@ -432,7 +434,7 @@ def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(data
     import time
 
     from shogi_dnn.training import pipeline
-    from shogi_dnn.training.trainer import RELEASE_THREAD
+    from shogi_dnn.training.interrupts import RELEASE_THREAD
 
     config = tiny_config(checkpoint_every_steps=0)                  # 2 stages of 4 updates
     _, straight = train(config, dataset, tmp_path / "straight", devices=1)
@@ -444,7 +446,7 @@ def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(data
         finally:
             time.sleep(TEARDOWN_S)
     monkeypatch.setattr(pipeline, "_merge_lanes", slow_to_tear_down)
-    trainer = Trainer(config, dataset, tmp_path / "stopped", towers.make_strategy(simulate_devices=1))
+    trainer = Trainer(config, dataset, tmp_path / "stopped", make_strategy(simulate_devices=1))
     update, calls = trainer.update, []
 
     def update_then_sigint(iterator):

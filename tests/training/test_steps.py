@@ -1,9 +1,7 @@
-"""Towers: N towers == one device on all the samples, accumulation, clipping after the all-reduce,
-lr scaling and warm-up, per-tower metric sums. Uses conftest's 4 logical CPU devices."""
+"""Train and eval steps (steps.py): N towers == one device on all the samples, accumulation, clipping
+after the all-reduce, per-tower metric sums, loss scaling, batch-norm. Uses conftest's 4 logical CPU devices."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
@@ -12,8 +10,11 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 from shogi_dnn.config import OptimConfig
-from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.training import towers
+from shogi_dnn.training.devices import local_values, make_strategy
+from shogi_dnn.training.optimizer import (
+    build_optimizer,
+)
+from shogi_dnn.training.steps import make_eval_step, make_train_step
 
 SGD = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, lr_scaling="none")
 
@@ -38,21 +39,21 @@ def random_batch(size: int, seed: int = 0) -> dict[str, np.ndarray]:
 def train(devices: int, batches: list[dict[str, np.ndarray]], *, micro_batches: int = 1, steps: int = 1,
           cfg: OptimConfig = SGD, clip: float = 0.0) -> tuple[list[np.ndarray], list[dict[str, list[float]]]]:
     """`steps` updates from the same initial weights; returns the weights and per-tower metric sums."""
-    strategy = towers.make_strategy(simulate_devices=devices)
+    strategy = make_strategy(simulate_devices=devices)
     keras.utils.set_random_seed(7)
     with strategy.scope():
         model = tiny_model()
     global_batch = len(batches[0]["win"])
-    optimizer = towers.build_optimizer(cfg, global_batch, strategy=strategy, model=model,
-                                       micro_batches=micro_batches)
-    step = towers.make_train_step(strategy, model, optimizer, global_batch=global_batch,
-                                  micro_batches=micro_batches, clip_global_norm=clip)
+    optimizer = build_optimizer(cfg, global_batch, strategy=strategy, model=model,
+                                micro_batches=micro_batches)
+    step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
+                           micro_batches=micro_batches, clip_global_norm=clip)
     data = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]})
     iterator = iter(strategy.experimental_distribute_dataset(data))
     sums = []
     for _ in range(steps):
         out = step(*[next(iterator) for _ in range(micro_batches)])
-        sums.append({k: towers.local_values(strategy, v) for k, v in out.items()})
+        sums.append({k: local_values(strategy, v) for k, v in out.items()})
     return [v.numpy() for v in model.trainable_variables], sums
 
 
@@ -72,7 +73,7 @@ def test_towers_equal_one_device_on_all_samples(devices: int) -> None:
 
 
 def test_update_actually_moves_weights() -> None:
-    strategy = towers.make_strategy(simulate_devices=1)
+    strategy = make_strategy(simulate_devices=1)
     keras.utils.set_random_seed(7)
     with strategy.scope():
         before = [v.numpy() for v in tiny_model().trainable_variables]
@@ -123,73 +124,15 @@ def test_clipping_after_all_reduce() -> None:
     assert max_diff(clipped_one, unclipped) > 1e-3
 
 
-def test_lr_scaling_and_warmup() -> None:
-    base = OptimConfig(lr=0.1, base_global_batch=256)
-    assert towers.scaled_lr(base, 1024) == pytest.approx(0.4)
-    assert towers.scaled_lr(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="sqrt"), 1024) == pytest.approx(0.2)
-    assert towers.scaled_lr(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none"), 1024) == pytest.approx(0.1)
-    schedule = towers.make_lr_schedule(OptimConfig(lr=0.1, base_global_batch=256, warmup_samples=4096), 1024)
-    assert schedule.warmup_steps == 4
-    values = [float(schedule(tf.constant(s))) for s in range(6)]
-    assert values == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.4, 0.4])
-
-
-def test_cosine_lr_decay() -> None:
-    cfg = OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none", warmup_samples=2048, lr_decay="cosine")
-    # 2 warm-up updates, 4 of decay (the schedule itself: make_lr_schedule would cap 2 of 6 at 10%)
-    schedule = towers.WarmupSchedule(towers.scaled_lr(cfg, 1024), 2, cfg.lr_decay, 6)
-    values = [float(schedule(tf.constant(s))) for s in range(8)]
-    assert values == pytest.approx([0.05, 0.1, 0.1, 0.1 * 0.5 * (1 + np.cos(np.pi / 4)), 0.05,
-                                    0.1 * 0.5 * (1 + np.cos(3 * np.pi / 4)), 0.0, 0.0], abs=1e-7)
-    restored = towers.WarmupSchedule.from_config(schedule.get_config())
-    assert [float(restored(tf.constant(s))) for s in range(8)] == pytest.approx(values)
-    constant = towers.make_lr_schedule(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none"), 1024, 6)
-    assert [float(constant(tf.constant(s))) for s in (0, 5, 100)] == pytest.approx([0.1] * 3)
-    with pytest.raises(ConfigError, match="lr_decay"):
-        towers.make_lr_schedule(cfg, 1024)                               # no run length to decay over
-
-
-def test_warmup_is_capped_at_a_tenth_of_the_run(caplog: pytest.LogCaptureFixture) -> None:
-    """cpu-small's 20,000 warm-up samples on a folder of 88 games (~195 updates of 128 over 3 epochs) were
-    157 updates, 80% of the run: capped at 19 (10%), with one line; a warm-up within 10% is left alone."""
-    cfg = OptimConfig(lr=3e-4, base_global_batch=128, lr_scaling="none", warmup_samples=20_000, lr_decay="cosine")
-    with caplog.at_level("WARNING", logger="shogi_dnn.training.towers"):
-        schedule = towers.make_lr_schedule(cfg, 128, total_steps=195)
-    assert schedule.warmup_steps == 19 and schedule.total_steps == 195
-    assert caplog.messages == ["optim.warmup_samples = 20,000 is 157 updates of this run's 195 planned updates "
-                               "(81%): warming up over 19 updates (10% of the run, 2,432 samples) instead"]
-    assert float(schedule(tf.constant(18))) == pytest.approx(3e-4)          # the peak from update 19 on
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="shogi_dnn.training.towers"):
-        long_run = towers.make_lr_schedule(cfg, 128, total_steps=5000)    # 157 of 5000: kept
-        no_length = towers.make_lr_schedule(dataclasses.replace(cfg, lr_decay="none"), 128)   # bench: no cap
-    assert long_run.warmup_steps == 157 and no_length.warmup_steps == 157 and not caplog.messages
-
-
-def test_optimizer_lr_follows_schedule() -> None:
-    strategy = towers.make_strategy(simulate_devices=2)
-    with strategy.scope():
-        model = tiny_model()
-    cfg = OptimConfig(lr=0.1, base_global_batch=32, lr_scaling="sqrt", warmup_samples=256)
-    optimizer = towers.build_optimizer(cfg, 64, strategy=strategy, model=model, micro_batches=2)
-    # update batch 128 = 4x the base: sqrt -> 0.2 peak, warm-up over 2 updates
-    assert towers.current_lr(optimizer) == pytest.approx(0.1)
-    step = towers.make_train_step(strategy, model, optimizer, global_batch=64, micro_batches=2)
-    data = iter(strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensors(random_batch(64)).repeat()))
-    step(next(data), next(data))
-    assert towers.current_lr(optimizer) == pytest.approx(0.2)
-
-
 def test_eval_step_handles_partial_batches() -> None:
-    strategy = towers.make_strategy(simulate_devices=4)
+    strategy = make_strategy(simulate_devices=4)
     with strategy.scope():
         model = tiny_model()
-    evaluate = towers.make_eval_step(strategy, model)
+    evaluate = make_eval_step(strategy, model)
     data = tf.data.Dataset.from_tensor_slices(random_batch(22, seed=9)).batch(8)
     counts = np.zeros(4)
     for batch in strategy.experimental_distribute_dataset(data):
-        counts += towers.local_values(strategy, evaluate(batch)["count"])
+        counts += local_values(strategy, evaluate(batch)["count"])
     assert counts.sum() == 22
 
 
@@ -200,34 +143,20 @@ def test_eval_step_handles_empty_tower_batches() -> None:
     from shogi_dnn.config import ModelConfig
     from shogi_dnn.training.model import build_model
 
-    strategy = towers.make_strategy(simulate_devices=4)
+    strategy = make_strategy(simulate_devices=4)
     with strategy.scope():     # the real CNN: its CPU conv kernels mis-shape a 0-row batch
         model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8), seed=1)
-    evaluate = towers.make_eval_step(strategy, model)
+    evaluate = make_eval_step(strategy, model)
     data = strategy.distribute_datasets_from_function(
         lambda ctx: tf.data.Dataset.from_tensor_slices(random_batch(22, seed=9)).batch(2))
-    counts = [towers.local_values(strategy, evaluate(batch)["count"]) for batch in data]
+    counts = [local_values(strategy, evaluate(batch)["count"]) for batch in data]
     assert len(counts) == 3 and counts[-1] == [2, 2, 2, 0] and np.sum(counts) == 22
     # Global batches split by experimental_distribute_dataset (evaluate): a last batch of 2 rows leaves
     # two towers empty.
     data = strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensor_slices(random_batch(18, seed=9)).batch(8))
-    counts = [towers.local_values(strategy, evaluate(batch)["count"]) for batch in data]
+    counts = [local_values(strategy, evaluate(batch)["count"]) for batch in data]
     assert counts[-1] == [1, 1, 0, 0] and np.sum(counts) == 18
-
-
-def test_make_strategy_errors() -> None:
-    assert towers.make_strategy(simulate_devices=4).num_replicas_in_sync == 4
-    with pytest.raises(RunError, match="simulate-devices 64"):
-        towers.make_strategy(simulate_devices=64)
-    with pytest.raises(RunError, match="unknown device"):
-        towers.make_strategy(devices=["/gpu:7"])
-    one = towers.make_strategy(devices=["/cpu:1"])
-    # one device: tf.distribute's one-device strategy, pinned to the listed device (same step code)
-    assert isinstance(one, tf.distribute.OneDeviceStrategy) and one.num_replicas_in_sync == 1
-    assert [d.upper() for d in one.extended.worker_devices] == ["/JOB:LOCALHOST/REPLICA:0/TASK:0/DEVICE:CPU:1"]
-    assert isinstance(towers.make_strategy(simulate_devices=1), tf.distribute.OneDeviceStrategy)
-    assert isinstance(towers.make_strategy(simulate_devices=2), tf.distribute.MirroredStrategy)
 
 
 def test_mixed_float16_loss_scaling_tower_independent() -> None:
@@ -237,12 +166,12 @@ def test_mixed_float16_loss_scaling_tower_independent() -> None:
     config = ModelConfig(blocks=1, filters=8, value_hidden=8, mixed_precision="mixed_float16")
     results = []
     for devices in (1, 2):
-        strategy = towers.make_strategy(simulate_devices=devices)
+        strategy = make_strategy(simulate_devices=devices)
         with strategy.scope():
             model = build_model(config, seed=1)
-        optimizer = towers.build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=True)
+        optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=True)
         assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        step = towers.make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0)
+        step = make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0)
         data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
         for _ in range(2):
             step(next(data))
@@ -260,11 +189,11 @@ def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> No
 
     results = []
     for devices in (1, 2):
-        strategy = towers.make_strategy(simulate_devices=devices)
+        strategy = make_strategy(simulate_devices=devices)
         with strategy.scope():
             model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm=batch_norm), seed=1)
-        optimizer = towers.build_optimizer(SGD, 32, strategy=strategy, model=model)
-        step = towers.make_train_step(strategy, model, optimizer, global_batch=32)
+        optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model)
+        step = make_train_step(strategy, model, optimizer, global_batch=32)
         data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
         for _ in range(2):
             step(next(data))

@@ -1,0 +1,151 @@
+"""Everything a run is built from, in one place: the parts the loop (trainer.py) only uses.
+
+Two layers, so that a step can be built and run with no dataset on disk (tests/training/test_assembly.py):
+
+  build_step_parts(config, strategy, ...)   the model, optimizer and the train/eval steps under the
+                                            strategy: StepParts (needs only a Config and a strategy)
+  assemble_run(config, data_dir, run_dir, strategy, ...)
+                                            the dataset (manifest, shard checks, identity), the memory
+                                            check, the stage plan, the evaluation target, then the step
+                                            parts, checkpoints and metrics log: RunParts
+
+The order of assemble_run is the order a start-up fails in: the data first (a missing or damaged shard
+is one line before anything is built), then the memory a tower needs (before TensorFlow allocates it),
+then the plan (a dataset too small for the preset), and only then TensorFlow objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from shogi_dnn import config as config_mod
+from shogi_dnn.config import Config
+from shogi_dnn.dataset import evalfit, identity, shards
+from shogi_dnn.dataset.evalfit import EvalTarget
+from shogi_dnn.training import cluster, devices
+from shogi_dnn.training.checkpoints import CheckpointManager
+from shogi_dnn.training.losses import Batch
+from shogi_dnn.training.model import build_model
+from shogi_dnn.training.optimizer import build_optimizer
+from shogi_dnn.training.run_log import MetricsLog
+from shogi_dnn.training.stages import StagePlan
+from shogi_dnn.training.steps import make_eval_step, make_iterator_step, make_train_step
+
+Sums = dict[str, tf.Tensor]     # per-replica metric sums of one step (losses.METRIC_KEYS, steps.BUSY_KEY)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepParts:
+    """The model and the steps that train and evaluate it, built under `strategy`.
+
+    global_batch: positions per micro-batch over all towers; update_batch: per optimizer update
+    (global_batch x micro_batches). train_step(b1, ..., bk) takes k distributed batches; update(iterator)
+    fetches them itself (the loop's update); eval_step(batch) updates nothing. Each returns per-replica sums.
+    """
+
+    strategy: tf.distribute.Strategy
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    train_step: Callable[..., Sums]
+    update: Callable[[Iterator[Batch]], Sums]
+    eval_step: Callable[[Batch], Sums]
+    global_batch: int
+    micro_batches: int
+
+    @property
+    def update_batch(self) -> int:
+        return self.global_batch * self.micro_batches
+
+
+def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_target: EvalTarget | None = None,
+                     total_steps: int | None = None) -> StepParts:
+    """The model (seeded by train.seed), its optimizer and the train, update and eval steps.
+
+    Args:
+        config: the run's config (model, optim, train.global_batch/micro_batches/time_towers).
+        strategy: the towers (devices.make_strategy); the model and optimizer are created in its scope.
+        eval_target: λ, a and trust (evalfit.resolve_eval_target); None: results only.
+        total_steps: the run's planned updates (the cosine decay's horizon; None without one).
+    Raises:
+        ConfigError: a global batch the towers cannot split, cosine decay without total_steps.
+    """
+    target = eval_target or EvalTarget.results_only(config.train)
+    global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
+    micro_batches = config.train.micro_batches
+    with strategy.scope():
+        model = build_model(config.model, seed=config.train.seed)
+    optimizer = build_optimizer(config.optim, global_batch, total_steps, strategy=strategy, model=model,
+                                micro_batches=micro_batches,
+                                loss_scale=config.model.mixed_precision == "mixed_float16")
+    train_step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
+                                 micro_batches=micro_batches, clip_global_norm=config.optim.clip_global_norm,
+                                 time_towers=config.train.time_towers, eval_weight=target.weight,
+                                 eval_scale=target.scale, eval_trust=target.trust)
+    return StepParts(strategy, model, optimizer, train_step, make_iterator_step(train_step, micro_batches),
+                     make_eval_step(strategy, model), global_batch, micro_batches)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunParts:
+    """A run's parts: its data, plan, evaluation target, steps, checkpoints and metrics log.
+
+    stage_updates[epoch][stage]: planned updates of every stage (the lr decay's horizon is their sum,
+    the ETA reads what is left of them). devices: every tower of every worker (cluster.device_names).
+    """
+
+    config: Config
+    data_dir: Path
+    run_dir: Path
+    manifest: shards.Manifest
+    dataset: identity.DatasetIdentity
+    plan: StagePlan
+    stage_updates: tuple[tuple[int, ...], ...]
+    eval_target: EvalTarget
+    steps: StepParts
+    checkpoints: CheckpointManager
+    metrics: MetricsLog
+    devices: list[str]
+    validation_paths: list[Path]
+
+    @property
+    def is_chief(self) -> bool:
+        return cluster.is_chief(self.steps.strategy)
+
+
+def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
+                 verify_shards: bool = False) -> RunParts:
+    """Every part of a run on `data_dir` writing to `run_dir` (created), in the module docstring's order.
+
+    verify_shards: also check every shard's sha256 (always checked: sizes, schema, counts, shapes).
+
+    Raises:
+        ShardFormatError: a missing, truncated or foreign shard.
+        ConfigError: a model or batch that cannot fit a tower, a plan the dataset cannot fill.
+    """
+    data_dir = Path(data_dir).resolve()
+    manifest = shards.read_manifest(data_dir)
+    # Every shard this run reads (training and validation) against the manifest, before anything is
+    # built: a missing, truncated or foreign shard is one line now, not a lost stage later.
+    shards.verify_shards(manifest, manifest.split("train") + manifest.split("validation"), full=verify_shards)
+    dataset = identity.dataset_identity(manifest)    # recorded in run.json and every checkpoint
+    global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
+    devices.check_model_fits(config, strategy, global_batch // strategy.num_replicas_in_sync)
+    update_batch = global_batch * config.train.micro_batches
+    plan = StagePlan(manifest, config, update_batch, cluster.num_workers(strategy))
+    stage_updates = tuple(tuple(plan.stage(epoch, index).updates for index in range(plan.num_groups))
+                          for epoch in range(plan.epochs))
+    eval_target = evalfit.resolve_eval_target(config.train, manifest)
+    steps = build_step_parts(config, strategy, eval_target, sum(map(sum, stage_updates)))
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoints = CheckpointManager(run_dir, steps.model, steps.optimizer, config.train.keep_checkpoints,
+                                    dataset=dataset.to_dict())
+    metrics = MetricsLog(run_dir, write_files=cluster.is_chief(strategy))   # the chief alone writes metrics
+    return RunParts(config, data_dir, run_dir, manifest, dataset, plan, stage_updates, eval_target, steps,
+                    checkpoints, metrics, cluster.device_names(strategy),
+                    [manifest.shard_path(s) for s in manifest.split("validation")])
