@@ -255,7 +255,7 @@ def scaled_lr(cfg: OptimConfig, update_batch: int) -> float:
     """Peak learning rate for `update_batch` samples per update (global batch x micro-batches).
 
     cfg.lr was tuned at cfg.base_global_batch; "linear" scales by update_batch / base, "sqrt" by its
-    square root, "none" keeps cfg.lr. (TensorFlow-free, for `plan`; training.towers re-exports it.)
+    square root, "none" keeps cfg.lr. (TensorFlow-free, for `plan`; training.optimizer re-exports it.)
     """
     ratio = update_batch / cfg.base_global_batch
     factor = {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[cfg.lr_scaling]

@@ -28,7 +28,7 @@ def shared_dir() -> Path:
 
 # Logical CPU devices for tower tests: TF can split the CPU only before it initialises, so do it once
 # here, at collection time, before any test touches TensorFlow. Tests pick 1, 2 or 4 of these devices
-# through towers.make_strategy(simulate_devices=N).
+# through devices.make_strategy(simulate_devices=N).
 TEST_DEVICES = 4
 
 

@@ -57,7 +57,7 @@ def imports_of(name: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from shogi_dnn.training import towers` imports the module shogi_dnn.training.towers;
+            # `from shogi_dnn.training import steps` imports the module shogi_dnn.training.steps;
             # `from shogi_dnn.rules import BLACK` the package shogi_dnn.rules itself.
             for alias in node.names:
                 submodule = f"{node.module}.{alias.name}"

@@ -6,7 +6,7 @@ count, and the fitted throughput model time = B / v0 + t for each device count (
 
 With GPUs present it measures the first N GPUs; without, it splits the CPU into max(--devices) logical
 devices (before TensorFlow initialises) and measures subsets of them, so a laptop can rehearse the
-sweep. Each point times `--steps` optimizer steps of towers.make_train_step on one synthetic in-memory
+sweep. Each point times `--steps` optimizer steps of steps.make_train_step on one synthetic in-memory
 batch (the step and the all-reduce, not the input pipeline: `bench train` measures that), after
 `--warmup` untimed steps (tracing, allocation), `--repeats` times, keeping the fastest. Writes FILE.json
 (per device count: points, v0, t, fit quality, b90; speed-up and efficiency over one device), FILE.png
@@ -215,7 +215,7 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     """Seconds for `steps` optimizer steps of the real tower step on one synthetic batch per step
     (the fastest of `repeats` timings).
 
-    The model and optimizer are built in the strategy's scope (towers.build_optimizer, as training does);
+    The model and optimizer are built in the strategy's scope (optimizer.build_optimizer, as training does);
     one micro-batch per update, so the step's batch is the global batch of the throughput model.
     """
     import tensorflow as tf

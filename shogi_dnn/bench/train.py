@@ -8,10 +8,10 @@
 Measures, at one global batch B for every device count:
   (a) pipeline   the tf.data input pipeline alone (pipeline.make_train_dataset, whole-chunk reads),
                  windows of --pipeline-positions positions at --pipeline-batch (default: B);
-  (b) towers     towers.make_train_step fed by strategy.experimental_distribute_dataset, on 1, 2 and 4
+  (b) towers     steps.make_train_step fed by strategy.experimental_distribute_dataset, on 1, 2 and 4
                  devices (the first GPUs, else logical CPUs split before TensorFlow initialises), called
                  as step(next(iterator)) from Python ("towers"), and as the trainer calls it,
-                 towers.make_iterator_step: next() inside the update's tf.function, as model.fit feeds
+                 steps.make_iterator_step: next() inside the update's tf.function, as model.fit feeds
                  itself ("towers-iter": the per-replica batch never crosses the Python boundary);
   (c) model.fit  Keras' own fit under the same MirroredStrategy, on the same model, data and batch.
 Each (b)/(c) point: --warmup untimed steps (tracing, allocation), then --repeats windows of --steps
@@ -52,7 +52,7 @@ DEFAULT_DEVICES = (1, 2, 4)
 SYNTHETIC_SHARD_ROWS = 131072           # 32 chunks of shards.CHUNK_ROWS per synthetic shard
 PIPELINE = "pipeline"
 TOWERS = "towers"                       # the step called from Python: step(next(iterator))
-TOWERS_IN_GRAPH = "towers-iter"         # the trainer's loop: towers.make_iterator_step (next() in the graph)
+TOWERS_IN_GRAPH = "towers-iter"         # the trainer's loop: steps.make_iterator_step (next() in the graph)
 FIT = "model.fit"
 
 
@@ -191,10 +191,10 @@ def _build(strategy, cfg: Config, global_batch: int):
 
 
 class TowerRunner:
-    """(b) Our tower step (towers.make_train_step) on the distributed pipeline.
+    """(b) Our tower step (steps.make_train_step) on the distributed pipeline.
 
     in_graph=False: step(next(iterator)) from Python (TOWERS);
-    in_graph=True: towers.make_iterator_step, the trainer's update: next(iterator) inside the tf.function,
+    in_graph=True: steps.make_iterator_step, the trainer's update: next(iterator) inside the tf.function,
     as model.fit feeds itself (TOWERS_IN_GRAPH): the per-replica batch never crosses the Python boundary.
     """
 

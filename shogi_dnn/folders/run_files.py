@@ -4,7 +4,7 @@ TensorFlow-free (report and predict's argument checks use it before TensorFlow s
   file                          written by                  holds
   RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data trained on),
                                                             history (data changes on resume), eval_target
-                                                            (trainer.EvalTarget: λ, a, trust, evalfit fit), devices, ...
+                                                            (evalfit.EvalTarget: λ, a, trust, evalfit fit), devices, ...
   RUN/config.json               training.trainer            the resolved Config (config.from_dict reads it)
   RUN/metrics.jsonl             training.run_log            one JSON object per line (kind train | validation)
   RUN/tb/                       training.run_log            TensorBoard events (rebuilt from metrics.jsonl)

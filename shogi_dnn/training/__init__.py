@@ -3,8 +3,14 @@
   schedule.py     sample groups, stage seeds and read lanes: the data plan, TensorFlow-free
   pipeline.py     tf.data input from shards (train stream with resume position, evaluation)
   model.py        the value network (planes expanded on the device)
-  towers.py       strategies, the distributed update and evaluation steps, the optimizer
+  devices.py      the strategy over the towers, benchmark devices, whether a model fits them
+  optimizer.py    the optimizer and its lr schedule
+  losses.py       the per-example loss (evaluation targets) and the metric sums
+  steps.py        the distributed update and evaluation steps, tower timing
+  assembly.py     a run's parts from the config (StepParts needs no data on disk)
   stages.py       StagePlan / TrainState: the run as stages over sample groups
+  resume.py       a run's start: fresh or resumed, the data check, run.json
+  interrupts.py   stop requests (signals) and stage input teardowns
   trainer.py      the training loop
   checkpoints.py  atomic checkpoints, restore, keep policy
   run_log.py      metrics.jsonl, TensorBoard and the console line

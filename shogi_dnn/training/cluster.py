@@ -264,7 +264,7 @@ def is_chief(strategy) -> bool:
 def device_names(strategy) -> list[str]:
     """One name per tower of the whole cluster, in global replica order.
 
-    A single worker: "GPU:0", "GPU:1", ... (as towers.make_strategy(devices=...) reads them). Several
+    A single worker: "GPU:0", "GPU:1", ... (as devices.make_strategy(devices=...) reads them). Several
     workers: 'worker1@b:2222/GPU:0'; workers have the same device count (MultiWorkerMirroredStrategy's
     assumption), so the other workers' devices are named after this worker's.
     """

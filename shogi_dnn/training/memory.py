@@ -29,7 +29,7 @@ total (x 1.5) refuses a run once it would use about two thirds of the memory. No
 (cuDNN's workspaces are what the headroom is for).
 
 checked against the memory of one device (GPU memory when TensorFlow reports its limit, else the
-host's available RAM shared by every local tower; towers.device_memory). Models over MAX_PARAMETERS
+host's available RAM shared by every local tower; devices.device_memory). Models over MAX_PARAMETERS
 are refused whatever the memory, before TensorFlow is imported.
 """
 

@@ -16,7 +16,7 @@ the host only moves the compact uint8 encoding. Batch norm: "none" (use for towe
 "local" (statistics per tower) or "sync" (statistics all-reduced across towers,
 BatchNormalization(synchronized=True)). Mixed precision sets a per-layer dtype policy (no global state); the
 planes come in the compute dtype and the logit layer stays float32. Loss scaling for mixed_float16 belongs to
-the optimizer (towers.build_optimizer).
+the optimizer (optimizer.build_optimizer).
 
 Mirror averaging (value_logits(..., mirror_average=True), used by evaluate and predict): shogi's rules and
 the game value are invariant under the left-right mirror (features.mirror_board: file f <-> 10 - f, hands

@@ -55,14 +55,14 @@ def test_warmup_is_capped_at_a_tenth_of_the_run(caplog: pytest.LogCaptureFixture
     """cpu-small's 20,000 warm-up samples on a folder of 88 games (~195 updates of 128 over 3 epochs) were
     157 updates, 80% of the run: capped at 19 (10%), with one line; a warm-up within 10% is left alone."""
     cfg = OptimConfig(lr=3e-4, base_global_batch=128, lr_scaling="none", warmup_samples=20_000, lr_decay="cosine")
-    with caplog.at_level("WARNING", logger="shogi_dnn.training.towers"):
+    with caplog.at_level("WARNING", logger="shogi_dnn.training.optimizer"):
         schedule = make_lr_schedule(cfg, 128, total_steps=195)
     assert schedule.warmup_steps == 19 and schedule.total_steps == 195
     assert caplog.messages == ["optim.warmup_samples = 20,000 is 157 updates of this run's 195 planned updates "
                                "(81%): warming up over 19 updates (10% of the run, 2,432 samples) instead"]
     assert float(schedule(tf.constant(18))) == pytest.approx(3e-4)          # the peak from update 19 on
     caplog.clear()
-    with caplog.at_level("WARNING", logger="shogi_dnn.training.towers"):
+    with caplog.at_level("WARNING", logger="shogi_dnn.training.optimizer"):
         long_run = make_lr_schedule(cfg, 128, total_steps=5000)    # 157 of 5000: kept
         no_length = make_lr_schedule(dataclasses.replace(cfg, lr_decay="none"), 128)   # bench: no cap
     assert long_run.warmup_steps == 157 and no_length.warmup_steps == 157 and not caplog.messages

@@ -183,7 +183,7 @@ def test_mixed_float16_loss_scaling_tower_independent() -> None:
 
 @pytest.mark.parametrize("batch_norm, tower_independent", [("sync", True), ("local", False)])
 def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> None:
-    """Documented in towers.py: synchronised batch-norm gives the one-device result, local does not."""
+    """Documented in steps.py: synchronised batch-norm gives the one-device result, local does not."""
     from shogi_dnn.config import ModelConfig
     from shogi_dnn.training.model import build_model
 
