@@ -65,6 +65,25 @@ def release_in_background(holder: list[Any]) -> threading.Thread:
     return thread
 
 
+@contextlib.contextmanager
+def stage_input(holder: list[Any], releases: list[threading.Thread]) -> Iterator[list[Any]]:
+    """Use a stage's input iterator (holder[0], the only reference to it) for the block; then tear it down.
+
+    A block that ends (finished or stopped) releases it in the background (release_in_background, the
+    thread appended to `releases` for join_releases): its teardown waits for the generator call in
+    flight (a whole shuffle buffer) and the generator's cleanup, seen to take 50+ s after a Ctrl-C at a
+    stage boundary; the validation, the checkpoint and the exit that follow do not wait for it. An error
+    tears it down here before it propagates, so that no teardown thread is still inside TensorFlow when
+    the interpreter exits (a chief whose worker died aborted that way).
+    """
+    try:
+        yield holder
+    except BaseException:
+        holder.clear()
+        raise
+    releases.append(release_in_background(holder))
+
+
 def join_releases(threads: list[threading.Thread], timeout: float) -> None:
     """Wait up to `timeout` seconds in all for the stage teardowns started by release_in_background."""
     deadline = time.perf_counter() + timeout

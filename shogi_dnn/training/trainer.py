@@ -1,10 +1,10 @@
 """The staged training loop: stages over sample groups, validation and a checkpoint after each stage,
 periodic checkpoints inside a stage, SIGINT/SIGTERM -> checkpoint and clean exit, exact resume.
 
-Read top to bottom: Trainer.run -> _train_stage -> _run_updates -> self.update (steps.make_iterator_step)
--> the replica's step (steps.make_train_step). What the loop uses is built by assembly.assemble_run; a run
-starts (fresh or resumed, config.json and run.json) in resume.start_run; stop requests and the stage
-input teardowns are interrupts.py's.
+Read top to bottom: Trainer.run -> _train_stage (the stage's loop) -> self.update
+(steps.make_iterator_step) -> the replica's step (steps.make_train_step). What the loop uses is built
+by assembly.assemble_run; a run starts (fresh or resumed, config.json and run.json) in
+resume.start_run; stop requests and the stage input teardowns are interrupts.py's.
 
 Run directory (file names: run_files.py; see also checkpoints.py and run_log.py):
   RUN/config.json   the resolved Config (config.from_dict(json.load(...)) reads it back)
@@ -37,7 +37,7 @@ from shogi_dnn.training.interrupts import (
     RELEASE_WAIT_STOPPED,
     StopFlag,
     join_releases,
-    release_in_background,
+    stage_input,
 )
 from shogi_dnn.training.optimizer import current_lr
 from shogi_dnn.training.resume import StartOptions, start_run
@@ -81,7 +81,7 @@ class Trainer:
         self.metrics, self.steps = self.parts.metrics, self.parts.steps
         self.update, self.update_batch = self.steps.update, self.steps.update_batch
         self.stop = stop or StopFlag()   # given by the command: it catches signals from start-up on
-        self.releases: list[threading.Thread] = []     # stage input teardowns (release_in_background)
+        self.releases: list[threading.Thread] = []     # stage input teardowns (stage_input)
         pipeline.take_read_error()               # clear: only this run's read errors count
 
     def run(self) -> TrainResult:
@@ -111,37 +111,13 @@ class Trainer:
     def _train_stage(self, stage: Stage, state: TrainState) -> tuple[TrainState, bool]:
         """Run the stage's remaining updates. Returns (state, False) when stopped inside the stage.
 
-        The stage's input iterator is held only by a one-item list and torn down by release_in_background
-        when the stage returns (finished or stopped; an error tears it down here before it propagates):
-        its teardown waits for the generator call in flight (a whole shuffle buffer) and the generator's
-        cleanup, seen to take 50+ s after a Ctrl-C at a stage boundary; the validation, the checkpoint and
-        the exit that follow do not wait for it."""
-        remaining = stage.remaining(state.position)
-        # One path on one machine or several: each worker's pipeline reads only its read lanes and
-        # yields its share of every global batch as per-replica batches (contiguous, tower 0 first).
-        skip, global_batch = state.position, self.steps.global_batch
-        batches = [iter(self.strategy.distribute_datasets_from_function(
-            lambda ctx: pipeline.make_train_dataset(
-                stage.paths, global_batch=global_batch, seed=stage.seed, skip_samples=skip,
-                shuffle_buffer=stage.shuffle_buffer, mirror=self.config.data.mirror, lanes=stage.lanes,
-                input_context=ctx, rows=stage.rows)))]
-        try:
-            result = self._run_updates(stage, state, remaining, batches)
-        except BaseException:
-            # An error ends the process: tear down here, as before, so that no teardown thread is still
-            # inside TensorFlow when the interpreter exits (a chief whose worker died aborted that way).
-            batches.clear()
-            raise
-        self.releases.append(release_in_background(batches))
-        return result
-
-    def _run_updates(self, stage: Stage, state: TrainState, remaining: int,
-                     batches: list[Any]) -> tuple[TrainState, bool]:
-        """The stage's loop over `remaining` updates from batches[0] (see _train_stage)."""
-        interval = _Interval()
+        The stage's input iterator is held only by a one-item list, torn down in the background when the
+        stage returns (interrupts.stage_input: its teardown can take 50+ s after a Ctrl-C)."""
+        remaining, interval = stage.remaining(state.position), _Interval()
         desc = run_log.position_label(stage.epoch, stage.index, stage.group)   # as the console line says it
-        with tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
-                  disable=None, leave=False, dynamic_ncols=True) as bar:
+        with stage_input(self._stage_batches(stage, state.position), self.releases) as batches, \
+                tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
+                     disable=None, leave=False, dynamic_ncols=True) as bar:
             for done in range(1, remaining + 1):
                 try:
                     interval.outputs.append(self.update(batches[0]))
@@ -159,6 +135,18 @@ class Trainer:
                         self._log_train(state, interval)
                     return state, False
         return state, True
+
+    def _stage_batches(self, stage: Stage, skip: int) -> list[Any]:
+        """[the stage's distributed input iterator from position `skip`], in a list that alone holds it.
+
+        One path on one machine or several: each worker's pipeline reads only its read lanes and yields
+        its share of every global batch as per-replica batches (contiguous, tower 0 first)."""
+        global_batch, mirror = self.steps.global_batch, self.config.data.mirror
+        return [iter(self.strategy.distribute_datasets_from_function(
+            lambda ctx: pipeline.make_train_dataset(
+                stage.paths, global_batch=global_batch, seed=stage.seed, skip_samples=skip,
+                shuffle_buffer=stage.shuffle_buffer, mirror=mirror, lanes=stage.lanes,
+                input_context=ctx, rows=stage.rows)))]
 
     def _remaining_updates(self, state: TrainState) -> tuple[int, int, int]:
         """Updates left in the current stage, epoch and run (from the plan, no data read)."""
@@ -222,8 +210,8 @@ class Trainer:
         good = self.checkpoints.last_saved_step
         where = f"the last good checkpoint is step {good}" if good >= 0 else "no checkpoint was saved"
         raise RunError(f"{self.run_dir}: the training loss is not finite by step {state.step} ({where}; "
-                       f"resume from it with --resume after lowering optim.lr, or with optim.clip_global_norm, "
-                       f"or model.mixed_precision = \"none\")")
+                       f"resume from it with --resume after lowering optim.lr, or with "
+                       f"optim.clip_global_norm, or model.mixed_precision = \"none\")")
 
     def _checkpoint_due(self, state: TrainState) -> bool:
         every = self.config.train.checkpoint_every_steps
