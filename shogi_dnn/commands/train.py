@@ -1,6 +1,7 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
-[--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`: staged
-multi-GPU training (see shogi_dnn.training.trainer and assembly; several machines: shogi_dnn.training.cluster).
+[--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`:
+staged multi-GPU training (see shogi_dnn.training.trainer and assembly; several machines:
+shogi_dnn.training.cluster).
 
 The run directory has one writer: this process holds RUN/writer.lock (run_files.lock_run_dir) from before
 TensorFlow starts to its exit, so a second `train` there is refused at once; a cluster's chief holds RUN's,
@@ -33,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--resume continues exactly where the run stopped.")
     parser.add_argument("--config", required=True, metavar="TOML", help="preset, e.g. train/home-1gpu.toml")
     parser.add_argument("--data", required=True, metavar="DIR", help="dataset folder (with manifest.json)")
-    parser.add_argument("--run-dir", required=True, metavar="RUN", help="where checkpoints, metrics and the model go")
+    parser.add_argument("--run-dir", required=True, metavar="RUN",
+                        help="where checkpoints, metrics and the model go")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config value (repeatable), e.g. --set train.seed=3")
     parser.add_argument("--simulate-devices", type=int, default=None, metavar="N",
@@ -44,13 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="continue from the run's newest readable checkpoint (a corrupt newest one is "
                              "reported and the previous one used)")
     parser.add_argument("--data-changed", action="store_true",
-                        help="with --resume: continue even though the data differs from the checkpoint's (another "
-                             "--data, or the folder converted again); recorded in RUN/run.json's history")
+                        help="with --resume: continue even though the data differs from the checkpoint's "
+                             "(another --data, or the folder converted again); recorded in RUN/run.json's "
+                             "history")
     parser.add_argument("--resume-strict", action="store_true",
                         help="with --resume: stop with the error when the newest checkpoint is corrupt")
     parser.add_argument("--price-per-hour", type=float, default=0.0, metavar="PRICE",
-                        help="what the machine costs an hour (any currency): the console line and metrics.jsonl "
-                             "then carry the cost so far and at the end, beside the ETA")
+                        help="what the machine costs an hour (any currency): the console line and "
+                             "metrics.jsonl then carry the cost so far and at the end, beside the ETA")
     parser.add_argument("--verify-shards", action="store_true",
                         help="check every shard's sha256 against the manifest at start-up (always checked: "
                              "size, schema, split, row and game counts, shapes)")
@@ -118,7 +121,8 @@ def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Clust
     with stop.catch_signals():
         try:
             trainer = Trainer(config, Path(args.data), run_dir, strategy, resume=args.resume,
-                              resume_command=resume_command(args), stop=stop, strict_resume=args.resume_strict,
+                              resume_command=resume_command(args), stop=stop,
+                              strict_resume=args.resume_strict,
                               verify_shards=args.verify_shards, price_per_hour=args.price_per_hour,
                               data_changed=args.data_changed, command=command)
             trainer.run()

@@ -1,4 +1,5 @@
-"""Training: the only part of the package that imports TensorFlow (schedule.py, throughput.py, plan.py and memory.py do not).
+"""Training: the only part of the package that imports TensorFlow (schedule.py, throughput.py, plan.py and
+memory.py do not).
 
   schedule.py     sample groups, stage seeds and read lanes: the data plan, TensorFlow-free
   pipeline.py     tf.data input from shards (train stream with resume position, evaluation)
@@ -16,5 +17,5 @@
   run_log.py      metrics.jsonl, TensorBoard and the console line
   cluster.py      several machines (MultiWorkerMirroredStrategy, TF_CONFIG)
   throughput.py   the throughput model time = B / v0 + t and per-GPU batch advice (TensorFlow-free)
-  memory.py       parameter count and training memory from the config, checked before a model is built (TF-free)
+  memory.py       parameter count and training memory from the config, checked before a model is built
 """

@@ -382,8 +382,8 @@ def agree_on(strategy, ok: bool, step: int) -> bool:
         return ok
     steps = _gather_int(strategy, step)
     if len(set(steps)) != 1:
-        raise RunError(f"the workers tried different checkpoints (steps {steps}): give every worker a copy of the "
-                       f"chief's RUN/checkpoints")
+        raise RunError(f"the workers tried different checkpoints (steps {steps}): give every worker a copy "
+                       f"of the chief's RUN/checkpoints")
     return min(_gather_int(strategy, int(ok))) == 1
 
 

@@ -85,9 +85,9 @@ class MemoryEstimate:
 
     def breakdown(self) -> str:
         """`weights 1.2 GiB + gradients ... + activations ... (batch 256) x 1.5 = 9.9 GiB`."""
-        return (f"weights {gib(self.weights)} + gradients {gib(self.gradients)} + optimizer {gib(self.optimizer)} "
-                f"+ activations {gib(self.activations)} (batch {self.per_device_batch}) x {HEADROOM:g} headroom "
-                f"= {gib(self.total)}")
+        return (f"weights {gib(self.weights)} + gradients {gib(self.gradients)} "
+                f"+ optimizer {gib(self.optimizer)} + activations {gib(self.activations)} "
+                f"(batch {self.per_device_batch}) x {HEADROOM:g} headroom = {gib(self.total)}")
 
 
 def training_memory(config: Config, per_device_batch: int) -> MemoryEstimate:
@@ -107,13 +107,14 @@ def check_model_size(cfg: ModelConfig) -> int:
     """The parameter count; ConfigError (one line) above MAX_PARAMETERS."""
     n = parameter_count(cfg)
     if n > MAX_PARAMETERS:
-        raise ConfigError(f"model.filters = {cfg.filters}, model.blocks = {cfg.blocks}: {n:,} parameters, over "
-                          f"the limit of {MAX_PARAMETERS:,}; lower model.filters (the count grows with its "
-                          f"square) or model.blocks")
+        raise ConfigError(f"model.filters = {cfg.filters}, model.blocks = {cfg.blocks}: {n:,} parameters, "
+                          f"over the limit of {MAX_PARAMETERS:,}; lower model.filters (the count grows "
+                          f"with its square) or model.blocks")
     return n
 
 
-def check_fits(config: Config, per_device_batch: int, available: int, where: str, sharing: int = 1) -> MemoryEstimate:
+def check_fits(config: Config, per_device_batch: int, available: int, where: str,
+               sharing: int = 1) -> MemoryEstimate:
     """Raise ConfigError (one line: the estimate, the memory, what to lower) unless `sharing` towers of
     `per_device_batch` fit in `available` bytes (`where` names that memory)."""
     check_model_size(config.model)
@@ -125,7 +126,8 @@ def check_fits(config: Config, per_device_batch: int, available: int, where: str
         if estimate.activations > estimate.weights + estimate.optimizer else \
         "model.filters or model.blocks (or train.per_replica_batch)"
     raise ConfigError(
-        f"the model does not fit: model.filters = {config.model.filters}, model.blocks = {config.model.blocks}, "
+        f"the model does not fit: model.filters = {config.model.filters}, "
+        f"model.blocks = {config.model.blocks}, "
         f"{estimate.parameters:,} parameters need about {gib(estimate.total)}{towers} to train "
         f"({estimate.breakdown()}) but {where} has {gib(available)}; lower {lower}")
 

@@ -1,7 +1,7 @@
 """The value network: a residual CNN over the 9x9 input planes, giving one win logit.
 
     board [B, 81] uint8, hands [B, 14] uint8           compact positions (pipeline batches)
-      -> ExpandPlanes                                  [B, 9, 9, features.NUM_PLANES = 42] one-hot + hand planes
+      -> ExpandPlanes                                  [B, 9, 9, features.NUM_PLANES = 42] one-hot, hands
       [model.features = "attacks": concatenated with
        AttackPlanes(board)                             [B, 9, 9, attack_planes.NUM_ATTACK_PLANES = 35]
                                                        -> [B, 9, 9, 77] (input_planes(cfg))]
@@ -46,7 +46,8 @@ INPUT_BOARD, INPUT_HANDS = "board", "hands"
 # features.HAND_MAX for own then opponent hands: hand plane = count / max.
 _HAND_SCALE = np.asarray(features.HAND_MAX * 2, np.float32)
 # model.features -> input planes of the stem convolution.
-INPUT_PLANES = {"pieces": features.NUM_PLANES, "attacks": features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES}
+INPUT_PLANES = {"pieces": features.NUM_PLANES,
+                "attacks": features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES}
 
 
 def input_planes(cfg: ModelConfig) -> int:

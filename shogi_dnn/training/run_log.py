@@ -10,7 +10,8 @@ metrics.jsonl has one JSON object a line:
   lr               learning rate of the next update (train only)
   per_gpu          one {"device", "loss", "accuracy", "positions"[, "positions_per_s"][, "busy_s",
                    "compute_positions_per_s"]} per tower. positions_per_s: the tower's positions over the
-                   interval's wall time (the same for every tower: they wait for each other at the all-reduce);
+                   interval's wall time (the same for every tower: they wait for each other at the
+                   all-reduce);
                    busy_s (train only): the tower's own compute seconds, batch in hand to local gradients
                    done, before the all-reduce; compute_positions_per_s = positions / busy_s, which is
                    lower on a slower GPU (report flags it)
@@ -47,7 +48,8 @@ from shogi_dnn.wording import format_duration
 
 log = logging.getLogger(__name__)
 TB_OPTIMIZER_STEP = "progress/optimizer_step"      # optimizer steps at each point (the x axis is samples)
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +62,8 @@ class TowerSums:
     def collect(cls, strategy: tf.distribute.Strategy, outputs: Sequence[dict[str, Any]]) -> TowerSums:
         """Add up step outputs (per-replica dicts of sums) per tower; waits for those steps."""
         towers = strategy.num_replicas_in_sync
-        keys = METRIC_KEYS + ((BUSY_KEY,) if outputs and BUSY_KEY in outputs[0] else ())   # train steps: busy_s
+        busy = (BUSY_KEY,) if outputs and BUSY_KEY in outputs[0] else ()   # train steps: busy_s
+        keys = METRIC_KEYS + busy
         sums = {key: np.zeros(towers) for key in keys}
         for out in outputs:
             for key in keys:
@@ -90,8 +93,8 @@ def summarise(kind: str, state: TrainState, sums: TowerSums, devices: Sequence[s
             entry["busy_s"] = float(s[BUSY_KEY][i])
             entry["compute_positions_per_s"] = _ratio(s["count"][i], s[BUSY_KEY][i])
         per_gpu.append(entry)
-    record: dict[str, Any] = {"kind": kind, "step": state.step, "samples": state.samples, "epoch": state.epoch,
-                              "stage": state.stage, "group": state.group,
+    record: dict[str, Any] = {"kind": kind, "step": state.step, "samples": state.samples,
+                              "epoch": state.epoch, "stage": state.stage, "group": state.group,
                               "loss": _ratio(s["loss_sum"].sum(), s["count"].sum()),
                               "accuracy": _ratio(s["correct"].sum(), s["decisive"].sum())}
     if seconds:
@@ -144,15 +147,16 @@ def console_line(record: dict[str, Any]) -> str:
     """`train step=120 samples=7.7k ep=0 stage=1 group=2 loss=0.6931 acc=0.512 pos/s=12.3k lr=0.01 |
     gpu loss 0.69 0.70 acc 0.51 0.52`: one compact line."""
     head = (f"{record['kind']} step={record['step']} samples={_short(record['samples'])} "
-            f"{position_label(record['epoch'], record['stage'], record['group'])} loss={_fmt(record['loss'])} "
+            f"{position_label(record['epoch'], record['stage'], record['group'])} "
+            f"loss={_fmt(record['loss'])} "
             f"acc={_fmt(record['accuracy'], 3)}")
     if "positions_per_s" in record:
         head += f" pos/s={_short(record['positions_per_s'])}"
     if "lr" in record:
         head += f" lr={record['lr']:.4g}"
     if "eta_run_s" in record:
-        head += (f" eta stage {format_duration(record['eta_stage_s'])} epoch {format_duration(record['eta_epoch_s'])} "
-                 f"run {format_duration(record['eta_run_s'])}")
+        head += (f" eta stage {format_duration(record['eta_stage_s'])} "
+                 f"epoch {format_duration(record['eta_epoch_s'])} run {format_duration(record['eta_run_s'])}")
     if "cost_at_end" in record:
         head += f" cost {record['cost_so_far']:.2f} -> {record['cost_at_end']:.2f}"
     gpus = record["per_gpu"]
@@ -196,7 +200,8 @@ class MetricsLog:
                         # writes, without needing the tensorboard package at training time.
                         tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
             self.writer.flush()
-        except (tf.errors.OpError, OSError) as exc:   # the event files are rebuilt from metrics.jsonl on resume
+        except (tf.errors.OpError, OSError) as exc:   # the event files are rebuilt from metrics.jsonl
+                                                      # on resume
             if is_disk_full(exc):
                 raise disk_full(self.tb_dir, 4096) from None
             raise
