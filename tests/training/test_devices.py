@@ -20,6 +20,7 @@ def test_make_strategy_errors() -> None:
     one = make_strategy(devices=["/cpu:1"])
     # one device: tf.distribute's one-device strategy, pinned to the listed device (same step code)
     assert isinstance(one, tf.distribute.OneDeviceStrategy) and one.num_replicas_in_sync == 1
-    assert [d.upper() for d in one.extended.worker_devices] == ["/JOB:LOCALHOST/REPLICA:0/TASK:0/DEVICE:CPU:1"]
+    assert [d.upper() for d in one.extended.worker_devices] == [
+        "/JOB:LOCALHOST/REPLICA:0/TASK:0/DEVICE:CPU:1"]
     assert isinstance(make_strategy(simulate_devices=1), tf.distribute.OneDeviceStrategy)
     assert isinstance(make_strategy(simulate_devices=2), tf.distribute.MirroredStrategy)

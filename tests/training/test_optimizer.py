@@ -28,8 +28,9 @@ from tests.training.test_steps import random_batch, tiny_model
 def test_lr_scaling_and_warmup() -> None:
     base = OptimConfig(lr=0.1, base_global_batch=256)
     assert scaled_lr(base, 1024) == pytest.approx(0.4)
-    assert scaled_lr(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="sqrt"), 1024) == pytest.approx(0.2)
-    assert scaled_lr(OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none"), 1024) == pytest.approx(0.1)
+    for scaling, lr in (("sqrt", 0.2), ("none", 0.1)):
+        cfg = OptimConfig(lr=0.1, base_global_batch=256, lr_scaling=scaling)
+        assert scaled_lr(cfg, 1024) == pytest.approx(lr)
     schedule = make_lr_schedule(OptimConfig(lr=0.1, base_global_batch=256, warmup_samples=4096), 1024)
     assert schedule.warmup_steps == 4
     values = [float(schedule(tf.constant(s))) for s in range(6)]
@@ -37,7 +38,8 @@ def test_lr_scaling_and_warmup() -> None:
 
 
 def test_cosine_lr_decay() -> None:
-    cfg = OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none", warmup_samples=2048, lr_decay="cosine")
+    cfg = OptimConfig(lr=0.1, base_global_batch=256, lr_scaling="none", warmup_samples=2048,
+                      lr_decay="cosine")
     # 2 warm-up updates, 4 of decay (the schedule itself: make_lr_schedule would cap 2 of 6 at 10%)
     schedule = WarmupSchedule(scaled_lr(cfg, 1024), 2, cfg.lr_decay, 6)
     values = [float(schedule(tf.constant(s))) for s in range(8)]
@@ -54,12 +56,14 @@ def test_cosine_lr_decay() -> None:
 def test_warmup_is_capped_at_a_tenth_of_the_run(caplog: pytest.LogCaptureFixture) -> None:
     """cpu-small's 20,000 warm-up samples on a folder of 88 games (~195 updates of 128 over 3 epochs) were
     157 updates, 80% of the run: capped at 19 (10%), with one line; a warm-up within 10% is left alone."""
-    cfg = OptimConfig(lr=3e-4, base_global_batch=128, lr_scaling="none", warmup_samples=20_000, lr_decay="cosine")
+    cfg = OptimConfig(lr=3e-4, base_global_batch=128, lr_scaling="none", warmup_samples=20_000,
+                      lr_decay="cosine")
     with caplog.at_level("WARNING", logger="shogi_dnn.training.optimizer"):
         schedule = make_lr_schedule(cfg, 128, total_steps=195)
     assert schedule.warmup_steps == 19 and schedule.total_steps == 195
-    assert caplog.messages == ["optim.warmup_samples = 20,000 is 157 updates of this run's 195 planned updates "
-                               "(81%): warming up over 19 updates (10% of the run, 2,432 samples) instead"]
+    assert caplog.messages == ["optim.warmup_samples = 20,000 is 157 updates of this run's 195 planned "
+                               "updates (81%): warming up over 19 updates (10% of the run, 2,432 samples) "
+                               "instead"]
     assert float(schedule(tf.constant(18))) == pytest.approx(3e-4)          # the peak from update 19 on
     caplog.clear()
     with caplog.at_level("WARNING", logger="shogi_dnn.training.optimizer"):

@@ -1,5 +1,6 @@
 """Train and eval steps (steps.py): N towers == one device on all the samples, accumulation, clipping
-after the all-reduce, per-tower metric sums, loss scaling, batch-norm. Uses conftest's 4 logical CPU devices."""
+after the all-reduce, per-tower metric sums, loss scaling, batch-norm. Uses conftest's 4 logical CPU
+devices."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def tiny_model() -> keras.Model:
     """A batch-norm-free model on the compact inputs: [B,81]+[B,14] uint8 -> [B,1] logit."""
     board = keras.Input((81,), dtype="uint8", name="board")
     hands = keras.Input((14,), dtype="uint8", name="hands")
-    x = keras.layers.Concatenate()([keras.ops.cast(board, "float32") / 28.0, keras.ops.cast(hands, "float32") / 18.0])
+    x = keras.layers.Concatenate()([keras.ops.cast(board, "float32") / 28.0,
+                                    keras.ops.cast(hands, "float32") / 18.0])
     x = keras.layers.Dense(16, activation="tanh")(x)
     return keras.Model({"board": board, "hands": hands}, keras.layers.Dense(1)(x))
 
@@ -172,7 +174,8 @@ def test_mixed_float16_loss_scaling_tower_independent() -> None:
         optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=True)
         assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         step = make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0)
-        data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
+        data = iter(strategy.experimental_distribute_dataset(
+            tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
         for _ in range(2):
             step(next(data))
         assert int(optimizer.iterations.numpy()) == 2
@@ -191,10 +194,12 @@ def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> No
     for devices in (1, 2):
         strategy = make_strategy(simulate_devices=devices)
         with strategy.scope():
-            model = build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm=batch_norm), seed=1)
+            config = ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm=batch_norm)
+            model = build_model(config, seed=1)
         optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model)
         step = make_train_step(strategy, model, optimizer, global_batch=32)
-        data = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
+        data = iter(strategy.experimental_distribute_dataset(
+            tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
         for _ in range(2):
             step(next(data))
         results.append([v.numpy() for v in model.weights])       # includes the moving statistics
