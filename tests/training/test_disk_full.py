@@ -39,7 +39,8 @@ def _run(data: Path, run_dir: Path, resume: bool = False) -> list[np.ndarray]:
 
 
 def test_checkpoint_and_model_save_on_a_full_disk_then_resume_is_identical(
-        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deterministic: None) -> None:  # noqa: F811
+        data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        deterministic: None) -> None:  # noqa: F811
     reference = _run(data, tmp_path / "reference")
     run = tmp_path / "run"
     real_write, writes = tf.train.Checkpoint.write, []
@@ -48,11 +49,12 @@ def test_checkpoint_and_model_save_on_a_full_disk_then_resume_is_identical(
         writes.append(prefix)
         path = real_write(self, prefix, *args, **kwargs)
         if len(writes) == 3:
-            raise tf.errors.ResourceExhaustedError(None, None, f"{prefix}.data-00000-of-00001; No space left on device")
+            raise tf.errors.ResourceExhaustedError(None, None,
+                                                   f"{prefix}.data-00000-of-00001; No space left on device")
         return path
     monkeypatch.setattr(tf.train.Checkpoint, "write", write)
-    with pytest.raises(DiskFullError, match=r"checkpoints/ckpt-0000000\d: disk full \(needs about [\d.,]+ KiB, "
-                                            r"[\d.,]+ [KMG]iB free on") as info:
+    with pytest.raises(DiskFullError, match=r"checkpoints/ckpt-0000000\d: disk full \(needs about "
+                                            r"[\d.,]+ KiB, [\d.,]+ [KMG]iB free on") as info:
         _run(data, run)
     assert "\n" not in str(info.value)
     assert not list((run / "checkpoints").glob(".tmp-*")) and len(checkpoints.list_checkpoints(run)) == 2
@@ -122,7 +124,8 @@ def test_json_and_report_writes_on_a_full_disk(tmp_path: Path, monkeypatch: pyte
         real(self, "{\"partial", encoding="utf-8")
         raise ENOSPC
     monkeypatch.setattr(Path, "write_text", full)
-    with pytest.raises(DiskFullError, match=r"eval-test.json: disk full \(needs about [\d.]+ KiB, .* free on"):
+    with pytest.raises(DiskFullError,
+                       match=r"eval-test.json: disk full \(needs about [\d.]+ KiB, .* free on"):
         run_files.write_json_atomic(target, {"x": 1})
     with pytest.raises(DiskFullError, match=r"report.md: disk full"):
         with run_files.atomic_path(tmp_path / "report.md", needed=10) as tmp:
@@ -132,7 +135,8 @@ def test_json_and_report_writes_on_a_full_disk(tmp_path: Path, monkeypatch: pyte
     assert json.loads(target.read_text()) == {"old": True}
 
 
-def test_tensorboard_write_on_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tensorboard_write_on_a_full_disk_is_one_line(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import tensorflow as tf
 
     from shogi_dnn.training.run_log import MetricsLog

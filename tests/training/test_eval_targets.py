@@ -41,7 +41,8 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     shutil.copy(REPO / "tests" / "data" / "csa" / "ending_toryo.csa", root / "plain.csa")
     run_convert([source, root / "plain.csa"], root / "out", ConvertSettings(val_fraction=0.0), workers=1)
     synthetic = make_dataset(root / "synthetic", train=[70], chunk_rows=16)
-    return [root / "out" / s.path for s in shards.read_manifest(root / "out").shards] + split_paths(synthetic, "train")
+    converted = [root / "out" / s.path for s in shards.read_manifest(root / "out").shards]
+    return converted + split_paths(synthetic, "train")
 
 
 def _eval_rows(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -200,7 +201,8 @@ def test_resolve_eval_target_fits_the_scale_and_the_trust_on_the_training_split(
     from shogi_dnn.dataset.evalfit import resolve_eval_target
 
     manifest = _eval_dataset(tmp_path / "data")
-    target = resolve_eval_target(TrainConfig(eval_weight=1.0, eval_scale=0.0, eval_weighting="trust"), manifest)
+    target = resolve_eval_target(TrainConfig(eval_weight=1.0, eval_scale=0.0, eval_weighting="trust"),
+                                 manifest)
     fit = target.fit
     assert fit is not None and fit.positions == 4000 and fit.coverage == 1.0
     assert target.weight == 1.0 and target.scale == fit.scale and target.trust == fit.trust
@@ -208,9 +210,11 @@ def test_resolve_eval_target_fits_the_scale_and_the_trust_on_the_training_split(
     assert all(400 < s < 650 for s in late)                           # the generating a = 500, by range
     assert fit.trust[0] < 0.2 and fit.trust[1] < 0.2 and max(fit.trust) == 1.0   # noise before ply 40
     line = target.describe()
-    assert line.startswith("evaluations on 100.0% of training positions, λ = 1, a = ") and "trust by ply 0+:" in line
+    assert line.startswith("evaluations on 100.0% of training positions, λ = 1, a = ")
+    assert "trust by ply 0+:" in line
     constant = resolve_eval_target(TrainConfig(eval_weight=0.33, eval_scale=756.0), manifest)
-    assert constant.scale == 756.0 and constant.trust is None and "(set; fitted on results:" in constant.describe()
+    assert constant.scale == 756.0 and constant.trust is None
+    assert "(set; fitted on results:" in constant.describe()
     off = resolve_eval_target(TrainConfig(eval_weight=0.0), manifest)
     assert off.weight == 0.0 and off.fit is None and "results only" in off.describe()
 

@@ -14,14 +14,17 @@ from shogi_dnn.wording import format_duration
 def test_eta_fields_from_the_measured_rate() -> None:
     fields = run_log.eta_fields((10, 30, 100), update_batch=128, positions_per_s=640.0, elapsed_s=1800.0,
                                 price_per_hour=7.2)
-    assert fields["eta_stage_s"] == pytest.approx(10 * 128 / 640) and fields["eta_epoch_s"] == pytest.approx(6.0)
+    assert fields["eta_stage_s"] == pytest.approx(10 * 128 / 640)
+    assert fields["eta_epoch_s"] == pytest.approx(6.0)
     assert fields["eta_run_s"] == pytest.approx(20.0)
-    assert fields["cost_so_far"] == pytest.approx(3.6) and fields["cost_at_end"] == pytest.approx(7.2 * 1820 / 3600)
+    assert fields["cost_so_far"] == pytest.approx(3.6)
+    assert fields["cost_at_end"] == pytest.approx(7.2 * 1820 / 3600)
     assert "cost_so_far" not in run_log.eta_fields((1, 1, 1), 128, 640.0, 10.0)      # no price, no cost
     assert run_log.eta_fields((1, 1, 1), 128, None, 10.0) == {}                      # no rate, no ETA
 
 
-@pytest.mark.parametrize("seconds, text", [(42.4, "42.4s"), (425, "7m05s"), (11520, "3h12m"), (187200, "2d04h")])
+@pytest.mark.parametrize("seconds, text",
+                         [(42.4, "42.4s"), (425, "7m05s"), (11520, "3h12m"), (187200, "2d04h")])
 def test_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text          # one format for train's ETA and plan's table
 

@@ -31,8 +31,8 @@ def tiny_config(**train: int | bool) -> Config:
                 "keep_checkpoints": 20, "max_steps_per_stage": 4}
     settings.update(train)
     return from_dict({"model": {"blocks": 1, "filters": 8, "value_hidden": 8, "batch_norm": "none"},
-                      "optim": {"lr": 0.05, "lr_scaling": "none", "base_global_batch": 32, "warmup_samples": 64,
-                                "clip_global_norm": 5.0},
+                      "optim": {"lr": 0.05, "lr_scaling": "none", "base_global_batch": 32,
+                                "warmup_samples": 64, "clip_global_norm": 5.0},
                       "data": {"num_groups": 2, "shuffle_buffer": 128, "validation_positions": 96},
                       "train": settings})
 
@@ -85,7 +85,8 @@ def read_metrics(run_dir: Path) -> list[dict]:
 def test_stage_plan_bookkeeping(dataset: Path) -> None:
     from shogi_dnn.dataset.shards import read_manifest
 
-    config = from_dict({"data": {"num_groups": 3}, "train": {"epochs": 2, "seed": 5, "max_steps_per_stage": 3}})
+    config = from_dict({"data": {"num_groups": 3},
+                        "train": {"epochs": 2, "seed": 5, "max_steps_per_stage": 3}})
     plan = StagePlan(read_manifest(dataset), config, update_batch=32)
     state, visited = plan.initial_state(), []
     while not plan.finished(state):
@@ -121,7 +122,8 @@ def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path)
     train_lines = [r for r in records if r["kind"] == "train"]
     assert all(r["positions_per_s"] > 0 and "positions_per_s" in r["per_gpu"][1] for r in train_lines)
     for g in (g for r in train_lines for g in r["per_gpu"]):     # each tower's own compute time
-        assert 0 < g["busy_s"] < 60 and g["compute_positions_per_s"] == pytest.approx(g["positions"] / g["busy_s"])
+        assert 0 < g["busy_s"] < 60
+        assert g["compute_positions_per_s"] == pytest.approx(g["positions"] / g["busy_s"])
     assert all("busy_s" not in g for r in records if r["kind"] == "validation" for g in r["per_gpu"])
     validation_lines = [r for r in records if r["kind"] == "validation"]
     assert all(r["positions_per_s"] > 0 and r["per_gpu"][1]["positions_per_s"] > 0 for r in validation_lines)
@@ -131,7 +133,8 @@ def test_run_writes_metrics_checkpoints_and_model(dataset: Path, tmp_path: Path)
     assert [p.name for p in checkpoints.list_checkpoints(run)] == ["ckpt-00000004", "ckpt-00000006",
                                                                   "ckpt-00000008"]
     state, saved_config = checkpoints.read_state(checkpoints.find_checkpoint(run))
-    assert state.epoch == 1 and state.step == 8 and saved_config == tiny_config(keep_checkpoints=3, time_towers=True)
+    assert state.epoch == 1 and state.step == 8
+    assert saved_config == tiny_config(keep_checkpoints=3, time_towers=True)
     assert from_dict(json.loads((run / "config.json").read_text())) == saved_config
     info = json.loads((run / "run.json").read_text())
     assert info["num_replicas"] == 2 and info["devices"] == ["CPU:0", "CPU:1"]
@@ -169,14 +172,15 @@ def test_one_and_four_towers_reach_the_same_weights(dataset: Path, tmp_path: Pat
     _, four = train(tiny_config(), dataset, tmp_path / "four", devices=4)
     for a, b in zip(one, four):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    assert read_metrics(tmp_path / "one")[-1]["loss"] == pytest.approx(read_metrics(tmp_path / "four")[-1]["loss"],
-                                                                      rel=1e-4)
+    four_loss = read_metrics(tmp_path / "four")[-1]["loss"]
+    assert read_metrics(tmp_path / "one")[-1]["loss"] == pytest.approx(four_loss, rel=1e-4)
 
 
 @pytest.mark.slow
 def test_micro_batches_equal_a_larger_batch(dataset: Path, tmp_path: Path) -> None:
     _, big = train(tiny_config(global_batch=64), dataset, tmp_path / "big", devices=2)
-    _, accumulated = train(tiny_config(global_batch=32, micro_batches=2), dataset, tmp_path / "acc", devices=2)
+    _, accumulated = train(tiny_config(global_batch=32, micro_batches=2), dataset, tmp_path / "acc",
+                           devices=2)
     for a, b in zip(big, accumulated):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
@@ -222,7 +226,8 @@ def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, k
 
 
 @pytest.mark.slow
-def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path, deterministic: None) -> None:
+def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path,
+                                                      deterministic: None) -> None:
     config = tiny_config(checkpoint_every_steps=0)
     _, straight = train(config, dataset, tmp_path / "straight", devices=2)
     train(config, dataset, tmp_path / "stopped", devices=2, stop_after=3)
@@ -239,7 +244,8 @@ def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: P
 
 
 @pytest.mark.slow
-def test_resume_with_other_read_lanes_warns(dataset: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_resume_with_other_read_lanes_warns(dataset: Path, tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
     """A run resumed with other read lanes (e.g. on another number of machines with data.read_lanes = 0)
     continues at the same position of another sample order: it says so, and run.json records the new
     lanes. Resuming with the same lanes says nothing."""
@@ -337,8 +343,8 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_p
         strict.run()
     with caplog.at_level("WARNING", logger="shogi_dnn.training.trainer"):
         train(config, dataset, run, devices=1, resume=True)
-    assert any("ckpt-00000004: cannot restore" in r.message and "previous checkpoint, ckpt-00000002" in r.message
-               for r in caplog.records)
+    assert any("ckpt-00000004: cannot restore" in r.message
+               and "previous checkpoint, ckpt-00000002" in r.message for r in caplog.records)
     assert (run / "model.keras").is_file()
     steps = [r["step"] for r in read_metrics(run) if r["kind"] == "train"]
     assert steps == sorted(set(steps))                                 # the log continues from step 2, once
@@ -354,8 +360,8 @@ def test_non_finite_loss_stops_before_saving(dataset: Path, tmp_path: Path) -> N
         out = update(iterator)
         return {**out, "loss_sum": out["loss_sum"] * float("nan")} if len(calls) >= 3 else out
     trainer.update = diverging_update
-    with pytest.raises(RunError, match=r"training loss is not finite by step [34] \(the last good checkpoint is "
-                                       r"step 2;") as info:
+    with pytest.raises(RunError, match=r"training loss is not finite by step [34] \(the last good "
+                                       r"checkpoint is step 2;") as info:
         trainer.run()
     assert "\n" not in str(info.value)
     assert [p.name for p in checkpoints.list_checkpoints(tmp_path / "run")] == ["ckpt-00000002"]
@@ -381,8 +387,8 @@ def test_shards_are_checked_before_the_first_step(tmp_path: Path) -> None:
     validation = data / "validation-00000.h5"
     keep = validation.read_bytes()
     validation.write_bytes(keep[:len(keep) // 2])
-    with pytest.raises(ShardFormatError, match=r"validation-00000.h5 \(listed in .*\): \d+ bytes, the manifest "
-                                               r"says \d+") as info:
+    with pytest.raises(ShardFormatError, match=r"validation-00000.h5 \(listed in .*\): \d+ bytes, the "
+                                               r"manifest says \d+") as info:
         Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1))
     assert "\n" not in str(info.value)
     validation.unlink()
@@ -408,8 +414,9 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     _flip_chunk_byte(shard, "pieces", 3)
     config = tiny_config(checkpoint_every_steps=100, max_steps_per_stage=6)
     trainer = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1))
-    with pytest.raises(ShardFormatError, match=r"train-00000.h5: rows 96-127 \(chunk 3\) of dataset 'pieces' cannot "
-                                               r"be read: .*; the last good checkpoint is step \d+") as info:
+    with pytest.raises(ShardFormatError, match=r"train-00000.h5: rows 96-127 \(chunk 3\) of dataset "
+                                               r"'pieces' cannot be read: .*; the last good checkpoint "
+                                               r"is step \d+") as info:
         trainer.run()
     assert "\n" not in str(info.value) and "Traceback" not in str(info.value)
     saved = checkpoints.list_checkpoints(tmp_path / "run")
@@ -423,8 +430,8 @@ TEARDOWN_S = 20.0      # how long the training stream's teardown is made to take
 
 
 @pytest.mark.slow
-def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(dataset: Path, tmp_path: Path,
-                                                                            deterministic: None, monkeypatch) -> None:
+def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(
+        dataset: Path, tmp_path: Path, deterministic: None, monkeypatch) -> None:
     """Ctrl-C as a stage's last update returns, with the stage's input stream slow to tear down (its
     generator's cleanup takes TEARDOWN_S): the run validates, saves the stage-end checkpoint and returns
     well before the teardown ends (it runs in the release thread), and the checkpoint resumes exactly."""

@@ -38,7 +38,8 @@ def strip_identity(run: Path) -> None:
 
 
 @pytest.mark.slow
-def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     make_dataset(a, train=[200, 160, 180], validation=[100], chunk_rows=32)
     make_dataset(b, train=[200, 160, 180], validation=[100], chunk_rows=32, seed=1)    # other positions
@@ -66,8 +67,9 @@ def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path, caplog: pyt
         Trainer(CONFIG, b, run, make_strategy(simulate_devices=1), resume=True).run()
     assert str(refused.value) == (
         f"{newest} was trained on dataset {a.resolve()} ({ident_a.describe(['train', 'validation'])}); "
-        f"{b.resolve()} has {ident_b.describe(['train', 'validation'])}: another dataset. Pass --data-changed to "
-        "continue it on this data (recorded in run.json's history).")   # synthetic games tables: same splits
+        f"{b.resolve()} has {ident_b.describe(['train', 'validation'])}: another dataset. "
+        "Pass --data-changed to continue it on this data (recorded in run.json's "
+        "history).")   # synthetic games tables: same splits
     assert run_json(run)["data_dir"] == str(a.resolve())
 
     # --data-changed: continues on b; run.json says b now and keeps the change in its history.
