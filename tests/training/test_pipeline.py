@@ -186,12 +186,13 @@ def _chunk_of_row(paths) -> dict[int, pipeline.Chunk]:
 
 
 def test_one_lane_is_the_plain_stream(paths):
-    np.testing.assert_array_equal(_collect(_train(paths, 40, lanes=1))["ply"], _stream(paths)["ply"][:TOTAL // 40 * 40])
-    np.testing.assert_array_equal(_lane_reference(paths, 1, 40), _stream(paths)["ply"][:TOTAL // 40 * 40].reshape(-1, 40))
+    whole = _stream(paths)["ply"][:TOTAL // 40 * 40]
+    np.testing.assert_array_equal(_collect(_train(paths, 40, lanes=1))["ply"], whole)
+    np.testing.assert_array_equal(_lane_reference(paths, 1, 40), whole.reshape(-1, 40))
 
 
-@pytest.mark.parametrize(("lanes", "workers", "skip"), [(2, 2, 0), (2, 1, 0), (4, 2, 12), (4, 4, 0), (8, 2, 0),
-                                                        (2, 2, 100)])
+@pytest.mark.parametrize(("lanes", "workers", "skip"),
+                         [(2, 2, 0), (2, 1, 0), (4, 2, 12), (4, 4, 0), (8, 2, 0), (2, 2, 100)])
 def test_workers_read_only_their_lanes_and_together_see_the_one_machine_batches(paths, monkeypatch, lanes,
                                                                                 workers, skip):
     """W workers with two towers each: worker w reads only the chunks of lanes [wL/W, (w+1)L/W) and
@@ -204,7 +205,8 @@ def test_workers_read_only_their_lanes_and_together_see_the_one_machine_batches(
     reads.append(set())
     one_machine = _collect(_train(paths, batch, skip=skip, lanes=lanes))["ply"].reshape(-1, batch)
     np.testing.assert_array_equal(one_machine, expected)
-    assert schedule.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER) == len(expected)
+    counted = schedule.count_batches(paths, batch, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER)
+    assert counted == len(expected)
     buffers = schedule.plan_buffers(paths, 1, BUFFER)
     shares = []
     reads.clear()
@@ -239,9 +241,10 @@ def test_stage_plan_counts_updates_with_lanes(dataset):
     from shogi_dnn.training.stages import StagePlan
 
     config = from_dict({"data": {"num_groups": 1, "shuffle_buffer": BUFFER}})
-    assert StagePlan(dataset, config, 40).lanes == 1 and StagePlan(dataset, config, 40, num_workers=2).lanes == 2
-    plan = StagePlan(dataset, from_dict({"data": {"num_groups": 1, "shuffle_buffer": BUFFER, "read_lanes": 4}}),
-                     40, num_workers=2)
+    assert StagePlan(dataset, config, 40).lanes == 1
+    assert StagePlan(dataset, config, 40, num_workers=2).lanes == 2
+    four = from_dict({"data": {"num_groups": 1, "shuffle_buffer": BUFFER, "read_lanes": 4}})
+    plan = StagePlan(dataset, four, 40, num_workers=2)
     stage = plan.stage(0, 0)
     assert plan.lanes == stage.lanes == 4
     for position in (0, 80, 400):
@@ -250,7 +253,8 @@ def test_stage_plan_counts_updates_with_lanes(dataset):
                                                    skip_samples=position).as_numpy_iterator()))
         assert stage.remaining(position) == got
     assert stage.updates == stage.remaining(0) < TOTAL // 40          # uneven lanes: fewer full batches
-    with pytest.raises(ConfigError, match=r"3 read lanes \(data.read_lanes\) are not a multiple of the 2 workers"):
+    with pytest.raises(ConfigError,
+                       match=r"3 read lanes \(data.read_lanes\) are not a multiple of the 2 workers"):
         StagePlan(dataset, from_dict({"data": {"num_groups": 1, "read_lanes": 3}}), 40, num_workers=2)
 
 
@@ -295,7 +299,8 @@ def test_a_row_span_with_lanes_counts_what_it_yields(paths, lanes):
     rows = (37, 700)
     for skip in (0, 40, 200):
         got = len(list(_train(paths, 40, skip=skip, lanes=lanes, rows=rows).as_numpy_iterator()))
-        assert schedule.count_batches(paths, 40, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER, rows=rows) == got
+        assert schedule.count_batches(paths, 40, skip, lanes=lanes, seed=1, shuffle_buffer=BUFFER,
+                                      rows=rows) == got
         assert got > 0
 
 
@@ -308,10 +313,11 @@ def test_groups_of_a_stage_plan_cover_the_split_once(dataset):
     seen = []
     for index in range(4):
         stage = plan.stage(0, index)
-        offsets = {p: int(o) for p, o in zip(paths_of(dataset), np.concatenate([[0], np.cumsum(TRAIN_SIZES)]))}
+        starts = np.concatenate([[0], np.cumsum(TRAIN_SIZES)])
+        offsets = {p: int(o) for p, o in zip(paths_of(dataset), starts)}
         first = offsets[stage.paths[0]]
-        rows = _concat(list(pipeline.iter_stream(stage.paths, seed=stage.seed, shuffle_buffer=BUFFER, mirror=False,
-                                                 rows=stage.rows)))["ply"]
+        rows = _concat(list(pipeline.iter_stream(stage.paths, seed=stage.seed, shuffle_buffer=BUFFER,
+                                                 mirror=False, rows=stage.rows)))["ply"]
         assert len(rows) in (TOTAL // 4, TOTAL // 4 + 1) and rows.min() >= first
         seen.append(rows)
     np.testing.assert_array_equal(np.sort(np.concatenate(seen)), np.arange(TOTAL))
@@ -340,12 +346,15 @@ def test_eval_dataset_worker_reads_only_its_rows(dataset, monkeypatch):
     read: list[tuple[int, int]] = []
     original = pipeline.ShardReader.read
     monkeypatch.setattr(pipeline.ShardReader, "read",
-                        lambda self, chunks: read.extend((c.start, c.stop) for c in chunks) or original(self, chunks))
+                        lambda self, chunks: read.extend((c.start, c.stop) for c in chunks)
+                        or original(self, chunks))
     got = []
     for worker in range(2):
         read.clear()
-        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker, num_replicas_in_sync=4)
-        batches = list(pipeline.make_eval_dataset(paths, global_batch=40, input_context=ctx).as_numpy_iterator())
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=worker,
+                                         num_replicas_in_sync=4)
+        eval_data = pipeline.make_eval_dataset(paths, global_batch=40, input_context=ctx)
+        batches = list(eval_data.as_numpy_iterator())
         assert all(len(b["ply"]) <= 10 for b in batches)
         got.append(np.concatenate([b["ply"] for b in batches]))
         assert read == ([(0, 64), (64, 128)] if worker == 0 else [(64, 128), (128, 130)])
@@ -385,8 +394,8 @@ from shogi_dnn.training import pipeline
 paths, out, batch = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 dataset = strategy.distribute_datasets_from_function(
-    lambda ctx: pipeline.make_train_dataset(paths, global_batch=batch, seed=1, shuffle_buffer=128, mirror=True,
-                                            skip_samples=10, input_context=ctx))
+    lambda ctx: pipeline.make_train_dataset(paths, global_batch=batch, seed=1, shuffle_buffer=128,
+                                            mirror=True, skip_samples=10, input_context=ctx))
 steps = [np.concatenate([t.numpy() for t in strategy.experimental_local_results(x["ply"])]).tolist()
          for x in dataset]
 validation = strategy.distribute_datasets_from_function(
@@ -415,12 +424,13 @@ def test_two_worker_cluster_sees_the_one_machine_stream(dataset, paths, tmp_path
     script.write_text(_WORKER)
     procs = []
     for index in range(2):
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+        task = {"type": "worker", "index": index}
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": task}),
                "PYTHONPATH": os.pathsep.join(sys.path)}
         procs.append(subprocess.Popen([sys.executable, str(script), json.dumps([str(p) for p in paths]),
                                        str(tmp_path / f"w{index}.json"), "40",
-                                       json.dumps([str(p) for p in split_paths(dataset, "validation")])], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                                       json.dumps([str(p) for p in split_paths(dataset, "validation")])],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-2000:]
