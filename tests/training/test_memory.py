@@ -48,8 +48,8 @@ def test_estimate_follows_the_stated_formula() -> None:
 
 
 def test_parameter_limit_names_the_count() -> None:
-    with pytest.raises(errors.ConfigError, match=r"model.filters = 15000, model.blocks = 2: 8,[0-9,]+ parameters, "
-                                                 r"over the limit of 500,000,000; lower model.filters"):
+    with pytest.raises(errors.ConfigError, match=r"model.filters = 15000, model.blocks = 2: 8,[0-9,]+ "
+                                                 r"parameters, over the limit of 500,000,000; lower model.filters"):
         memory.check_model_size(ModelConfig(filters=15000))
     assert memory.check_model_size(ModelConfig(filters=192, blocks=10)) > 0      # train/home-1gpu.toml
 
@@ -61,7 +61,8 @@ def test_check_fits_says_what_to_lower() -> None:
     with pytest.raises(errors.ConfigError, match="lower train.per_replica_batch"):
         memory.check_fits(small, 65536, 2**30, "test memory")            # the activations dominate
     wide = Config(model=ModelConfig(filters=2048, blocks=2))
-    with pytest.raises(errors.ConfigError, match="test memory has 1.0 GiB; lower model.filters or model.blocks"):
+    with pytest.raises(errors.ConfigError,
+                       match="test memory has 1.0 GiB; lower model.filters or model.blocks"):
         memory.check_fits(wide, 1, 2**30, "test memory")                  # the weights dominate
     with pytest.raises(errors.ConfigError, match=r"x 4 towers"):             # CPU towers share the RAM
         memory.check_fits(small, 64, estimate.total * 3, "RAM", sharing=4)
@@ -86,7 +87,8 @@ def test_host_memory_reads_meminfo_and_cgroup(tmp_path: Path, monkeypatch: pytes
 def test_train_refuses_an_oversized_model_before_tensorflow() -> None:
     """filters = 15000 once grew past 8 GB until the system killed it: now one line, TF never imported."""
     code = ("import sys\nfrom shogi_dnn.cli import main\n"
-            f"rc = main(['train', '--config', {SMOKE!r}, '--data', '/nonexistent', '--run-dir', '/nonexistent/run', "
+            f"rc = main(['train', '--config', {SMOKE!r}, '--data', '/nonexistent', "
+            "'--run-dir', '/nonexistent/run', "
             "'--set', 'model.filters=15000'])\n"
             "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\nsys.exit(rc)")
     started = time.perf_counter()
@@ -96,7 +98,7 @@ def test_train_refuses_an_oversized_model_before_tensorflow() -> None:
     assert result.stderr.strip().splitlines() == [(
         "shogi-dnn train: error: model.filters = 15000, model.blocks = 1: 4,055,732,658 parameters, over the "
         "limit of 500,000,000; lower model.filters (the count grows with its square) or model.blocks")]
-    assert seconds < 30, seconds            # no TensorFlow start-up (about 1 s measured; the machine is shared)
+    assert seconds < 30, seconds            # no TensorFlow start-up (about 1 s measured; a shared machine)
 
 
 def test_train_refuses_a_batch_too_big_for_the_device_before_building(
@@ -104,7 +106,7 @@ def test_train_refuses_a_batch_too_big_for_the_device_before_building(
     """Under the parameter limit but over the device's memory (here 1 GiB of host RAM): refused before
     the model is built or any of its memory allocated."""
     pytest.importorskip("tensorflow")
-    from shogi_dnn.training import trainer
+    from shogi_dnn.training import assembly
 
     make_dataset(tmp_path / "data", train=[300, 260], validation=[120], chunk_rows=64)
     monkeypatch.setattr(memory, "host_memory", lambda: (2**30, "available RAM (test)"))
@@ -112,11 +114,12 @@ def test_train_refuses_a_batch_too_big_for_the_device_before_building(
     def never(*args, **kwargs):
         raise AssertionError("the model was built")
 
-    monkeypatch.setattr(trainer, "build_model", never)
+    monkeypatch.setattr(assembly, "build_model", never)
     started = time.perf_counter()
-    line = one_error_line(capsys, ["train", "--config", SMOKE, "--data", str(tmp_path / "data"), "--run-dir",
-                                   str(tmp_path / "run"), "--set", "model.filters=256", "--set", "model.blocks=6",
-                                   "--set", "train.global_batch=0", "--set", "train.per_replica_batch=4096"])
+    line = one_error_line(capsys, ["train", "--config", SMOKE, "--data", str(tmp_path / "data"),
+                                   "--run-dir", str(tmp_path / "run"), "--set", "model.filters=256",
+                                   "--set", "model.blocks=6", "--set", "train.global_batch=0",
+                                   "--set", "train.per_replica_batch=4096"])
     assert time.perf_counter() - started < 30
     assert "the model does not fit: model.filters = 256, model.blocks = 6, 7,180,898 parameters" in line
     assert "but available RAM (test) has 1.0 GiB; lower train.per_replica_batch" in line
@@ -134,8 +137,9 @@ def test_out_of_memory_at_run_time_is_one_line(capsys: pytest.CaptureFixture, mo
     from shogi_dnn.commands import evaluate, predict, train
 
     def oom(argv):
-        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[512,9,9,256]\n"
-                                                           "Hint: more lines")
+        raise tf.errors.ResourceExhaustedError(None, None,
+                                               "OOM when allocating tensor with shape[512,9,9,256]\n"
+                                               "Hint: more lines")
 
     module = {"train": train, "evaluate": evaluate, "predict": predict}[command]
     monkeypatch.setattr(module, "main", oom)
@@ -150,5 +154,7 @@ def test_other_errors_and_a_full_disk_are_not_memory() -> None:
     assert errors.is_out_of_memory(MemoryError())
     assert not errors.is_out_of_memory(ValueError("x"))
     tf = pytest.importorskip("tensorflow")
-    assert not errors.is_out_of_memory(tf.errors.ResourceExhaustedError(None, None, "No space left on device"))
-    assert errors.is_out_of_memory(tf.errors.InternalError(None, None, "CUDA_ERROR_OUT_OF_MEMORY: out of memory"))
+    assert not errors.is_out_of_memory(
+        tf.errors.ResourceExhaustedError(None, None, "No space left on device"))
+    assert errors.is_out_of_memory(
+        tf.errors.InternalError(None, None, "CUDA_ERROR_OUT_OF_MEMORY: out of memory"))
