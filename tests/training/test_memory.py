@@ -49,7 +49,8 @@ def test_estimate_follows_the_stated_formula() -> None:
 
 def test_parameter_limit_names_the_count() -> None:
     with pytest.raises(errors.ConfigError, match=r"model.filters = 15000, model.blocks = 2: 8,[0-9,]+ "
-                                                 r"parameters, over the limit of 500,000,000; lower model.filters"):
+                                                 r"parameters, over the limit of 500,000,000; "
+                                                 r"lower model.filters"):
         memory.check_model_size(ModelConfig(filters=15000))
     assert memory.check_model_size(ModelConfig(filters=192, blocks=10)) > 0      # train/home-1gpu.toml
 
