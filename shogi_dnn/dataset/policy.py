@@ -111,8 +111,9 @@ def _mirror_table() -> np.ndarray:
     label = np.arange(NUM_MOVE_LABELS)
     direction, destination = np.divmod(label, NUM_SQUARES)
     row, col = np.divmod(destination, 9)
-    base = np.where(direction < DROP_OFFSET, direction % NUM_MOVE_DIRECTIONS, 0)
-    mirrored = np.where(direction < DROP_OFFSET, np.asarray(_MIRROR_DIRECTION)[base] + direction - base, direction)
+    on_board = direction < DROP_OFFSET
+    base = np.where(on_board, direction % NUM_MOVE_DIRECTIONS, 0)
+    mirrored = np.where(on_board, np.asarray(_MIRROR_DIRECTION)[base] + direction - base, direction)
     table = (mirrored * NUM_SQUARES + row * 9 + 8 - col).astype(np.int16)
     table.flags.writeable = False
     return table
