@@ -452,7 +452,9 @@ def move_ranks(logits: np.ndarray, labels: np.ndarray, legal: np.ndarray | None 
         ValueError: shapes disagree, a label is out of range, the move played is not legal, or a legal
             move's logit is not finite.
     """
-    x = np.asarray(logits, np.float64)
+    x = np.asarray(logits)
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)            # float32 logits stay float32: [N, 2187] a batch, compared exactly
     y = np.asarray(labels).reshape(-1).astype(np.int64)
     if x.ndim != 2 or x.shape[0] != y.size:
         raise ValueError(f"logits of shape {x.shape} for {y.size} labels: want [{y.size}, labels]")
