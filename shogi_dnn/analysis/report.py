@@ -122,8 +122,8 @@ def _tower_lines(records: Sequence[dict[str, Any]], flags: Sequence[TowerFlag]) 
         return []
     kind = device_kind(devices)
     window = max(1, math.ceil(LAST_WINDOW * len(loss)))
-    lines = ["", "## Towers", "", f"| {_index_header(kind)} | device | median positions/s | recent loss | "
-             "recent accuracy |", "|---|---|---|---|---|"]
+    header = f"| {_index_header(kind)} | device | median positions/s | recent loss | recent accuracy |"
+    lines = ["", "## Towers", "", header, "|---|---|---|---|---|"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN columns: shown as "-"
         for g, device in enumerate(devices):

@@ -86,6 +86,6 @@ def _comparison_tail(result: dict[str, Any]) -> list[str]:
     if material and result.get("accuracy") is not None and material.get("accuracy") is not None:
         d_acc, d_loss = result["accuracy"] - material["accuracy"], result["loss"] - material["loss"]
         ahead = d_acc > 0 and d_loss < 0
-        return [f"model {'ahead of' if ahead else 'NOT ahead of'} material: accuracy {d_acc:+.4f}, "
-                f"log loss {d_loss:+.4f}"]
+        return [(f"model {'ahead of' if ahead else 'NOT ahead of'} material: accuracy {d_acc:+.4f}, "
+                 f"log loss {d_loss:+.4f}")]
     return []

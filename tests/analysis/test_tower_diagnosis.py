@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from shogi_dnn.analysis import report, tower_diagnosis
 from shogi_dnn.folders import run_files
 from tests.support.metricsgen import write_metrics
@@ -76,4 +78,4 @@ def test_per_gpu_series_fills_gaps_with_nan() -> None:
     samples, values, devices = tower_diagnosis.per_gpu_series(records, "loss")
     assert samples.tolist() == [64.0, 128.0] and devices == ["GPU:0", "GPU:1"]
     assert values.shape == (2, 2) and values[0, 0] == 0.5 and values[1, 1] == 0.6
-    assert sum(v != v for v in values.ravel()) == 2              # the missing and the None value: NaN
+    assert int(np.isnan(values).sum()) == 2                      # the missing and the None value: NaN
