@@ -34,7 +34,8 @@ COMMANDS = {
 
 
 def _usage() -> str:
-    lines = ["usage: shogi-dnn COMMAND [options] [--verbose]   (shogi-dnn COMMAND --help for its options)", "",
+    lines = ["usage: shogi-dnn COMMAND [options] [--verbose]   (shogi-dnn COMMAND --help for its options)",
+             "",
              "commands:"]
     lines += [f"  {name:<9} {text}" for name, text in COMMANDS.items()]
     lines += ["", "--verbose: also show TensorFlow's start-up messages (devices, CPU features)"]

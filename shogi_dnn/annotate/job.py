@@ -208,8 +208,8 @@ def _label_all(plan: Plan, out: Path, engine: str, report: AnnotateReport, progr
     started = time.perf_counter()
     stop, results = threading.Event(), queue.Queue()
     lock = threading.Lock()
-    threads = [threading.Thread(target=_work, args=(plan, out, engine, todo, lock, stop, results), daemon=True)
-               for _ in range(min(report.workers, max(1, len(todo))))]
+    threads = [threading.Thread(target=_work, args=(plan, out, engine, todo, lock, stop, results),
+                                daemon=True) for _ in range(min(report.workers, max(1, len(todo))))]
     error: BaseException | None = None
     remaining = len(todo)                 # counted before the workers take from it
     with _stop_on_signals(stop) as interrupted:
@@ -259,7 +259,7 @@ def _work(plan: Plan, out: Path, engine: str, todo: collections.deque, lock: thr
             results.put(("done", chunk, result))
     except Stopped:
         return
-    except BaseException as exc:          # handed to the main thread, which raises it
+    except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
         stop.set()
         results.put(("error", None, exc))
     finally:

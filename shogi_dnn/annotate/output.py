@@ -142,8 +142,9 @@ class AnnotateReport:
                    if self.chunks_resumed else "")
         return (resumed + f"evaluations added: {evals}; off-path positions: {self.off_path:,}\n"
                 f"positions left without a label: {self.failed:,} ({counts})\n"
-                f"{self.positions_searched:,} positions searched in {self.seconds:.1f} s, {rate:,.1f} positions/s, "
-                f"{plural(self.workers, 'worker')}, {self.engine_name or self.engine} at {self.nodes:,} nodes")
+                f"{self.positions_searched:,} positions searched in {self.seconds:.1f} s, "
+                f"{rate:,.1f} positions/s, {plural(self.workers, 'worker')}, "
+                f"{self.engine_name or self.engine} at {self.nodes:,} nodes")
 
 
 def write_output(plan: Plan, out: Path, load: Callable[[Chunk], ChunkResult], state: AnnotateState,
@@ -189,7 +190,8 @@ def _copy_shard(plan: Plan, out: Path, index: int, load: Callable[[Chunk], Chunk
         return _record(state, dataclasses.replace(info, sha256=shards.file_sha256(target)))
     with shards.open_shard(source) as f:
         chunk_rows = int(f[shards.KEY_WIN].chunks[0]) if f[shards.KEY_WIN].chunks else shards.CHUNK_ROWS
-        positions = {key: shards.read_stored(f, key, 0, None) for key in (*shards.STORED_SCHEMA, shards.KEY_EVAL)}
+        positions = {key: shards.read_stored(f, key, 0, None)
+                     for key in (*shards.STORED_SCHEMA, shards.KEY_EVAL)}
     for chunk in plan.chunks:
         if chunk.kind == EVAL_CHUNK and chunk.shard == index:
             result = load(chunk)
@@ -212,7 +214,8 @@ def _off_path_shards(plan: Plan, out: Path, load: Callable[[Chunk], ChunkResult]
             written.append(kept)
             continue
         n = len(rows[shards.KEY_GAME])
-        positions = {**{key: rows[key] for key in OFF_PATH_KEYS}, shards.KEY_WIN: np.full(n, np.nan, np.float32)}
+        positions = {**{key: rows[key] for key in OFF_PATH_KEYS},
+                     shards.KEY_WIN: np.full(n, np.nan, np.float32)}
         ids = np.unique(rows[shards.KEY_GAME])
         table = {key: [games[int(i)][key] for i in ids] for key in shards.GAME_SCHEMA}
         digest = shards.write_shard(out / name, "train", positions, table)

@@ -57,7 +57,8 @@ class ChunkResult:
     failures: list[str]
 
     def to_npz(self) -> dict[str, np.ndarray]:
-        return {**self.arrays, "counts": _json_array(dict(self.counts)), "failures": _json_array(self.failures)}
+        return {**self.arrays, "counts": _json_array(dict(self.counts)),
+                "failures": _json_array(self.failures)}
 
     @classmethod
     def from_npz(cls, data: dict[str, np.ndarray]) -> ChunkResult:

@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("data", metavar="DATA", help="dataset folder (with manifest.json), e.g. from convert")
     parser.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write")
     parser.add_argument("--engine", default=DEFAULT_ENGINE,
-                        help=f"USI engine: a path, or a name on PATH or in /usr/games (default {DEFAULT_ENGINE})")
+                        help="USI engine: a path, or a name on PATH or in /usr/games "
+                             f"(default {DEFAULT_ENGINE})")
     parser.add_argument("--nodes", type=int, default=defaults.nodes,
                         help=f"node budget of each search (go nodes N; default {defaults.nodes})")
     parser.add_argument("--evals", action=argparse.BooleanOptionalAction, default=defaults.evals,
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                   "command to continue", exc.done, exc.total, args.out)
         return 130
     except KeyboardInterrupt:
-        log.error("shogi-dnn annotate: interrupted while writing the shards; rerun the same command to finish")
+        log.error("shogi-dnn annotate: interrupted while writing the shards; rerun the same command to "
+                  "finish")
         return 130
     log.info("%s\nreport: %s/%s", report.summary(), args.out, REPORT_NAME)
     return 0
