@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"position left without a label (default {defaults.timeout:g})")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                         help="a USI option for the engine (repeatable), after Threads 1, Hash 16, Contempt 0")
+    parser.add_argument("--chunk-size", type=int, default=defaults.chunk_positions, metavar="N",
+                        help="positions of a chunk: one engine process each, saved when done, the unit of "
+                             f"resume (default {defaults.chunk_positions})")
     parser.add_argument("--shard-size", type=int, default=defaults.shard_size,
                         help=f"positions per off-path shard (default {defaults.shard_size})")
     parser.add_argument("--overwrite", action="store_true", help="replace a dataset already in DIR")
@@ -66,7 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> AnnotateSettings:
         options.append((name.strip(), value.strip()))
     settings = AnnotateSettings(nodes=args.nodes, evals=args.evals, off_path=args.off_path, plies=args.plies,
                                 seed=args.seed, timeout=args.timeout, options=tuple(options),
-                                shard_size=args.shard_size)
+                                chunk_positions=args.chunk_size, shard_size=args.shard_size)
     settings.check()
     return settings
 
