@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,7 +79,8 @@ def test_evaluations_and_off_path_positions(source: Path, fake_engine, tmp_path:
     assert not (out / CHUNKS_DIR).exists()
 
 
-def test_the_off_path_positions_leave_their_game_by_the_plies(source: Path, fake_engine, tmp_path: Path) -> None:
+def test_the_off_path_positions_leave_their_game_by_the_plies(source: Path, fake_engine,
+                                                              tmp_path: Path) -> None:
     settings = AnnotateSettings(evals=False, off_path=30, plies=1, seed=2)
     run_annotate(source, tmp_path / "out", settings, engine=fake_engine(moves=True))
     src = shards.read_manifest(source)
@@ -102,7 +104,7 @@ def _after(position, move: str) -> str:
 
 
 def test_the_output_does_not_depend_on_the_worker_count(source: Path, fake_engine, tmp_path: Path) -> None:
-    settings = AnnotateSettings(off_path=25, plies=2, seed=9, chunk_positions=40, shard_size=10)
+    settings = AnnotateSettings(off_path=25, plies=2, seed=9, chunk_positions=100, shard_size=10)
     engine = fake_engine(moves=True)
     run_annotate(source, tmp_path / "one", settings, engine=engine, workers=1)
     run_annotate(source, tmp_path / "three", settings, engine=engine, workers=3)
@@ -122,7 +124,8 @@ def test_a_crash_or_a_hang_costs_one_position(source: Path, fake_engine, tmp_pat
     missing = [i for i, value in enumerate(evals) if value == features.EVAL_NONE]
     assert missing == [i for i, s in enumerate(sfens) if fake_usi.position_key(s) == victim]
     assert report.counts[{"crash": "crash", "hang": "timeout"}[kind]] == lost == report.failed
-    assert sum(report.evaluated.values()) == sum(s.positions for s in shards.read_manifest(source).shards) - lost
+    total = sum(s.positions for s in shards.read_manifest(source).shards)
+    assert sum(report.evaluated.values()) == total - lost
 
 
 def test_only_missing_evaluations_are_searched(source: Path, fake_engine, tmp_path: Path) -> None:
@@ -145,8 +148,10 @@ def test_only_missing_evaluations_are_searched(source: Path, fake_engine, tmp_pa
 
 
 def _command(source: Path, out: Path, engine: str) -> list[str]:
+    """Off-path positions only (each chunk starts an engine: few chunks keep the test short)."""
     return [sys.executable, "-m", "shogi_dnn", "annotate", str(source), "--out", str(out), "--engine", engine,
-            "--off-path", "60", "--plies", "2", "--chunk-size", "24", "--shard-size", "25", "--no-progress"]
+            "--no-evals", "--off-path", "48", "--plies", "2", "--chunk-size", "6", "--shard-size", "20",
+            "--no-progress"]
 
 
 def _stop_after(command: list[str], out: Path, chunks: int, signum: int) -> subprocess.CompletedProcess:
@@ -161,24 +166,26 @@ def _stop_after(command: list[str], out: Path, chunks: int, signum: int) -> subp
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
+@pytest.mark.slow            # spawns annotate three times (about 10 s on a loaded machine)
 def test_resume_after_sigterm_and_sigkill_gives_the_uninterrupted_output(source: Path, fake_engine,
                                                                           tmp_path: Path) -> None:
     engine = fake_engine(moves=True, delay=0.01)
     out = tmp_path / "out"
     command = _command(source, out, engine)
-    stopped = _stop_after(command, out, 3, signal.SIGTERM)
+    stopped = _stop_after(command, out, 2, signal.SIGTERM)
     assert stopped.returncode == 130, stopped.stderr
     assert "rerun the same command to continue" in stopped.stderr
-    killed = _stop_after(command, out, 8, signal.SIGKILL)
+    killed = _stop_after(command, out, 4, signal.SIGKILL)
     assert killed.returncode == -signal.SIGKILL
     assert not (out / shards.MANIFEST_NAME).exists()
     assert cli.main(command[3:]) == 0
     state = json.loads((out / "annotate-state.json").read_text())
     assert state["complete"]
     reference = tmp_path / "reference"
-    assert cli.main(_command(source, reference, engine)[3:]) == 0
+    run_annotate(source, reference, AnnotateSettings(evals=False, off_path=48, plies=2, chunk_positions=6,
+                                                     shard_size=20), engine=engine, workers=2)
     assert _digests(out) == _digests(reference)
-    assert json.loads((out / "annotate-report.json").read_text())["chunks_resumed"] >= 8
+    assert json.loads((out / "annotate-report.json").read_text())["chunks_resumed"] >= 4
 
 
 def test_the_output_is_read_by_inspect_and_refused_by_result_readers(source: Path, fake_engine,
@@ -203,17 +210,44 @@ def test_the_output_is_read_by_inspect_and_refused_by_result_readers(source: Pat
 
 def test_bad_inputs_are_one_line_errors(source: Path, fake_engine, tmp_path: Path, capsys) -> None:
     engine = fake_engine()
-    cases = [(["annotate", str(tmp_path / "none"), "--out", str(tmp_path / "o"), "--engine", engine], "no manifest"),
-             (["annotate", str(source), "--out", str(tmp_path / "o"), "--engine", "no-such-engine"], "not found"),
-             (["annotate", str(source), "--out", str(tmp_path / "o"), "--engine", engine, "--nodes", "0"], "--nodes"),
-             (["annotate", str(source), "--out", str(tmp_path / "o"), "--engine", engine, "--option", "Hash"],
-              "NAME=VALUE"),
-             (["annotate", str(source), "--out", str(source), "--engine", engine], "must not be the source")]
+    out = ["--out", str(tmp_path / "o")]
+    cases = [([str(tmp_path / "none"), *out, "--engine", engine], "no manifest"),
+             ([str(source), *out, "--engine", "no-such-engine"], "not found"),
+             ([str(source), *out, "--engine", engine, "--nodes", "0"], "--nodes"),
+             ([str(source), *out, "--engine", engine, "--option", "Hash"], "NAME=VALUE"),
+             ([str(source), "--out", str(source), "--engine", engine], "must not be the source")]
     for argv, words in cases:
-        assert cli.main(argv) == 2
+        assert cli.main(["annotate", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert words in err and len(err.splitlines()) == 1, err
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not empty"):
         run_annotate(source, tmp_path / "busy", AnnotateSettings(), engine=engine)
+
+
+@pytest.mark.skipif(not shutil.which("fairy-stockfish") and not Path("/usr/games/fairy-stockfish").is_file(),
+                    reason="fairy-stockfish is not installed (apt-get install fairy-stockfish)")
+def test_fairy_stockfish_labels_a_few_positions(source: Path, tmp_path: Path) -> None:
+    src = tmp_path / "src"                  # the first 40 positions of one training shard
+    src.mkdir()
+    info = shards.read_manifest(source).split("train")[0]
+    rows = {k: v[:40] for k, v in _shard_rows(source, info.path).items()}
+    games = shards.read_games(source / info.path)
+    keep = np.isin(games["game_id"], rows[shards.KEY_GAME])
+    games = {k: v[keep] for k, v in games.items()}
+    digest = shards.write_shard(src / info.path, "train", rows, games)
+    shards.write_manifest(src, [shards.shard_info(src / info.path, "train", 40, int(keep.sum()), digest,
+                                                  games["game_id"])], {}, {})
+    settings = AnnotateSettings(nodes=300, off_path=10, chunk_positions=25)
+    report = run_annotate(src, tmp_path / "out", settings, workers=2)
+    assert report.failed == 0 and report.engine_name.startswith("Fairy-Stockfish")
+    evals = _shard_rows(tmp_path / "out", info.path)[shards.KEY_EVAL]
+    assert (evals != features.EVAL_NONE).all() and (np.abs(evals) < 3000).mean() > 0.9
+    off = _shard_rows(tmp_path / "out", "offpath-00000.h5")
+    assert len(off[shards.KEY_WIN]) == 10 and (off[shards.KEY_EVAL] != features.EVAL_NONE).all()
+    for sfen, move, turn in zip(_sfens(off), off[shards.KEY_MOVE], off[shards.KEY_TURN]):
+        if move != features.MOVE_NONE:         # an illegal best move (uchifuzume) is left out
+            assert features.decode_move(int(move), int(turn)) in new_position(sfen).legal_usi()
+    again = run_annotate(src, tmp_path / "again", settings, workers=1)      # deterministic at a node budget
+    assert _digests(tmp_path / "out") == _digests(tmp_path / "again") and again.failed == 0
