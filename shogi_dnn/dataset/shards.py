@@ -8,9 +8,7 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 3), N positions, G games:
   turn                 [N]       uint8    colour to move, 0 black 1 white (to decode the real position)
   ply                  [N]       int16    moves played before the position (0 = start position)
   move                 [N]       uint16   the move played next (features.encode_move; 65535 = none)
-  win                  [N]       float32  label for the side to move: 1 win, 0 loss, 0.5 draw; NaN: no
-                                          game result (annotate's off-path positions, only in shards
-                                          whose manifest entry counts them: `no_result`)
+  win                  [N]       float32  side to move: 1 win, 0 loss, 0.5 draw, NaN no result (below)
   game                 [N]       int32    dataset-wide game id (row of games/game_id)
   eval                 [N]       int16    optional: engine eval, cp, side to move (-32768 none)
   games/game_id        [G]       int32    dataset-wide game id
