@@ -38,8 +38,8 @@ Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed w
 checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it, so
 a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never
 data; a reader fetches whole chunks. Within a shard, positions are stored in game order (convert's default:
-consecutive positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`);
-the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
+consecutive positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order
+shuffled`); the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
 `manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
 bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
 will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,
