@@ -22,10 +22,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shogi_dnn.rules",),
     ("shogi_dnn.kifu",),
     ("shogi_dnn.dataset",),         # the dataset format and what is computed from it
-    ("shogi_dnn.convert",),
+    ("shogi_dnn.convert", "shogi_dnn.annotate"),     # annotate: a USI engine's labels for a dataset
     ("shogi_dnn.training",),
     ("shogi_dnn.analysis",),
-    ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py; engine never imports bench
+    ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py; engine never
+                                                 # imports bench
     ("shogi_dnn.commands",),
     ("shogi_dnn.cli", "shogi_dnn.__main__"),
 )
@@ -34,7 +35,7 @@ TOP_LEVEL = {"shogi_dnn", "shogi_dnn.__main__", "shogi_dnn.cli", "shogi_dnn.conf
              "shogi_dnn.wording", "shogi_dnn.plotting"}
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
 DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders",
-             "shogi_dnn.convert", "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
+             "shogi_dnn.convert", "shogi_dnn.annotate", "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.report_plots", "shogi_dnn.analysis.report_checks",
              "shogi_dnn.analysis.tower_diagnosis", "shogi_dnn.analysis.eval_rows", "shogi_dnn.analysis.summary",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
@@ -150,7 +151,8 @@ def test_data_side_never_reaches_tensorflow(name: str) -> None:
 
 def test_data_side_imports_without_tensorflow() -> None:
     names = sorted(n for n in MODULES if n.startswith(DATA_SIDE))
-    code = f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\nprint(sorted(set({TENSORFLOW!r}) & set(sys.modules)))"
+    code = (f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+            f"print(sorted(set({TENSORFLOW!r}) & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
