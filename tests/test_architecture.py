@@ -35,9 +35,11 @@ TOP_LEVEL = {"shogi_dnn", "shogi_dnn.__main__", "shogi_dnn.cli", "shogi_dnn.conf
              "shogi_dnn.wording", "shogi_dnn.plotting"}
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
 DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders",
-             "shogi_dnn.convert", "shogi_dnn.annotate", "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
+             "shogi_dnn.convert", "shogi_dnn.annotate", "shogi_dnn.analysis.inspect",
+             "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.report_plots", "shogi_dnn.analysis.report_checks",
-             "shogi_dnn.analysis.tower_diagnosis", "shogi_dnn.analysis.eval_rows", "shogi_dnn.analysis.summary",
+             "shogi_dnn.analysis.tower_diagnosis", "shogi_dnn.analysis.eval_rows",
+             "shogi_dnn.analysis.summary",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
              "shogi_dnn.training.plan", "shogi_dnn.training.memory", "shogi_dnn.plotting")
 TENSORFLOW = ("tensorflow", "keras", "tensorboard")
