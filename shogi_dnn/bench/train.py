@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
 import logging
 import os
 import platform
@@ -43,6 +42,7 @@ from shogi_dnn import config
 from shogi_dnn.dataset import shards
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.folders import run_files
 from shogi_dnn.training import schedule
 
 log = logging.getLogger(__name__)
@@ -337,11 +337,9 @@ def format_table(report: Mapping[str, Any]) -> str:
 
 
 def write_json(report: Mapping[str, Any], path: Path) -> None:
-    """Atomic write (temp file + os.replace)."""
+    """The report as JSON at `path` (its folder made if needed), written atomically (run_files)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    run_files.write_json_atomic(path, dict(report))
 
 
 def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_batch: int, source: str,

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import locks
+from shogi_dnn.folders import locks, run_files
 from shogi_dnn.dataset import shards
 from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
@@ -67,7 +67,7 @@ from shogi_dnn.convert.worker import (
     split_source,
 )
 from shogi_dnn.convert.writer import LOCK_NAME, REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
-from shogi_dnn.errors import ConfigError, KifuError, disk_full, is_disk_full
+from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural
 
@@ -353,16 +353,8 @@ def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: 
     report.warnings = small_split_warnings(report.games, report.positions, settings)
     manifest_settings = {**settings.to_dict(), "inputs": [str(p) for p in inputs]}
     shards.write_manifest(out, written, manifest_settings, totals)
-    tmp = out / (REPORT_NAME + ".tmp")
     text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out / REPORT_NAME)
-    except OSError as exc:                  # no half-written report, and a full disk is one line
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(out / REPORT_NAME, len(text)) from None
-        raise
+    run_files.write_atomic(out / REPORT_NAME, text)   # no half-written report; a full disk is one line
     state.complete, state.checkpoint = True, None
     state.save()
     resume.remove_files(out)

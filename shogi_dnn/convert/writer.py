@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn.dataset import shards
+from shogi_dnn.folders import run_files
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, Done, FileResult, Workers
-from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.kifu import RECORD_SUFFIXES
 from shogi_dnn.wording import plural
@@ -172,17 +172,9 @@ class ConvertState:
                    checkpoint if isinstance(checkpoint, dict) else None)
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
         text = json.dumps({"fingerprint": self.fingerprint, "complete": self.complete, "shards": self.shards,
                            "checkpoint": self.checkpoint}, indent=1) + "\n"
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            if is_disk_full(exc):
-                raise disk_full(self.path, len(text)) from None
-            raise
+        run_files.write_atomic(self.path, text)
 
     def matches(self, out: Path, name: str, content: str) -> bool:
         """True when shard `name` was finished with this content and its file is intact."""

@@ -60,7 +60,8 @@ import h5py
 import numpy as np
 
 from shogi_dnn.dataset import features
-from shogi_dnn.errors import ShardFormatError, disk_full, is_disk_full
+from shogi_dnn.errors import ShardFormatError
+from shogi_dnn.folders import run_files
 
 SCHEMA_VERSION = 3
 MANIFEST_NAME = "manifest.json"
@@ -135,17 +136,10 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     path = Path(path)
     n = len(positions[KEY_WIN])
     stored = pack_stored(positions)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+    needed = sum(np.asarray(stored[k]).nbytes for k in STORED_SCHEMA) // 3       # ~compressed size
+    with run_files.atomic_path(path, needed=needed) as tmp:   # never a partial file (a `.tmp` is never valid)
         _write_file(tmp, split, n, stored, positions, games, chunk_rows)
         digest = file_sha256(tmp)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)          # never a partial file left behind (a `.tmp` is never valid)
-        if is_disk_full(exc):
-            needed = sum(np.asarray(stored[k]).nbytes for k in STORED_SCHEMA) // 3   # ~compressed size
-            raise disk_full(path, needed) from None
-        raise
     return digest
 
 
@@ -383,16 +377,8 @@ def write_manifest(root: str | Path, shards: Sequence[ShardInfo], settings: dict
     root = Path(root)
     data = {"schema_version": SCHEMA_VERSION, "shards": [dataclasses.asdict(s) for s in shards],
             "settings": settings, "totals": totals}
-    tmp = root / (MANIFEST_NAME + ".tmp")
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, root / MANIFEST_NAME)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(root / MANIFEST_NAME, len(text.encode("utf-8"))) from None
-        raise
+    run_files.write_atomic(root / MANIFEST_NAME, text)
     return root / MANIFEST_NAME
 
 

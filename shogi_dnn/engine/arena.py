@@ -200,11 +200,7 @@ def shogiarena_command() -> list[str]:
 
 
 def _write_text(path: Path, text: str, mode: int | None = None) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    run_files.write_atomic(path, text, mode=mode)
 
 
 def write_player(out: Path, player: Player) -> Path:
