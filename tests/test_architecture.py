@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shogi_dnn.convert",),
     ("shogi_dnn.training",),
     ("shogi_dnn.analysis",),
-    ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py; engine never imports bench
+    ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py, never the reverse
     ("shogi_dnn.commands",),
     ("shogi_dnn.cli", "shogi_dnn.__main__"),
 )
@@ -34,8 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 TOP_LEVEL = {"shogi_dnn", "shogi_dnn.__main__", "shogi_dnn.cli", "shogi_dnn.config", "shogi_dnn.errors",
              "shogi_dnn.wording", "shogi_dnn.plotting"}
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
-DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders", "shogi_dnn.convert",
-             "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
+DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders",
+             "shogi_dnn.convert", "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
              "shogi_dnn.training.plan", "shogi_dnn.training.memory", "shogi_dnn.plotting")
 TENSORFLOW = ("tensorflow", "keras", "tensorboard")
@@ -149,16 +149,18 @@ def test_data_side_never_reaches_tensorflow(name: str) -> None:
 
 def test_data_side_imports_without_tensorflow() -> None:
     names = sorted(n for n in MODULES if n.startswith(DATA_SIDE))
-    code = f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\nprint(sorted(set({TENSORFLOW!r}) & set(sys.modules)))"
+    code = (f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+            f"print(sorted(set({TENSORFLOW!r}) & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 # Data-side test files: collecting them (and running one) never imports TensorFlow (tests/conftest.py
 # splits the CPU only once something imports it).
-DATA_SIDE_TESTS = ("tests/rules", "tests/kifu", "tests/convert", "tests/test_shards.py", "tests/test_features.py",
-                   "tests/test_fast_encoding.py", "tests/test_identity.py", "tests/test_locks.py",
-                   "tests/test_plotting.py", "tests/test_datasets.py", "tests/analysis/test_inspect.py",
+DATA_SIDE_TESTS = ("tests/rules", "tests/kifu", "tests/convert", "tests/test_shards.py",
+                   "tests/test_features.py", "tests/test_fast_encoding.py", "tests/test_identity.py",
+                   "tests/test_locks.py", "tests/test_plotting.py", "tests/test_datasets.py",
+                   "tests/test_atomic_write.py", "tests/analysis/test_inspect.py",
                    "tests/analysis/test_scoring.py")
 
 

@@ -1,5 +1,6 @@
 """`shogi-dnn bench scaling`: positions/s of the real training step for each per-GPU batch and device
-count, and the fitted throughput model time = B / v0 + t for each device count (shogi_dnn.training.throughput).
+count, and the fitted throughput model time = B / v0 + t for each device count
+(shogi_dnn.training.throughput).
 
     shogi-dnn bench scaling --config train/cpu-smoke.toml [--batch-sizes 8,16,32,64,128]
                             [--devices 1,2,4] [--steps 10] [--warmup 3] [--repeats 3] [--out scaling.json]

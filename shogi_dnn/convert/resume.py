@@ -217,7 +217,8 @@ def _payload(writer: DatasetWriter, report: ConvertReport) -> dict[str, np.ndarr
               "game_id": np.array([i for i, _ in pending], np.int64),
               "split": np.array([shards.SPLITS.index(g.split) for g in games], np.uint8),
               "length": np.array([len(g.positions) for g in games], np.int64),
-              "key": np.array([np.frombuffer(g.key, np.uint8) for g in games], np.uint8).reshape(len(games), 20),
+              "key": np.array([np.frombuffer(g.key, np.uint8) for g in games],
+                              np.uint8).reshape(len(games), 20),
               "rows": _json_bytes([list(g.row) for g in games]),
               "report": _json_bytes(report.to_dict()),
               "written": _json_bytes([dataclasses.asdict(s) for s in writer.written])}

@@ -66,15 +66,22 @@ from shogi_dnn.convert.worker import (
     process_file,
     split_source,
 )
-from shogi_dnn.convert.writer import LOCK_NAME, REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
+from shogi_dnn.convert.writer import (
+    LOCK_NAME,
+    REPORT_NAME,
+    STATE_NAME,
+    ConvertReport,
+    ConvertState,
+    DatasetWriter,
+)
 from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural
 
 # The job's public names, re-exported so that callers need only `shogi_dnn.convert.run`.
-__all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings", "GameFilter",
-           "SourcePiece", "assign_split", "game_key", "iter_results", "process_file", "run_convert",
-           "split_source"]
+__all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings",
+           "GameFilter", "SourcePiece", "assign_split", "game_key", "iter_results", "process_file",
+           "run_convert", "split_source"]
 
 log = logging.getLogger(__name__)
 

@@ -36,10 +36,11 @@ read_stored, the training pipeline) give EVAL_NONE for every row of a shard with
 
 Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter and
 checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it, so
-a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never data; a reader
-fetches whole chunks. Within a shard, positions are stored in game order (convert's default: consecutive
-positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`);
-the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
+a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never
+data; a reader fetches whole chunks. Within a shard, positions are stored in game order (convert's
+default: consecutive positions of a game compress 2.2x better) or in a seeded shuffled order
+(`convert --row-order shuffled`); the pipeline shuffles chunk order and rows inside multi-chunk buffers
+either way.
 `manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
 bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
 will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,
@@ -162,8 +163,8 @@ def pack_stored(positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             KEY_PROMOTED: np.concatenate([q for _, q in packed])}
 
 
-def _write_file(tmp: Path, split: str, n: int, stored: dict[str, np.ndarray], positions: dict[str, np.ndarray],
-                games: dict[str, Sequence[Any]], chunk_rows: int) -> None:
+def _write_file(tmp: Path, split: str, n: int, stored: dict[str, np.ndarray],
+                positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int) -> None:
     with _create_untimed_file(tmp) as f:
         f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
                        num_games=len(games["game_id"]))
@@ -394,9 +395,9 @@ def shard_info(path: str | Path, split: str, positions: int, games: int, sha256:
 def read_error(path: str | Path, key: str, start: int, stop: int, exc: BaseException,
                chunk_rows: int = CHUNK_ROWS) -> ShardFormatError:
     """The one-line error for a chunk that cannot be read back (checksum mismatch, damaged compression)."""
-    return ShardFormatError(f"{path}: rows {start}-{stop - 1} (chunk {start // chunk_rows}) of dataset {key!r} "
-                            f"cannot be read: {_first_line(exc)} (the file is damaged: convert again, or copy "
-                            "the dataset again)")
+    return ShardFormatError(f"{path}: rows {start}-{stop - 1} (chunk {start // chunk_rows}) of dataset "
+                            f"{key!r} cannot be read: {_first_line(exc)} (the file is damaged: convert "
+                            "again, or copy the dataset again)")
 
 
 def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool = False) -> None:
@@ -428,7 +429,8 @@ def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool 
         if full:
             digest = file_sha256(path)
             if digest != info.sha256:
-                raise ShardFormatError(f"{where}: sha256 {digest[:12]}..., the manifest says {info.sha256[:12]}...")
+                raise ShardFormatError(f"{where}: sha256 {digest[:12]}..., the manifest says "
+                                       f"{info.sha256[:12]}...")
 
 
 def _verify_open(f: h5py.File, info: ShardInfo) -> None:
@@ -443,7 +445,8 @@ def _verify_open(f: h5py.File, info: ShardInfo) -> None:
     for key in (*STORED_SCHEMA, *(k for k in OPTIONAL_SCHEMA if k in f)):
         dataset = f[key]
         if dataset.shape[0] != info.positions:
-            raise ShardFormatError(f"dataset {key!r} has {dataset.shape[0]} rows, the manifest says {info.positions}")
+            raise ShardFormatError(f"dataset {key!r} has {dataset.shape[0]} rows, the manifest says "
+                                   f"{info.positions}")
         if not dataset.fletcher32:
             raise ShardFormatError(f"dataset {key!r} has no chunk checksums (fletcher32){_RECONVERT}")
     group = f[GAMES_GROUP]

@@ -6,13 +6,15 @@ forms write_atomic, write_json_atomic, atomic_pair): a temp, then a rename; noth
 a full disk is one line.
 
   file                          written by                  holds
-  RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data trained on),
-                                                            history (data changes on resume), eval_target
-                                                            (trainer.EvalTarget: λ, a, trust, evalfit fit), devices, ...
+  RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data
+                                                            trained on), history (data changes on resume),
+                                                            eval_target (trainer.EvalTarget: λ, a, trust,
+                                                            evalfit fit), devices, ...
   RUN/config.json               training.trainer            the resolved Config (config.from_dict reads it)
   RUN/metrics.jsonl             training.run_log            one JSON object per line (kind train | validation)
   RUN/tb/                       training.run_log            TensorBoard events (rebuilt from metrics.jsonl)
-  RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState, config, dataset) and weights.*
+  RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState, config, dataset),
+                                                            weights.*
   RUN/model.keras               training.checkpoints        the final model (training.model.load_model)
   RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables
   RUN/baselines.json            analysis.evaluate           baselines fitted on the training split (a cache)
@@ -176,7 +178,8 @@ ALLOW_CHANGED_DATA = "--allow-changed-data"   # evaluate's and report's flag to 
 
 def eval_labels(result: dict[str, Any]) -> list[str]:
     """What a reader of an eval-<split>.json must show beside its numbers: DATA CHANGED (scored with
-    --allow-changed-data on data other than the run's: its "data_check") and its "warnings" (too few games)."""
+    --allow-changed-data on data other than the run's: its "data_check") and its "warnings" (too few
+    games)."""
     check = result.get("data_check") or {}
     changed = ([f"DATA CHANGED since training, scored with {ALLOW_CHANGED_DATA}: {check.get('detail')}"]
                if check.get("status") == "changed" else [])
@@ -349,8 +352,8 @@ def remove_stale_temp_files(run_dir: Path) -> list[Path]:
     """Remove the temp files a killed run left in RUN/ (`.tmp-<pid>-model.keras`, `.<name>.<pid>.tmp`,
     `report.md.tmp`, `plots/*.tmp`): never valid files, and they may hold a lot of space. Returns them."""
     run_dir = Path(run_dir)
-    stale = [*run_dir.glob(f".tmp-*-{MODEL_FILE}"), *run_dir.glob(".*.tmp"), *run_dir.glob(f"{REPORT_MD}.tmp"),
-             *(run_dir / PLOTS_DIR).glob("*.tmp")]
+    stale = [*run_dir.glob(f".tmp-*-{MODEL_FILE}"), *run_dir.glob(".*.tmp"),
+             *run_dir.glob(f"{REPORT_MD}.tmp"), *(run_dir / PLOTS_DIR).glob("*.tmp")]
     for path in stale:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
