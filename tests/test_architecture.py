@@ -17,8 +17,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shogi_dnn"
 # module is named by its own package or module path: the package itself ("shogi_dnn") is a layer only for
 # its __init__, so a new top-level module or folder that no layer lists fails test_every_module_has_a_layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config", "shogi_dnn.wording", "shogi_dnn.plotting"),
+    ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config", "shogi_dnn.wording"),
     ("shogi_dnn.folders",),         # run and dataset folders on disk: run files, locks, the atomic write
+    ("shogi_dnn.plotting",),        # figures and fonts; its PNGs go through the atomic write below
     ("shogi_dnn.rules",),
     ("shogi_dnn.kifu",),
     ("shogi_dnn.dataset",),         # the dataset format and what is computed from it
@@ -157,6 +158,27 @@ def test_data_side_imports_without_tensorflow() -> None:
             f"print(sorted(set({TENSORFLOW!r}) & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# Data-side test files: collecting them (and running one) never imports TensorFlow (tests/conftest.py
+# splits the CPU only once something imports it).
+DATA_SIDE_TESTS = ("tests/rules", "tests/kifu", "tests/convert", "tests/test_shards.py",
+                   "tests/test_features.py", "tests/test_fast_encoding.py", "tests/test_identity.py",
+                   "tests/test_locks.py", "tests/test_plotting.py", "tests/test_datasets.py",
+                   "tests/test_atomic_write.py", "tests/analysis/test_inspect.py",
+                   "tests/analysis/test_scoring.py")
+
+
+def test_data_side_tests_run_without_tensorflow() -> None:
+    args = ["-q", "-p", "no:cacheprovider"]
+    code = (f"import sys, pytest\n"
+            f"collected = pytest.main({[*args, '--co', *DATA_SIDE_TESTS]!r})\n"
+            f"ran = pytest.main({[*args, 'tests/kifu/test_sfen.py']!r})\n"
+            f"print('loaded', sorted(set({TENSORFLOW!r}) & set(sys.modules)))\n"
+            f"sys.exit(int(collected) or int(ran))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "loaded []"
 
 
 def test_the_rules_reject_an_upward_import_and_a_cycle() -> None:

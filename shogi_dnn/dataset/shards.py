@@ -37,9 +37,10 @@ read_stored, the training pipeline) give EVAL_NONE for every row of a shard with
 Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter and
 checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it, so
 a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never
-data; a reader fetches whole chunks. Within a shard, positions are stored in game order (convert's default:
-consecutive positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order
-shuffled`); the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
+data; a reader fetches whole chunks. Within a shard, positions are stored in game order (convert's
+default: consecutive positions of a game compress 2.2x better) or in a seeded shuffled order
+(`convert --row-order shuffled`); the pipeline shuffles chunk order and rows inside multi-chunk buffers
+either way.
 `manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
 bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
 will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,
@@ -68,7 +69,8 @@ import h5py
 import numpy as np
 
 from shogi_dnn.dataset import features
-from shogi_dnn.errors import ShardFormatError, disk_full, is_disk_full
+from shogi_dnn.errors import ShardFormatError
+from shogi_dnn.folders import run_files
 
 SCHEMA_VERSION = 3
 MANIFEST_NAME = "manifest.json"
@@ -143,17 +145,10 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     path = Path(path)
     n = len(positions[KEY_WIN])
     stored = pack_stored(positions)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+    needed = sum(np.asarray(stored[k]).nbytes for k in STORED_SCHEMA) // 3       # ~compressed size
+    with run_files.atomic_path(path, needed=needed) as tmp:   # never a partial file (a `.tmp` is never valid)
         _write_file(tmp, split, n, stored, positions, games, chunk_rows)
         digest = file_sha256(tmp)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)          # never a partial file left behind (a `.tmp` is never valid)
-        if is_disk_full(exc):
-            needed = sum(np.asarray(stored[k]).nbytes for k in STORED_SCHEMA) // 3   # ~compressed size
-            raise disk_full(path, needed) from None
-        raise
     return digest
 
 
@@ -392,16 +387,8 @@ def write_manifest(root: str | Path, shards: Sequence[ShardInfo], settings: dict
     root = Path(root)
     data = {"schema_version": SCHEMA_VERSION, "shards": [_manifest_entry(s) for s in shards],
             "settings": settings, "totals": totals}
-    tmp = root / (MANIFEST_NAME + ".tmp")
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, root / MANIFEST_NAME)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(root / MANIFEST_NAME, len(text.encode("utf-8"))) from None
-        raise
+    run_files.write_atomic(root / MANIFEST_NAME, text)
     return root / MANIFEST_NAME
 
 
