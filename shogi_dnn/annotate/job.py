@@ -50,8 +50,8 @@ from shogi_dnn.annotate.plan import AnnotateSettings, Chunk, Plan, fingerprint, 
 from shogi_dnn.annotate.usi_client import DEFAULT_ENGINE, UsiEngine, find_engine
 from shogi_dnn.annotate.worker import ChunkResult, Labeller, Stopped, label_chunk
 from shogi_dnn.dataset import identity, shards
-from shogi_dnn.errors import ConfigError, disk_full, is_disk_full
-from shogi_dnn.folders import locks
+from shogi_dnn.errors import ConfigError
+from shogi_dnn.folders import locks, run_files
 
 log = logging.getLogger(__name__)
 
@@ -164,19 +164,11 @@ def load_chunk(out: Path, chunk: Chunk) -> ChunkResult:
 
 
 def save_chunk(out: Path, chunk: Chunk, result: ChunkResult) -> None:
-    """Write a chunk's result through a temp file and a rename: the file exists only when whole."""
+    """Write a chunk's result through run_files' atomic write: the file exists only when whole."""
     buffer = io.BytesIO()
     np.savez(buffer, **result.to_npz())
     path = chunk_path(out, chunk)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(buffer.getvalue())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(path, len(buffer.getvalue())) from None
-        raise
+    run_files.write_atomic(path, buffer.getvalue(), tmp=path.with_name(path.name + ".tmp"))
 
 
 def _finished(plan: Plan, out: Path, report: AnnotateReport) -> set[int]:

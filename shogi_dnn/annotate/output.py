@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ import numpy as np
 from shogi_dnn.annotate.plan import EVAL_CHUNK, OFF_PATH_CHUNK, Chunk, Plan
 from shogi_dnn.annotate.worker import OFF_PATH_KEYS, ChunkResult
 from shogi_dnn.dataset import features, shards
-from shogi_dnn.errors import disk_full, is_disk_full
+from shogi_dnn.folders import run_files
 from shogi_dnn.wording import plural
 
 STATE_NAME = "annotate-state.json"
@@ -48,17 +47,9 @@ COUNT_WORDS = {"crash": "engine crashed", "timeout": "timed out", "protocol": "b
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """JSON through a temp file and a rename (a full disk: DiskFullError, no half-written file)."""
-    tmp = path.with_name(path.name + ".tmp")
+    """JSON through run_files' atomic write (a full disk: DiskFullError, no half-written file)."""
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(path, len(text)) from None
-        raise
+    run_files.write_atomic(path, text, tmp=path.with_name(path.name + ".tmp"))
 
 
 @dataclasses.dataclass
