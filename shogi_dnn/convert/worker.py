@@ -24,9 +24,8 @@ from shogi_dnn.convert.sources import SourceFile
 from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.dataset.features import encode_game, first_fourfold, repeated_games
 from shogi_dnn.kifu import read_record_bytes, repetition
-from shogi_dnn.kifu.csa import in_check
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine
-from shogi_dnn.rules import BACKEND_ENV, BLACK, position_factory
+from shogi_dnn.rules import BACKEND_ENV, BLACK, in_check, position_factory
 
 PIECE_BYTES = 1 << 20              # multi-game CSA files are handed to workers in pieces of about this size
 _CSA_SEPARATOR = re.compile(rb"\n/\r?\n")

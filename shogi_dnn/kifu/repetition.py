@@ -18,9 +18,8 @@ import dataclasses
 from collections.abc import Hashable, Sequence
 
 from shogi_dnn.errors import KifuError
-from shogi_dnn.kifu.csa import in_check
 from shogi_dnn.kifu.record import Ending, GameRecord, Winner
-from shogi_dnn.rules import BLACK, new_position
+from shogi_dnn.rules import BLACK, in_check, new_position
 
 # Kinds of the repetition outcome, as convert-report.json counts them (`repetitions`).
 CUT_SENNICHITE = "cut_sennichite"                  # played on past a fourfold repetition: cut, a draw

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from shogi_dnn.rules.factory import new_position
-from shogi_dnn.rules.position import NUM_PIECE_TYPES, NUM_SQUARES, format_sfen
+from shogi_dnn.rules.pieces import HAND_PIECE_TYPES, NUM_PIECE_TYPES, SFEN_PIECE
+from shogi_dnn.rules.position import NUM_SQUARES, format_sfen
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 try:
@@ -40,8 +41,8 @@ except ImportError:
     _csa_move_lines = None
 
 NATIVE_ENV = "SHOGI_DNN_NATIVE"
-HAND_KINDS = 7
-_DROP_LETTERS = "PLNSGBR"
+HAND_KINDS = len(HAND_PIECE_TYPES)                                   # 7
+_DROP_LETTERS = "".join(SFEN_PIECE[t] for t in HAND_PIECE_TYPES)     # "PLNSGBR"
 
 
 def enabled() -> bool:

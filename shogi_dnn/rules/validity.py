@@ -34,25 +34,20 @@ from __future__ import annotations
 
 import re
 
+from shogi_dnn.rules.moves import attacks
+from shogi_dnn.rules.pieces import BASE_PIECE_TYPES, PROMOTED, SFEN_PIECE, piece_code
+from shogi_dnn.rules.pieces import SET_COUNT as TYPE_SET_COUNT
 from shogi_dnn.rules.position import IllegalMoveError, square_usi
 
 # Pieces of one set per base kind (SFEN letter): also the most one side can hold.
-SET_COUNT = {"P": 18, "L": 4, "N": 4, "S": 4, "G": 4, "B": 2, "R": 2, "K": 2}
-KIND_NAME = {"P": "pawn", "L": "lance", "N": "knight", "S": "silver", "G": "gold", "B": "bishop",
-             "R": "rook", "K": "king"}
-PROMOTABLE = "PLNSBR"
+SET_COUNT = {SFEN_PIECE[t]: count for t, count in TYPE_SET_COUNT.items()}
+KIND_NAME = {SFEN_PIECE[t]: t.name.lower() for t in BASE_PIECE_TYPES}
+PROMOTABLE = "".join(SFEN_PIECE[t] for t in PROMOTED)
 _HAND_ITEM = re.compile(r"([0-9]*)([RBGSNLPrbgsnlp])")
 _HANDS = re.compile(r"(?:[0-9]*[RBGSNLPrbgsnlp])+")
 
-# Attacks of Black's pieces as (rank step, file-column step), rank step -1 = towards rank `a`
-# (column 0 is file 9); White's are the same with the rank step negated.
-_GOLD = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, 0))
-_DIAGONAL = ((-1, -1), (-1, 1), (1, -1), (1, 1))
-_ORTHOGONAL = ((-1, 0), (1, 0), (0, -1), (0, 1))
-_STEPS = {"P": ((-1, 0),), "N": ((-2, -1), (-2, 1)), "S": ((-1, -1), (-1, 0), (-1, 1), (1, -1), (1, 1)),
-          "G": _GOLD, "+P": _GOLD, "+L": _GOLD, "+N": _GOLD, "+S": _GOLD, "K": _DIAGONAL + _ORTHOGONAL,
-          "+B": _ORTHOGONAL, "+R": _DIAGONAL}
-_SLIDES = {"L": ((-1, 0),), "B": _DIAGONAL, "+B": _DIAGONAL, "R": _ORTHOGONAL, "+R": _ORTHOGONAL}
+# Piece type of each SFEN symbol a Board holds ('P', '+P', ..., 'K').
+_SYMBOL_TYPE = {symbol: piece_type for piece_type, symbol in SFEN_PIECE.items()}
 _COLOUR_NAME = ("black", "white")
 
 
@@ -181,28 +176,14 @@ def _check_not_in_check(board: Board, turn: int) -> None:
     king = next((square for square, (colour, piece) in board.items() if colour != turn and piece == "K"), None)
     if king is None:                                        # a mate problem's attacker
         return
+    codes = [0] * 81
     for (rank, column), (colour, piece) in board.items():
-        if colour == turn and _attacks(board, rank, column, colour, piece, king):
+        codes[rank * 9 + column] = piece_code(_SYMBOL_TYPE[piece], colour)
+    for (rank, column), (colour, piece) in board.items():
+        if colour == turn and attacks(codes, rank * 9 + column, king[0] * 9 + king[1]):
             raise ValueError(f"{_COLOUR_NAME[1 - turn]} (not to move) is in check: "
                              f"{_COLOUR_NAME[turn]}'s {piece} on {_square(rank, column)} attacks its king on "
                              f"{_square(*king)}")
-
-
-def _attacks(board: Board, rank: int, column: int, colour: int, piece: str, target: tuple[int, int]) -> bool:
-    """True when `colour`'s `piece` on (rank, column) attacks the square `target`."""
-    sign = 1 if colour == 0 else -1
-    for d_rank, d_column in _STEPS.get(piece, ()):
-        if (rank + sign * d_rank, column + d_column) == target:
-            return True
-    for d_rank, d_column in _SLIDES.get(piece, ()):
-        r, c = rank + sign * d_rank, column + d_column
-        while 0 <= r < 9 and 0 <= c < 9:
-            if (r, c) == target:
-                return True
-            if (r, c) in board:
-                break
-            r, c = r + sign * d_rank, c + d_column
-    return False
 
 
 def _square(rank: int, column: int) -> str:

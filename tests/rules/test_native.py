@@ -14,8 +14,10 @@ import shogi
 
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import read_record_bytes
-from shogi_dnn.kifu.csa import CSA_PIECES, PROMOTED, parse, usi_to_csa_move
-from shogi_dnn.rules import ShogiPosition, native
+from shogi_dnn.kifu.csa import parse
+from shogi_dnn.kifu.csa_board import CSA_PIECES
+from shogi_dnn.kifu.csa_writer import usi_to_csa_move
+from shogi_dnn.rules import PROMOTED, ShogiPosition, native
 from tests.support.paths import DATA, SHARED
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="the C extension is not built")
