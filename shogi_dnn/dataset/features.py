@@ -50,11 +50,16 @@ from shogi_dnn.dataset import fast_encoding
 from shogi_dnn.kifu.evals import MATE_EVAL
 from shogi_dnn.kifu.record import GameRecord, Winner
 from shogi_dnn.rules import (
+    BASE_PIECE_TYPES,
     BLACK,
     HAND_PIECE_TYPES,
     NUM_PIECE_TYPES,
     NUM_SQUARES,
+    PROMOTED,
+    SET_COUNT,
     SFEN_PIECE,
+    SFEN_TYPE,
+    UNPROMOTED,
     WHITE,
     IllegalMoveError,
     Position,
@@ -67,7 +72,7 @@ NUM_PIECE_CODES = 1 + 2 * NUM_PIECE_TYPES          # 29: empty, own 1..14, oppon
 NUM_HAND_TYPES = len(HAND_PIECE_TYPES)             # 7
 HAND_SIZE = 2 * NUM_HAND_TYPES                     # 14: own then opponent
 # The most pieces of a kind one side can hold: 18 pawns, 4 lances/knights/silvers/golds, 2 bishops/rooks.
-HAND_MAX = (18, 4, 4, 4, 4, 2, 2)
+HAND_MAX = tuple(SET_COUNT[t] for t in HAND_PIECE_TYPES)   # (18, 4, 4, 4, 4, 2, 2)
 PLANE_OWN_PIECES = 0
 PLANE_OPP_PIECES = PLANE_OWN_PIECES + NUM_PIECE_TYPES
 PLANE_OWN_HAND = PLANE_OPP_PIECES + NUM_PIECE_TYPES
@@ -82,7 +87,7 @@ LABEL_WIN, LABEL_LOSS, LABEL_DRAW = 1.0, 0.0, 0.5
 EVAL_NONE = int(np.iinfo(np.int16).min)            # -32768
 
 # Packed form: (piece type, pieces in one set); a slot per piece, in this order.
-PIECE_SET = ((1, 18), (2, 4), (3, 4), (4, 4), (5, 4), (6, 2), (7, 2), (8, 2))
+PIECE_SET = tuple(SET_COUNT.items())               # ((PAWN, 18), (LANCE, 4), ..., (ROOK, 2), (KING, 2))
 NUM_SLOTS = sum(count for _, count in PIECE_SET)   # 40
 PROMOTED_BYTES = (NUM_SLOTS + 7) // 8              # 5
 SLOT_OPPONENT = 0x80
@@ -91,13 +96,14 @@ SLOT_IN_HAND = NUM_SQUARES                         # 81
 SLOT_ABSENT = 0x7F                                 # 127
 SLOT_TYPE = np.repeat(np.array([t for t, _ in PIECE_SET], np.uint8), [n for _, n in PIECE_SET])   # [40]
 # Promotion of each piece type (0 = cannot promote) and, per piece code, its unpromoted type and flag.
-_PROMOTES_TO = np.array([0, 9, 10, 11, 12, 0, 13, 14, 0, 0, 0, 0, 0, 0, 0], np.uint8)
-_UNPROMOTED = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 6, 7], np.uint8)
-_CODE_TYPE = np.array([0] + list(range(1, 15)) * 2, np.uint8)
+_PIECE_TYPES = range(NUM_PIECE_TYPES + 1)                       # 0 (none) and the types 1..14
+_PROMOTES_TO = np.array([PROMOTED.get(t, 0) for t in _PIECE_TYPES], np.uint8)              # [15]
+_UNPROMOTED = np.array([UNPROMOTED.get(t, t) for t in _PIECE_TYPES], np.uint8)             # [15]
+_CODE_TYPE = np.array([0] + list(_PIECE_TYPES[1:]) * 2, np.uint8)                          # [29]
 _CODE_BASE = _UNPROMOTED[_CODE_TYPE]
-_CODE_PROMOTED = _CODE_TYPE > 8
+_CODE_PROMOTED = _CODE_TYPE > max(BASE_PIECE_TYPES)                                        # types 9..14
 _SLOT_PROMOTION_STEP = np.where(_PROMOTES_TO[SLOT_TYPE] > 0, _PROMOTES_TO[SLOT_TYPE] - SLOT_TYPE, 0).astype(np.uint8)
-_NUM_KINDS = 9                                   # 0 (empty) and the unpromoted types 1..8
+_NUM_KINDS = 1 + len(BASE_PIECE_TYPES)           # 9: 0 (empty) and the unpromoted types 1..8
 _SET_COUNT = np.array([0] + [n for _, n in PIECE_SET], np.int16)               # [9] pieces in a set
 _TYPE_FIRST_SLOT = np.concatenate([[0, 0], np.cumsum(_SET_COUNT[1:-1])]).astype(np.int64)   # [9]
 _SLOT_RANK = np.arange(NUM_SLOTS) - _TYPE_FIRST_SLOT[SLOT_TYPE]                   # [40] index within its kind
@@ -113,7 +119,7 @@ _SLOT_HAND_KIND = (SLOT_TYPE[:, None] == np.asarray(HAND_PIECE_TYPES)[None, :]).
 # Square index in the rotated view: square i from Black's side is 80 - i from White's side.
 _ROTATE = np.arange(NUM_SQUARES - 1, -1, -1)
 # Swap own/opponent piece codes: 0 stays 0, 1..14 <-> 15..28.
-_SWAP_COLOURS = np.array([0] + [t + NUM_PIECE_TYPES for t in range(1, 15)] + list(range(1, 15)), np.uint8)
+_SWAP_COLOURS = np.array([0] + [t + NUM_PIECE_TYPES for t in _PIECE_TYPES[1:]] + list(_PIECE_TYPES[1:]), np.uint8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +187,7 @@ def encode_move(usi: str, turn: int) -> int:
     promote = int(usi.endswith("+"))
     destination = _usi_square(usi[2:4], turn)
     if usi[1] == "*":
-        origin = NUM_SQUARES + HAND_PIECE_TYPES.index("PLNSGBR".index(usi[0]) + 1)
+        origin = NUM_SQUARES + HAND_PIECE_TYPES.index(SFEN_TYPE[usi[0]])
     else:
         origin = _usi_square(usi[0:2], turn)
     return (origin * NUM_SQUARES + destination) * 2 + promote
