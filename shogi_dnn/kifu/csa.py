@@ -103,7 +103,8 @@ SUMMARY_KINDS = {
 }
 
 # CSA square `77` -> (square index, USI square `7g`).
-_SQUARES = {f"{f}{r}": (rules.square_index(f, r), rules.square_usi(f, r)) for f in range(1, 10) for r in range(1, 10)}
+_SQUARES = {f"{f}{r}": (rules.square_index(f, r), rules.square_usi(f, r))
+            for f in range(1, 10) for r in range(1, 10)}
 _TIME = re.compile(r"^T\d*(\.\d*)?$")
 _WARS_TIME = re.compile(r"^L\d+$")
 _TOKEN_SPLIT = re.compile(r"[,\s]+")
@@ -511,7 +512,8 @@ def _summary_result(game: _Game, path: str) -> tuple[Winner, Ending]:
     elif names == (game.white, game.black) and game.black != game.white:
         first_is = Winner.WHITE
     else:
-        same = " (the same name for both players: the order cannot be told)" if game.black == game.white else ""
+        same = (" (the same name for both players: the order cannot be told)"
+                if game.black == game.white else "")
         raise KifuError(path, game.summary_line or game.start_line,
                         f"summary names {first!r} and {second!r} do not match the players "
                         f"N+{game.black!r} N-{game.white!r}{same}; no % ending: the result is unknown")

@@ -63,7 +63,8 @@ def _position_lines(sfen: str) -> list[str]:
     _, turn, hand = sfen.split(" ")[:3]
     turn_line = "+" if turn == "b" else "-"
     codes = rules.new_position(sfen).piece_codes()
-    if hand == "-" and all(c == s or (c == 0 and s > rules.NUM_PIECE_TYPES) for c, s in zip(codes, STANDARD_CODES)):
+    if hand == "-" and all(c == s or (c == 0 and s > rules.NUM_PIECE_TYPES)
+                           for c, s in zip(codes, STANDARD_CODES)):
         removed = "".join(
             f"{9 - index % 9}{index // 9 + 1}{CSA_PIECES[(s - 1) % rules.NUM_PIECE_TYPES]}"
             for index, (c, s) in enumerate(zip(codes, STANDARD_CODES)) if c != s)
@@ -91,5 +92,6 @@ def _special_move(record: GameRecord, position: rules.Position) -> str:
     for token, (ending, loser) in SPECIAL_MOVES.items():
         if ending is record.ending and special_move_winner(loser, position) is record.winner:
             return token
+    to_move = "black" if position.turn == rules.BLACK else "white"
     raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by "
-                     f"{record.winner.value} as CSA with {'black' if position.turn == 0 else 'white'} to move")
+                     f"{record.winner.value} as CSA with {to_move} to move")

@@ -1,7 +1,8 @@
 """Japanese notation shared by the KIF and KI2 readers: numerals, piece names, result words, 手合割.
 
-Piece types are rules.PieceType (rules/pieces.py). Results are `Outcome`s: the ending and who wins, relative to the side
-to move when the word is read (a result word is written where the next move would be).
+Piece types are rules.PieceType (rules/pieces.py). Results are `Outcome`s: the ending and who wins,
+relative to the side to move when the word is read (a result word is written where the next move would
+be).
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from shogi_dnn.rules import (
     SFEN_TYPE,
     WHITE,
     IllegalMoveError,
-    Position,
     PieceType,
+    Position,
     new_position,
     square_usi,
 )
@@ -544,8 +544,10 @@ def format_kif(record: GameRecord) -> str:
         previous = usi[2:4]
     plies = len(record.moves)
     word = _ending_word(record, position.turn)
-    if word in ja.RESULT_WORDS and _relative_winner(ja.RESULT_WORDS[word].winner, position.turn) is not record.winner:
-        raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by {record.winner.value} "
+    if word in ja.RESULT_WORDS \
+            and _relative_winner(ja.RESULT_WORDS[word].winner, position.turn) is not record.winner:
+        raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by "
+                         f"{record.winner.value} "
                          f"as KIF with {'black' if position.turn == BLACK else 'white'} to move")
     if word:
         if record.ending is Ending.MAX_MOVES:

@@ -35,7 +35,8 @@ for _cs, _t in _TYPE.items():
     _CODE[_cs] = _t
     _CODE[_cs + _WHITE_OFFSET] = _t + NUM_PIECE_TYPES
 # A run of well-formed CSA move tokens, each followed by "\n" (push_csa_moves matches them all at once).
-_CSA_TOKENS = re.compile(r"(?:[+-](?:00|[1-9][1-9])[1-9][1-9](?:FU|KY|KE|GI|KI|KA|HI|OU|TO|NY|NK|NG|UM|RY)\n)*")
+_CSA_TOKENS = re.compile(
+    r"(?:[+-](?:00|[1-9][1-9])[1-9][1-9](?:FU|KY|KE|GI|KI|KA|HI|OU|TO|NY|NK|NG|UM|RY)\n)*")
 # cshogi's 32-bit move: destination bits 0-6, origin 7-13 (81 + type - 1 for a drop), promotion bit 14,
 # the moved piece's type bits 16-19 (cshogi numbering: 1 P, 2 L, 3 N, ...).
 _PROMOTION = 1 << 14

@@ -128,7 +128,8 @@ class NativeGame:
         self._codes.append(np.array([_usi_code(usi)], np.int64))
 
     def move_codes(self) -> np.ndarray:
-        """[moves played] int64: the absolute code of every move played so far (features.absolute_move_code)."""
+        """[moves played] int64: the absolute code of every move played so far
+        (features.absolute_move_code)."""
         if len(self._codes) == 1:
             return self._codes[0]
         return np.concatenate(self._codes) if self._codes else np.empty(0, np.int64)
@@ -173,4 +174,5 @@ def move_line_counter():
     return _csa_move_lines if enabled() else None
 
 
-__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "move_line_counter", "new_csa_position"]
+__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "move_line_counter",
+           "new_csa_position"]

@@ -77,7 +77,7 @@ def base_type(piece_type: int) -> PieceType:
 
 
 def code_type(code: int) -> PieceType:
-    """The piece type of a piece code 1..28 (see rules/position.py: t Black's, NUM_PIECE_TYPES + t White's)."""
+    """The piece type of a piece code 1..28 (rules/position.py: t Black's, NUM_PIECE_TYPES + t White's)."""
     return PieceType((code - 1) % NUM_PIECE_TYPES + 1)
 
 

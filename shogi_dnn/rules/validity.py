@@ -6,8 +6,8 @@ and raises IllegalPositionError, one line naming the first rule broken, unless:
 
   rule            the position must have
   syntax          9 ranks of 9 squares; pieces P L N S G B R K (lower case: White's), `+` only before
-                  P L N S B R; side `b` or `w`; hands `-` or [count]letter, count 1 to the kind's set count (SFEN's order
-                  R B G S N L P is not required)
+                  P L N S B R; side `b` or `w`; hands `-` or [count]letter, count 1 to the kind's set
+                  count (SFEN's order R B G S N L P is not required)
   piece set       per kind, board + both hands, promoted counted with their base kind: at most
                   18 pawns, 4 lances, 4 knights, 4 silvers, 4 golds, 2 bishops, 2 rooks (also per side,
                   named first: "black has 19 pawns (18 at most)")
@@ -102,7 +102,8 @@ def _read_board(text: str) -> Board:
                 column += int(char)
             elif char.upper() in SET_COUNT:
                 if column < 9:
-                    board[rank, column] = (0 if char.isupper() else 1, ("+" if promoted else "") + char.upper())
+                    colour = 0 if char.isupper() else 1
+                    board[rank, column] = (colour, ("+" if promoted else "") + char.upper())
                 column += 1
             else:
                 raise ValueError(f"unknown piece letter {char!r} on rank {chr(ord('a') + rank)}")
@@ -118,7 +119,8 @@ def _read_hands(text: str) -> tuple[dict[str, int], dict[str, int]]:
     if text == "-":
         return hands
     if not _HANDS.fullmatch(text):
-        raise ValueError(f"the hands {text!r} are not [count]letter... (R B G S N L P, upper case Black's) or -")
+        raise ValueError(f"the hands {text!r} are not [count]letter... (R B G S N L P, upper case Black's) "
+                         "or -")
     for digits, letter in _HAND_ITEM.findall(text):
         kind = letter.upper()
         count = int(digits or "1")
@@ -158,8 +160,8 @@ def _check_stuck_pieces(board: Board) -> None:
         distance = rank if colour == 0 else 8 - rank            # 0 = the owner's last rank
         if (piece in ("P", "L") and distance == 0) or (piece == "N" and distance <= 1):
             last = "last rank" if distance == 0 else "second last rank"
-            raise ValueError(f"{_COLOUR_NAME[colour]} {KIND_NAME[piece]} on {_square(rank, column)} can never "
-                             f"move (unpromoted on its {last})")
+            raise ValueError(f"{_COLOUR_NAME[colour]} {KIND_NAME[piece]} on {_square(rank, column)} can "
+                             f"never move (unpromoted on its {last})")
 
 
 def _check_nifu(board: Board) -> None:
@@ -167,13 +169,15 @@ def _check_nifu(board: Board) -> None:
     for (rank, column), (colour, piece) in sorted(board.items()):
         if piece == "P":
             if (colour, column) in seen:
-                raise ValueError(f"{_COLOUR_NAME[colour]} has two unpromoted pawns on file {9 - column} (nifu)")
+                raise ValueError(f"{_COLOUR_NAME[colour]} has two unpromoted pawns on file {9 - column} "
+                                 "(nifu)")
             seen.add((colour, column))
 
 
 def _check_not_in_check(board: Board, turn: int) -> None:
     """The side not to move (1 - turn) must not be in check: the side to move could take its king."""
-    king = next((square for square, (colour, piece) in board.items() if colour != turn and piece == "K"), None)
+    king = next((square for square, (colour, piece) in board.items() if colour != turn and piece == "K"),
+                None)
     if king is None:                                        # a mate problem's attacker
         return
     codes = [0] * 81

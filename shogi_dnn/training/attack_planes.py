@@ -121,7 +121,8 @@ def attack_bits(board):
         if step_bits.any():
             hit = ops.take(ops.convert_to_tensor(step_bits), adjacent)
         if slide_bits.any():
-            hit = ops.bitwise_or(hit, ops.take(ops.convert_to_tensor(slide_bits), _first_piece(adjacent, dr, dc)))
+            slider = _first_piece(adjacent, dr, dc)
+            hit = ops.bitwise_or(hit, ops.take(ops.convert_to_tensor(slide_bits), slider))
         bits = ops.bitwise_or(bits, hit)
         own_count = own_count + ops.cast(ops.bitwise_and(hit, _OWN_BITS) != 0, "int32")
         opp_count = opp_count + ops.cast(ops.bitwise_and(hit, _OPP_BITS) != 0, "int32")
@@ -144,7 +145,7 @@ def attack_planes(board, dtype: str = "float32"):
     own_thermometer = ops.expand_dims(own_count, -1) >= thresholds                         # [B, 9, 9, 3]
     opp_thermometer = ops.expand_dims(opp_count, -1) >= thresholds
     # In check: the own king stands on a square the opponent attacks (no king, as in tsume: never).
-    king_attacked = ops.logical_and(codes == int(PieceType.KING), opp_count > 0)                          # [B, 9, 9]
+    king_attacked = ops.logical_and(codes == int(PieceType.KING), opp_count > 0)           # [B, 9, 9]
     in_check = ops.any(king_attacked, axis=(1, 2), keepdims=True)                          # [B, 1, 1]
     in_check = ops.expand_dims(ops.logical_and(ops.ones_like(king_attacked, "bool"), in_check), -1)
     return ops.concatenate([ops.cast(attacked, dtype), ops.cast(own_thermometer, dtype),

@@ -123,7 +123,8 @@ def test_summary_used_when_no_percent_ending() -> None:
 def test_summary_entries_matched_by_player_name(name: str, winner: Winner) -> None:
     # No % line; the summary lists White's entry first: the names, not the order, say who won.
     record = read_one(name)
-    assert (record.winner, record.ending, record.black, record.white) == (winner, record.ending, "alice", "bob")
+    assert (record.winner, record.ending, record.black, record.white) == \
+        (winner, record.ending, "alice", "bob")
     assert record.ending in (Ending.TIME_UP, Ending.RESIGN) and record.moves[:2] == ("7g7f", "3c3d")
 
 
@@ -147,7 +148,8 @@ def test_summary_without_matching_names_is_an_error(text: str, expected: str) ->
 def test_summary_draw_with_the_same_name_for_both_players_is_a_draw() -> None:
     # ... but a draw is a draw whatever the order.
     record = parse_one("N+x\nN-x\nPI\n+\n+7776FU\n'summary:sennichite:x draw:x draw\n")
-    assert isinstance(record, GameRecord) and (record.winner, record.ending) == (Winner.DRAW, Ending.SENNICHITE)
+    assert isinstance(record, GameRecord)
+    assert (record.winner, record.ending) == (Winner.DRAW, Ending.SENNICHITE)
 
 
 def test_percent_ending_wins_over_a_summary_naming_other_players() -> None:
@@ -496,8 +498,9 @@ def test_shared_real_csa_games(shared_dir: Path) -> None:
         assert record.winner.value == want, row["local_path"]
 
 
-@pytest.mark.parametrize("name", ["handicap_2piece_pi.csa", "handicap_kyo_board.csa", "board_with_hands_al.csa",
-                                  "ending_tsumi.csa", "floodgate_rust_shogi_sample.csa", "crlf.csa"])
+@pytest.mark.parametrize("name", ["handicap_2piece_pi.csa", "handicap_kyo_board.csa",
+                                  "board_with_hands_al.csa", "ending_tsumi.csa",
+                                  "floodgate_rust_shogi_sample.csa", "crlf.csa"])
 def test_format_csa_is_read_by_cshogi(name: str) -> None:
     """An independent CSA reader gets the same start position and moves from what format_csa writes."""
     cshogi_csa = pytest.importorskip("cshogi.CSA")

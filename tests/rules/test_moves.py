@@ -68,7 +68,8 @@ def test_piece_type_values_are_the_stored_codes() -> None:
     assert rules.HAND_PIECE_TYPES == (1, 2, 3, 4, 5, 6, 7)
     assert rules.PROMOTED == {1: 9, 2: 10, 3: 11, 4: 12, 6: 13, 7: 14}
     assert rules.SET_COUNT == {1: 18, 2: 4, 3: 4, 4: 4, 5: 4, 6: 2, 7: 2, 8: 2}
-    assert [rules.SFEN_PIECE[t] for t in PieceType] == "P L N S G B R K +P +L +N +S +B +R".split()
+    assert [rules.SFEN_PIECE[t] for t in PieceType] == ["P", "L", "N", "S", "G", "B", "R", "K",
+                                                         "+P", "+L", "+N", "+S", "+B", "+R"]
     for piece_type, letter in zip(PieceType, "PLNSGBRK"):
         assert shogi.PIECE_SYMBOLS[piece_type].upper() == letter       # python-shogi's numbering
     for code in range(1, 29):
@@ -128,7 +129,8 @@ def test_board_moves_equal_python_shogis_pseudo_legal_moves() -> None:
             own = range(1, 15) if board.turn == shogi.BLACK else range(15, 29)
             ours = {(s, t) for s, code in enumerate(codes) if code in own
                     for t in reach(codes, s) if codes[t] not in own}
-            theirs = {(m.from_square, m.to_square) for m in board.pseudo_legal_moves if m.from_square is not None}
+            theirs = {(m.from_square, m.to_square) for m in board.pseudo_legal_moves
+                      if m.from_square is not None}
             assert ours == theirs, board.sfen()
             compared += 1
             legal = list(board.legal_moves)

@@ -1,7 +1,7 @@
-"""The compiled CSA move checker (rules/native.py, play_csa in shogi_dnn/dataset/_encode.c) is never more lenient
-than the reference rules (python-shogi): on real positions, every candidate move it accepts is legal,
-and it accepts every legal move of a position with both kings (pawn-drop checks included, when the king
-has an escape). What it leaves to the reference reads exactly as before."""
+"""The compiled CSA move checker (rules/native.py, play_csa in shogi_dnn/dataset/_encode.c) is never
+more lenient than the reference rules (python-shogi): on real positions, every candidate move it accepts
+is legal, and it accepts every legal move of a position with both kings (pawn-drop checks included, when
+the king has an escape). What it leaves to the reference reads exactly as before."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def _candidates(sfen: str) -> set[str]:
         if code == 0 or (code > 14) != (turn == 1):
             continue
         kind = code - 14 if code > 14 else code
-        names = {CSA_PIECES[kind - 1], "KI", "FU"} | ({CSA_PIECES[PROMOTED[kind] - 1]} if kind in PROMOTED else set())
+        promoted = {CSA_PIECES[PROMOTED[kind] - 1]} if kind in PROMOTED else set()
+        names = {CSA_PIECES[kind - 1], "KI", "FU"} | promoted
         tokens |= {sign + origin + to + name for to in SQUARES for name in names}
     tokens |= {sign + "00" + to + name for to in SQUARES for name in CSA_PIECES}
     return tokens | {other + token[1:] for token in sorted(tokens)[:60]}
