@@ -68,6 +68,7 @@ MOVES: dict[PieceType, PieceMoves] = {
 }
 
 _MOVES_IN_TYPE_ORDER = tuple(MOVES[piece_type] for piece_type in PieceType)   # index: type - 1
+_KING = int(PieceType.KING)
 
 
 def attacks(codes: Sequence[int], square: int, target: int) -> bool:
@@ -78,8 +79,27 @@ def attacks(codes: Sequence[int], square: int, target: int) -> bool:
         square: the attacker's square index; it must hold a piece.
         target: the square index attacked or not.
     """
-    code = codes[square]
-    colour, piece = divmod(code - 1, NUM_PIECE_TYPES)
+    colour, piece = divmod(codes[square] - 1, NUM_PIECE_TYPES)
+    return _attacks(codes, square, piece, colour, target)
+
+
+def in_check(codes: Sequence[int], colour: int) -> bool:
+    """True when `colour`'s king is attacked in `codes` (81 piece codes, see attacks); False without a
+    king of `colour` (a mate problem's attacker). With two, the first in square order counts."""
+    king_code = _KING + NUM_PIECE_TYPES * colour
+    if king_code not in codes:
+        return False
+    king = codes.index(king_code)
+    for square, code in enumerate(codes):
+        if code:
+            attacker, piece = divmod(code - 1, NUM_PIECE_TYPES)
+            if attacker != colour and _attacks(codes, square, piece, attacker, king):
+                return True
+    return False
+
+
+def _attacks(codes: Sequence[int], square: int, piece: int, colour: int, target: int) -> bool:
+    """attacks() for `colour`'s piece of type `piece + 1` on `square`."""
     sign = 1 if colour == 0 else -1                  # White's moves: Black's turned round
     row, column = divmod(square, 9)
     steps, slides = _MOVES_IN_TYPE_ORDER[piece]
@@ -96,14 +116,3 @@ def attacks(codes: Sequence[int], square: int, target: int) -> bool:
                 break
             r, c = r + sign * d_row, c + d_column
     return False
-
-
-def in_check(codes: Sequence[int], colour: int) -> bool:
-    """True when `colour`'s king is attacked in `codes` (81 piece codes, see attacks); False without a
-    king of `colour` (a mate problem's attacker). With two, the first in square order counts."""
-    king_code = PieceType.KING + NUM_PIECE_TYPES * colour
-    if king_code not in codes:
-        return False
-    king = codes.index(king_code)
-    return any(code and (code - 1) // NUM_PIECE_TYPES != colour and attacks(codes, square, king)
-               for square, code in enumerate(codes))

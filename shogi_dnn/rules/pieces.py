@@ -71,21 +71,7 @@ SFEN_PIECE: dict[PieceType, str] = {
 SFEN_TYPE: dict[str, PieceType] = {SFEN_PIECE[t]: t for t in BASE_PIECE_TYPES}
 
 
-def base_type(piece_type: int) -> PieceType:
-    """The unpromoted kind of a piece type (PROM_PAWN -> PAWN, GOLD -> GOLD)."""
-    return UNPROMOTED.get(piece_type, PieceType(piece_type))   # type: ignore[call-overload]
-
-
-def code_type(code: int) -> PieceType:
-    """The piece type of a piece code 1..28 (rules/position.py: t Black's, NUM_PIECE_TYPES + t White's)."""
-    return PieceType((code - 1) % NUM_PIECE_TYPES + 1)
-
-
-def code_colour(code: int) -> int:
-    """The colour (0 black, 1 white) of a piece code 1..28."""
-    return (code - 1) // NUM_PIECE_TYPES
-
-
 def piece_code(piece_type: int, colour: int) -> int:
-    """The piece code of `colour`'s piece of `piece_type` (the inverse of code_type and code_colour)."""
+    """The piece code of `colour`'s (0 black, 1 white) piece of `piece_type`: t Black's, 14 + t White's
+    (rules/position.py)."""
     return int(piece_type) + NUM_PIECE_TYPES * colour

@@ -12,7 +12,7 @@ import shogi
 from shogi_dnn import rules
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import MOVES, PieceType, ShogiPosition, attacks, in_check
-from shogi_dnn.rules.pieces import code_colour, code_type, piece_code
+from shogi_dnn.rules.pieces import piece_code
 
 # Each piece type drawn by hand from Black's side (forward is up), the piece `X` in the middle of a
 # 5 x 5 window: `o` a square it steps to, `*` the first square of a slide (the ray goes on beyond).
@@ -72,8 +72,8 @@ def test_piece_type_values_are_the_stored_codes() -> None:
                                                          "+P", "+L", "+N", "+S", "+B", "+R"]
     for piece_type, letter in zip(PieceType, "PLNSGBRK"):
         assert shogi.PIECE_SYMBOLS[piece_type].upper() == letter       # python-shogi's numbering
-    for code in range(1, 29):
-        assert piece_code(code_type(code), code_colour(code)) == code
+    assert [piece_code(t, colour) for colour in (rules.BLACK, rules.WHITE) for t in PieceType] == \
+        list(range(1, 29))
 
 
 @pytest.mark.parametrize("piece_type", list(PieceType))
