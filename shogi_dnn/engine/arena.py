@@ -9,7 +9,7 @@ What a match writes under its folder OUT:
   OUT/tournament.yaml        ShogiArena's tournament file (JSON text, which YAML reads)
   OUT/arena/                 ShogiArena's run folder: game.db (SQLite), results/, logs
   OUT/arena.log              ShogiArena's console output
-  OUT/games/NNNN.csa         every game as CSA V2.2 (kifu.csa.format_csa), the arena's result in a final
+  OUT/games/NNNN.csa         every game as CSA V2.2 (csa_writer.format_csa), the arena's result in a final
                              comment line (`'arena result: BLACK_WIN`); an ending CSA cannot express (a win
                              adjudicated with the winner to move, a forfeit) is written %CHUDAN
   OUT/summary.json           the result table below
@@ -45,7 +45,7 @@ from typing import Any
 
 from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
-from shogi_dnn.kifu import csa
+from shogi_dnn.kifu import csa_writer
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import new_position
 
@@ -352,10 +352,10 @@ def write_csa(games: Sequence[ArenaGame], folder: Path) -> list[Path]:
     for number, game in enumerate(games, start=1):
         record = game_record(game)
         try:
-            text = csa.format_csa(record)
+            text = csa_writer.format_csa(record)
         except ValueError:              # e.g. adjudicated after the loser's move: no CSA token says so
-            text = csa.format_csa(dataclasses.replace(record, winner=Winner.UNKNOWN,
-                                                      ending=Ending.INTERRUPTED))
+            text = csa_writer.format_csa(
+                dataclasses.replace(record, winner=Winner.UNKNOWN, ending=Ending.INTERRUPTED))
         text += f"'arena result: {game.result}\n"
         path = folder / f"{number:04d}.csa"
         _write_text(path, text)

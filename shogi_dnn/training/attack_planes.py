@@ -42,7 +42,7 @@ import numpy as np
 from keras import layers, ops
 
 from shogi_dnn.dataset import features
-from shogi_dnn.rules import NUM_PIECE_TYPES
+from shogi_dnn.rules import MOVES, NUM_PIECE_TYPES, PieceType
 
 BOARD_SIDE = features.FEATURE_SHAPE[0]            # 9
 MAX_ATTACK_COUNT_PLANES = 3                       # thermometer ">=1", ">=2", ">=3" (dlshogi's MAX_ATTACK_NUM)
@@ -54,38 +54,15 @@ PLANE_IN_CHECK = PLANE_OPP_ATTACK_COUNT + MAX_ATTACK_COUNT_PLANES
 NUM_ATTACK_PLANES = PLANE_IN_CHECK + 1             # 35
 ATTACK_FEATURE_SHAPE = (BOARD_SIDE, BOARD_SIDE, NUM_ATTACK_PLANES)
 
-# Piece types (rules' numbering) and move directions (row step, column step) for an own piece; own
-# pieces move toward row 0, so "forward" is row step -1. Opponent pieces use the 180-degree rotation.
-PAWN, LANCE, KNIGHT, SILVER, GOLD, BISHOP, ROOK, KING = range(1, 9)
-PROM_PAWN, PROM_LANCE, PROM_KNIGHT, PROM_SILVER, HORSE, DRAGON = range(9, 15)
-_FORWARD = -1
-_UP, _DOWN = (_FORWARD, 0), (-_FORWARD, 0)
-_LEFT, _RIGHT = (0, -1), (0, 1)
-_UP_LEFT, _UP_RIGHT = (_FORWARD, -1), (_FORWARD, 1)
-_DOWN_LEFT, _DOWN_RIGHT = (-_FORWARD, -1), (-_FORWARD, 1)
-_ORTHOGONAL = (_UP, _DOWN, _LEFT, _RIGHT)
-_DIAGONAL = (_UP_LEFT, _UP_RIGHT, _DOWN_LEFT, _DOWN_RIGHT)
-_GOLD_STEPS = (_UP_LEFT, _UP, _UP_RIGHT, _LEFT, _RIGHT, _DOWN)
-_STEPS = {
-    PAWN: (_UP,),
-    KNIGHT: ((2 * _FORWARD, -1), (2 * _FORWARD, 1)),
-    SILVER: (_UP_LEFT, _UP, _UP_RIGHT, _DOWN_LEFT, _DOWN_RIGHT),
-    GOLD: _GOLD_STEPS, PROM_PAWN: _GOLD_STEPS, PROM_LANCE: _GOLD_STEPS,
-    PROM_KNIGHT: _GOLD_STEPS, PROM_SILVER: _GOLD_STEPS,
-    KING: _ORTHOGONAL + _DIAGONAL,
-    HORSE: _ORTHOGONAL,            # plus the bishop's rays
-    DRAGON: _DIAGONAL,             # plus the rook's rays
-}
-_SLIDES = {LANCE: (_UP,), BISHOP: _DIAGONAL, ROOK: _ORTHOGONAL, HORSE: _DIAGONAL, DRAGON: _ORTHOGONAL}
-
 
 def _direction_tables() -> list[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
     """[(direction, step bits, slide bits)]: for each board direction d, two int32 [29] tables indexed
     by piece code, holding the code's attack bit (code - 1) when that piece steps (slides) along d,
-    else 0. Opponent pieces (codes 15..28) move by the 180-degree rotation of the own moves."""
+    else 0. Own pieces (codes 1..14) move as rules.MOVES says (Black's view, (row step, column step):
+    forward is row step -1, toward row 0); opponent pieces (codes 15..28) by its 180-degree rotation."""
     tables: dict[tuple[int, int], np.ndarray] = {}
-    for kind, moves in enumerate((_STEPS, _SLIDES)):
-        for piece_type, directions in moves.items():
+    for piece_type, piece_moves in MOVES.items():
+        for kind, directions in enumerate((piece_moves.steps, piece_moves.slides)):
             for dr, dc in directions:
                 for direction, code in (((dr, dc), piece_type), ((-dr, -dc), NUM_PIECE_TYPES + piece_type)):
                     table = tables.setdefault(direction, np.zeros((2, features.NUM_PIECE_CODES), np.int32))
@@ -144,7 +121,8 @@ def attack_bits(board):
         if step_bits.any():
             hit = ops.take(ops.convert_to_tensor(step_bits), adjacent)
         if slide_bits.any():
-            hit = ops.bitwise_or(hit, ops.take(ops.convert_to_tensor(slide_bits), _first_piece(adjacent, dr, dc)))
+            slider = _first_piece(adjacent, dr, dc)
+            hit = ops.bitwise_or(hit, ops.take(ops.convert_to_tensor(slide_bits), slider))
         bits = ops.bitwise_or(bits, hit)
         own_count = own_count + ops.cast(ops.bitwise_and(hit, _OWN_BITS) != 0, "int32")
         opp_count = opp_count + ops.cast(ops.bitwise_and(hit, _OPP_BITS) != 0, "int32")
@@ -167,7 +145,7 @@ def attack_planes(board, dtype: str = "float32"):
     own_thermometer = ops.expand_dims(own_count, -1) >= thresholds                         # [B, 9, 9, 3]
     opp_thermometer = ops.expand_dims(opp_count, -1) >= thresholds
     # In check: the own king stands on a square the opponent attacks (no king, as in tsume: never).
-    king_attacked = ops.logical_and(codes == KING, opp_count > 0)                          # [B, 9, 9]
+    king_attacked = ops.logical_and(codes == int(PieceType.KING), opp_count > 0)           # [B, 9, 9]
     in_check = ops.any(king_attacked, axis=(1, 2), keepdims=True)                          # [B, 1, 1]
     in_check = ops.expand_dims(ops.logical_and(ops.ones_like(king_attacked, "bool"), in_check), -1)
     return ops.concatenate([ops.cast(attacked, dtype), ops.cast(own_thermometer, dtype),

@@ -16,7 +16,7 @@ import shogi
 
 from shogi_dnn.dataset import features
 from shogi_dnn.kifu import RECORD_SUFFIXES, GameRecord, read_record_file
-from shogi_dnn.rules import NUM_PIECE_TYPES, NUM_SQUARES, ShogiPosition, square_index
+from shogi_dnn.rules import NUM_PIECE_TYPES, NUM_SQUARES, PieceType, ShogiPosition, square_index
 from shogi_dnn.training import attack_planes as ap
 from tests.support.paths import DATA, SHARED
 
@@ -128,7 +128,8 @@ def assert_planes_equal(sample: Sample) -> None:
     if len(bad):
         i, row, col, plane = bad[0]
         pytest.fail(f"{len(bad)} values differ; first: {sample.sfens[i]} plane {plane} view square "
-                    f"({row}, {col}): got {got[i, row, col, plane]}, python-shogi {expected[i, row, col, plane]}")
+                    f"({row}, {col}): got {got[i, row, col, plane]}, "
+                    f"python-shogi {expected[i, row, col, plane]}")
 
 
 @pytest.fixture(scope="module")
@@ -204,40 +205,43 @@ OWN, OPP = ap.PLANE_OWN_ATTACKS - 1, ap.PLANE_OPP_ATTACKS - 1     # + piece type
 
 def test_lance_blocked_by_own_pawn() -> None:
     planes, turn = _planes_of("4k4/9/9/9/9/9/4P4/9/4LK3 b - 1")
-    assert _attacked(planes, turn, OWN + ap.LANCE, "5h 5g 5f 5a") == [1, 1, 0, 0]
-    assert _attacked(planes, turn, OWN + ap.PAWN, "5f 5h") == [1, 0]
+    assert _attacked(planes, turn, OWN + PieceType.LANCE, "5h 5g 5f 5a") == [1, 1, 0, 0]
+    assert _attacked(planes, turn, OWN + PieceType.PAWN, "5f 5h") == [1, 0]
 
 
 def test_bishop_ray_stops_at_first_piece() -> None:
     planes, turn = _planes_of("4k4/9/6p2/9/4B4/9/9/9/4K4 b - 1")
-    assert _attacked(planes, turn, OWN + ap.BISHOP, "4d 3c 2b 1a 6d 9a 6f 9i 4f 1i") == [1, 1, 0, 0, 1, 1, 1, 1, 1, 1]
+    assert _attacked(planes, turn, OWN + PieceType.BISHOP, "4d 3c 2b 1a 6d 9a 6f 9i 4f 1i") == \
+        [1, 1, 0, 0, 1, 1, 1, 1, 1, 1]
     # The white pawn on 3c attacks 3d (down the board from its side).
-    assert _attacked(planes, turn, OPP + ap.PAWN, "3d 3b") == [1, 0]
+    assert _attacked(planes, turn, OPP + PieceType.PAWN, "3d 3b") == [1, 0]
 
 
 def test_dragon_and_horse_steps() -> None:
     # White's king on 1a: out of both pieces' lines (a position with White, not to move, in check is refused)
     planes, turn = _planes_of("8k/9/9/9/4+R4/9/9/1+B7/4K4 b - 1")
-    assert _attacked(planes, turn, OWN + ap.DRAGON, "4d 6d 4f 6f 3c 5a 1e 9e 5i") == [1, 1, 1, 1, 0, 1, 1, 1, 1]
-    assert _attacked(planes, turn, OWN + ap.HORSE, "8g 7h 9h 8i 7g 1a 9i 7i 6h") == [1, 1, 1, 1, 1, 0, 1, 1, 0]
+    assert _attacked(planes, turn, OWN + PieceType.DRAGON, "4d 6d 4f 6f 3c 5a 1e 9e 5i") == \
+        [1, 1, 1, 1, 0, 1, 1, 1, 1]
+    assert _attacked(planes, turn, OWN + PieceType.HORSE, "8g 7h 9h 8i 7g 1a 9i 7i 6h") == \
+        [1, 1, 1, 1, 1, 0, 1, 1, 0]
 
 
 def test_knight_at_the_edge_does_not_wrap() -> None:
     # Black knight on 1e, white knight on 9e: each has one target, nothing appears on the far file.
     planes, turn = _planes_of("4k4/9/9/9/n7N/9/9/9/4K4 b - 1")
-    own = planes[..., ap.PLANE_OWN_ATTACKS + ap.KNIGHT - 1]
-    opp = planes[..., ap.PLANE_OPP_ATTACKS + ap.KNIGHT - 1]
-    assert own.sum() == 1 and _attacked(planes, turn, OWN + ap.KNIGHT, "2c") == [1]
-    assert opp.sum() == 1 and _attacked(planes, turn, OPP + ap.KNIGHT, "8g") == [1]
+    own = planes[..., ap.PLANE_OWN_ATTACKS + PieceType.KNIGHT - 1]
+    opp = planes[..., ap.PLANE_OPP_ATTACKS + PieceType.KNIGHT - 1]
+    assert own.sum() == 1 and _attacked(planes, turn, OWN + PieceType.KNIGHT, "2c") == [1]
+    assert opp.sum() == 1 and _attacked(planes, turn, OPP + PieceType.KNIGHT, "8g") == [1]
 
 
 def test_mutual_attacks_and_counts() -> None:
     # Black gold 5f and white gold 5e attack each other. The black rook on 5i reaches its own gold on
     # 5f (defends it) but not 5e behind it; the black silver on 4g is a second defender of 5f.
     planes, turn = _planes_of("4k4/9/9/9/4g4/4G4/5S3/9/4R3K b - 1")
-    assert _attacked(planes, turn, OWN + ap.GOLD, "5e") == [1]
-    assert _attacked(planes, turn, OPP + ap.GOLD, "5f") == [1]
-    assert _attacked(planes, turn, OWN + ap.ROOK, "5g 5f 5e") == [1, 1, 0]
+    assert _attacked(planes, turn, OWN + PieceType.GOLD, "5e") == [1]
+    assert _attacked(planes, turn, OPP + PieceType.GOLD, "5f") == [1]
+    assert _attacked(planes, turn, OWN + PieceType.ROOK, "5g 5f 5e") == [1, 1, 0]
     own_count = [_attacked(planes, turn, ap.PLANE_OWN_ATTACK_COUNT + k, "5f") for k in range(3)]
     assert own_count == [[1], [1], [0]]          # rook and silver defend 5f: ">=1", ">=2", not ">=3"
     assert planes[..., ap.PLANE_IN_CHECK].max() == 0
@@ -249,7 +253,7 @@ def test_in_check_by_a_slider_white_to_move() -> None:
     assert turn == shogi.WHITE
     assert planes[..., ap.PLANE_IN_CHECK].min() == 1
     # In White's view the rook is the opponent's and the king sits on row 8.
-    assert _attacked(planes, turn, OPP + ap.ROOK, "5a 5b 1i") == [1, 1, 1]
+    assert _attacked(planes, turn, OPP + PieceType.ROOK, "5a 5b 1i") == [1, 1, 1]
     blocked, _ = _planes_of("4k4/4p4/9/9/9/9/9/9/4R3K w - 1")
     assert blocked[..., ap.PLANE_IN_CHECK].max() == 0
 
