@@ -35,8 +35,10 @@ class ModelConfig:
                                     # (global average pooling: far fewer weights, resists memorising games)
     batch_norm: str = "none"        # "none", "local" (per tower) or "sync" (synchronised across towers)
     mixed_precision: str = "none"   # "none", "mixed_float16" (with loss scaling) or "mixed_bfloat16"
-    features: str = "pieces"        # input planes: "pieces" (42: pieces and hands) or "attacks" (77: those plus
-                                    # 35 attack/check planes computed on the device, training/attack_planes.py)
+    features: str = "pieces"        # input planes: "pieces" (42: pieces and hands), "attacks" (77: those
+                                    # plus 35 attack/check planes computed on the device,
+                                    # training/attack_planes.py) or "tactics" (81: attacks plus 4 planes:
+                                    # hanging pieces, pieces attacked by a cheaper piece, per side)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +116,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.batch_norm": ("none", "local", "sync"),
     "model.value_head": ("flatten", "pool"),
     "model.mixed_precision": ("none", "mixed_float16", "mixed_bfloat16"),
-    "model.features": ("pieces", "attacks"),
+    "model.features": ("pieces", "attacks", "tactics"),
     "optim.optimizer": ("sgd", "adam"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
     "optim.lr_decay": ("none", "cosine"),

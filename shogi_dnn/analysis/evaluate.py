@@ -7,7 +7,9 @@ total are consistent by construction (the total loss is the positions-weighted m
 
 RUN/eval-<split>.json (written atomically) holds: split, data_dir, model, positions, loss, accuracy
 (decisive positions), decisive, draws {positions, loss, mean_prob}, brier, ece, reliability, by_ply,
-by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy},
+by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy}, free_capture (the
+model's calibration on the positions where the side to move can take a piece that cannot be taken back, and on
+the others: analysis/tactics.py, free_capture_block),
 baselines {side_to_move, material, piece_square, engine (when evaluations exist), train_positions,
 fitted_on} (baselines.py), mirror_average (whether the model's probability was the mean over the position
 and its left-right mirror, model.value_logits), seconds, positions_per_s, games (in the split), dataset (the
@@ -50,7 +52,7 @@ from tqdm import tqdm
 from shogi_dnn import config
 from shogi_dnn.dataset import identity, shards
 from shogi_dnn.folders import run_files
-from shogi_dnn.analysis import baselines, scoring
+from shogi_dnn.analysis import baselines, scoring, tactics
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule, towers
@@ -183,19 +185,45 @@ def model_source(run_dir: Path, checkpoint: str | None = None) -> str:
     return checkpoints.find_checkpoint(Path(run_dir), checkpoint).name
 
 
-def position_extras(paths: Sequence[Path]) -> dict[str, np.ndarray]:
-    """[N] rating (float32, NaN unknown), ply (int16), game id (int32) and eval (int16, EVAL_NONE none) of
-    every row of the shards, in file order."""
+def position_extras(paths: Sequence[Path], free: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """[N] rating (float32, NaN unknown), ply (int16), game id (int32), eval (int16, EVAL_NONE none) and
+    free_capture (bool: `free`, or all False) of every row of the shards, in file order."""
     ratings = [baselines.position_ratings(p).astype(np.float32) for p in paths]
     rows = [shards.read_positions(p, keys=[shards.KEY_PLY, shards.KEY_GAME, shards.KEY_EVAL]).arrays for p in paths]
+    game = np.concatenate([r[shards.KEY_GAME] for r in rows])
     return {"rating": np.concatenate(ratings), "ply_check": np.concatenate([r[shards.KEY_PLY] for r in rows]),
-            "game": np.concatenate([r[shards.KEY_GAME] for r in rows]),
-            "eval": np.concatenate([r[shards.KEY_EVAL] for r in rows])}
+            "game": game, "eval": np.concatenate([r[shards.KEY_EVAL] for r in rows]),
+            "free_capture": np.zeros(game.size, bool) if free is None else np.asarray(free, bool)}
 
 
-def eval_dataset(paths: Sequence[Path], global_batch: int) -> tf.data.Dataset:
-    """pipeline.make_eval_dataset with each row's game rating zipped in (same file order)."""
-    extras = tf.data.Dataset.from_tensor_slices(position_extras(paths)).batch(global_batch)
+def free_capture_rows(paths: Sequence[Path], fitted: baselines.Baselines) -> tuple[np.ndarray, np.ndarray]:
+    """tactics.free_captures of every row of the shards in file order: (free [N] bool, best [N] float64,
+    the best free capture's value from the material baseline's piece values, logits)."""
+    values = tactics.capture_values_from_material(fitted.piece_values())
+    parts = [tactics.free_captures(batch[shards.KEY_BOARD], values)
+             for batch in baselines.iter_batches(paths, (shards.KEY_BOARD,))]
+    if not parts:
+        return np.zeros(0, bool), np.zeros(0)
+    return np.concatenate([f for f, _ in parts]), np.concatenate([b for _, b in parts])
+
+
+def add_engine_sums(sums: tactics.CalibrationSums, paths: Sequence[Path], fitted: baselines.Baselines,
+                    free: np.ndarray, best: np.ndarray) -> None:
+    """The engine baseline's probabilities (evaluated rows only) and the best capture values, by group."""
+    start = 0
+    for batch in baselines.iter_batches(paths, (shards.KEY_GAME, shards.KEY_EVAL)):
+        evals = batch[shards.KEY_EVAL]
+        rows = slice(start, start + evals.size)
+        start += evals.size
+        logits = fitted.engine_logits(evals) if fitted.engine is not None else np.zeros(evals.size)
+        evaluated = (evals != EVAL_NONE) & (fitted.engine is not None)
+        sums.add_engine(batch[shards.KEY_GAME], logits, evaluated, free[rows], best[rows])
+
+
+def eval_dataset(paths: Sequence[Path], global_batch: int, free: np.ndarray | None = None) -> tf.data.Dataset:
+    """pipeline.make_eval_dataset with each row's game rating (and position_extras' other columns) zipped in
+    (same file order)."""
+    extras = tf.data.Dataset.from_tensor_slices(position_extras(paths, free)).batch(global_batch)
     return tf.data.Dataset.zip((pipeline.make_eval_dataset(paths, global_batch=global_batch), extras)).map(
         _merge_columns)
 
@@ -206,13 +234,15 @@ def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> di
 
 
 def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool = False):
-    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval} of each tower's rows
+    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval, free_capture} of
+    each tower's rows
     (mirror_average: the logit of the mean probability over each board and its mirror, model.value_logits)."""
 
     @tf.autograph.experimental.do_not_convert
     def replica_predict(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = model_lib.value_logits(model, batch["board"], batch["hands"], mirror_average=mirror_average)
-        return {"logit": logits, **{k: batch[k] for k in ("win", "ply", "ply_check", "rating", "game", "eval")}}
+        return {"logit": logits, **{k: batch[k] for k in ("win", "ply", "ply_check", "rating", "game", "eval",
+                                                          "free_capture")}}
 
     @tf.function
     def step(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -224,21 +254,23 @@ def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirr
 @dataclasses.dataclass
 class ModelScores:
     """The model's scores over a split: one Scorer per tower, and its sums per game (scoring.GameSums) over
-    every position and over the positions that carry an engine evaluation."""
+    every position and over the positions that carry an engine evaluation; free_capture: the model's
+    probabilities and the results by free-capture group (tactics.CalibrationSums)."""
 
     scorers: list[scoring.Scorer]
     games: scoring.GameSums
     evaluated_games: scoring.GameSums
+    free_capture: tactics.CalibrationSums = dataclasses.field(default_factory=tactics.CalibrationSums)
 
 
 def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Sequence[Path],
-                 global_batch: int, mirror_average: bool = False) -> ModelScores:
+                 global_batch: int, mirror_average: bool = False, free: np.ndarray | None = None) -> ModelScores:
     """One Scorer per tower over every row of the shards, and the sums per game (progress bar over global
-    batches)."""
+    batches); free: [N] bool free-capture flags of the rows in file order (free_capture_rows)."""
     step = make_predict_step(strategy, model, mirror_average)
     scores = ModelScores([scoring.Scorer() for _ in range(strategy.num_replicas_in_sync)], scoring.GameSums(),
                          scoring.GameSums())
-    dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch))
+    dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch, free))
     total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
     pipeline.take_read_error()            # clear: only this pass's errors count
     try:
@@ -266,6 +298,8 @@ def _score_batch(strategy: tf.distribute.Strategy, step, batch, scores: ModelSco
         scores.games.add(local["game"][i], local["logit"][i], local["win"][i])
         scores.evaluated_games.add(local["game"][i], local["logit"][i], local["win"][i],
                                    local["eval"][i] != EVAL_NONE)
+        scores.free_capture.add_model(local["game"][i], local["logit"][i], local["win"][i],
+                                      local["free_capture"][i])
 
 
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
@@ -292,11 +326,14 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     towers_count = strategy.num_replicas_in_sync
     global_batch = (-(-global_batch // towers_count) * towers_count if global_batch
                     else eval_global_batch(run_files.read_config(run_dir), towers_count))
+    fitted, source = baselines.fitted_baselines(run_dir, data_dir)
+    free, best = free_capture_rows(paths, fitted)
     start = time.perf_counter()
-    scores = score_towers(strategy, model, paths, global_batch, mirror_average)
+    scores = score_towers(strategy, model, paths, global_batch, mirror_average, free)
     seconds = time.perf_counter() - start
     result = summarise(scores.scorers, list(strategy.extended.worker_devices))
-    fitted, source = baselines.fitted_baselines(run_dir, data_dir)
+    add_engine_sums(scores.free_capture, paths, fitted, free, best)
+    result["free_capture"] = scores.free_capture.block()
     baseline_scores, baseline_games = baselines.score_baselines_by_game(fitted, paths)
     result["baselines"] = {**baseline_scores, "fitted_on": f"{source} (train split)"}
     add_intervals(result, scores, baseline_games)
@@ -397,6 +434,8 @@ def format_table(result: dict[str, Any]) -> str:
                   for n, c in result["comparisons"].items()]
         lines.append(f"(intervals: {boot['level']:.0%}, bootstrap over {boot['games']} games, "
                      f"{boot['resamples']} resamples, seed {boot['seed']}; 'not resolved': the interval contains 0)")
+    if "free_capture" in result:
+        lines += ["", tactics.free_capture_text(result["free_capture"])]
     lines += ["", f"{'per GPU':40}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
     lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}{_f(g['accuracy'], 10)}"
               for g in result["per_gpu"]]
