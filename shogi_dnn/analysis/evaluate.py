@@ -18,7 +18,8 @@ run's run.json "dataset"), warnings (a list of lines: e.g. fewer than MIN_EVAL_G
 uncertainty:
 
   intervals     {accuracy: [lo, hi], loss: [lo, hi]}: 95% bootstrap interval over games (scoring.py), in
-                the model's row and in every baseline's row (and in baselines.engine.evaluated.{engine, model})
+                the model's row and in every baseline's row (and in
+                baselines.engine.evaluated.{engine, model})
   comparisons   {material, piece_square, side_to_move, engine, engine_evaluated}: model minus that baseline,
                 paired, {accuracy: {estimate, lo, hi, resolved}, loss: {...}}; engine_evaluated is the
                 comparison on the evaluated positions only (baselines.engine.evaluated.model holds the model's
@@ -167,7 +168,8 @@ def _cluster_run_strategy(devices: Sequence[str], local: Sequence[str]) -> tf.di
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> keras.Model:
-    """The run's model: a checkpoint if named, else RUN/model.keras, else the latest checkpoint (run_model.py).
+    """The run's model: a checkpoint if named, else RUN/model.keras, else the latest checkpoint
+    (run_model.py).
 
     Call inside strategy.scope() to place the weights on every tower. Raises RunError (one line).
     """
@@ -189,7 +191,8 @@ def position_extras(paths: Sequence[Path], free: np.ndarray | None = None) -> di
     """[N] rating (float32, NaN unknown), ply (int16), game id (int32), eval (int16, EVAL_NONE none) and
     free_capture (bool: `free`, or all False) of every row of the shards, in file order."""
     ratings = [baselines.position_ratings(p).astype(np.float32) for p in paths]
-    rows = [shards.read_positions(p, keys=[shards.KEY_PLY, shards.KEY_GAME, shards.KEY_EVAL]).arrays for p in paths]
+    rows = [shards.read_positions(p, keys=[shards.KEY_PLY, shards.KEY_GAME, shards.KEY_EVAL]).arrays
+            for p in paths]
     game = np.concatenate([r[shards.KEY_GAME] for r in rows])
     return {"rating": np.concatenate(ratings), "ply_check": np.concatenate([r[shards.KEY_PLY] for r in rows]),
             "game": game, "eval": np.concatenate([r[shards.KEY_EVAL] for r in rows]),
@@ -234,8 +237,8 @@ def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> di
 
 
 def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool = False):
-    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval, free_capture} of
-    each tower's rows
+    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval,
+    free_capture} of each tower's rows
     (mirror_average: the logit of the mean probability over each board and its mirror, model.value_logits)."""
 
     @tf.autograph.experimental.do_not_convert
@@ -264,7 +267,8 @@ class ModelScores:
 
 
 def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Sequence[Path],
-                 global_batch: int, mirror_average: bool = False, free: np.ndarray | None = None) -> ModelScores:
+                 global_batch: int, mirror_average: bool = False,
+                 free: np.ndarray | None = None) -> ModelScores:
     """One Scorer per tower over every row of the shards, and the sums per game (progress bar over global
     batches); free: [N] bool free-capture flags of the rows in file order (free_capture_rows)."""
     step = make_predict_step(strategy, model, mirror_average)
@@ -319,7 +323,7 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     run_dir = run_files.check_run_dir(run_dir)
     data_dir = run_files.data_dir(run_dir, data)
     paths = split_paths(data_dir, split, verify_full=verify_shards)
-    check = check_data(run_dir, data_dir, split, allow_changed_data)     # before the model: a refusal is quick
+    check = check_data(run_dir, data_dir, split, allow_changed_data)   # before the model: a refusal is quick
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)
@@ -351,7 +355,8 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
 BASELINE_NAMES = ("material", "piece_square", "side_to_move", "engine")     # the order of the comparisons
 
 
-def add_intervals(result: dict[str, Any], scores: ModelScores, baseline_games: dict[str, scoring.GameSums]) -> None:
+def add_intervals(result: dict[str, Any], scores: ModelScores,
+                  baseline_games: dict[str, scoring.GameSums]) -> None:
     """Add the bootstrap intervals over games to an evaluation result (module docstring: intervals,
     comparisons, bootstrap), pairing the model with each baseline on the same positions."""
     names = [n for n in BASELINE_NAMES if n in baseline_games]
@@ -364,9 +369,10 @@ def add_intervals(result: dict[str, Any], scores: ModelScores, baseline_games: d
     result["bootstrap"] = boot.describe()
     if "engine" in names:
         evaluated = result["baselines"]["engine"]["evaluated"]
-        pair = scoring.bootstrap_games({"model": scores.evaluated_games, "engine": baseline_games["engine_evaluated"]},
-                                       [("model", "engine")])
-        evaluated["model"] = {**scores.evaluated_games.summary(), "intervals": _interval_pairs(pair.intervals["model"])}
+        pair = scoring.bootstrap_games({"model": scores.evaluated_games,
+                                        "engine": baseline_games["engine_evaluated"]}, [("model", "engine")])
+        evaluated["model"] = {**scores.evaluated_games.summary(),
+                              "intervals": _interval_pairs(pair.intervals["model"])}
         evaluated["engine"]["intervals"] = _interval_pairs(pair.intervals["engine"])
         result["comparisons"]["engine_evaluated"] = _difference(pair.differences[("model", "engine")])
 
@@ -413,19 +419,20 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
     lines += [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
              f"{result['draws']['positions']} draws{averaged})"), "",
-             f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   {'loss 95%':<16}{'accuracy 95%':<16}"]
+             f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   "
+             f"{'loss 95%':<16}{'accuracy 95%':<16}"]
     rows = [("model", result)] + [(BASELINE_LABELS[n], b[n]) for n in BASELINE_NAMES if n in b]
     engine = b.get("engine")
     if engine:
         evaluated = engine["evaluated"]
         rows += [("model, evaluated", evaluated["model"]), ("engine, evaluated", evaluated["engine"])]
     for name, row in rows:
-        lines.append(f"{name:20}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row.get('brier'))}{_f(row.get('ece'))}"
-                     f"   {_span(row, 'loss'):<16}{_span(row, 'accuracy'):<16}")
+        lines.append(f"{name:20}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row.get('brier'))}"
+                     f"{_f(row.get('ece'))}   {_span(row, 'loss'):<16}{_span(row, 'accuracy'):<16}")
     if engine:
-        lines.append(f"\nengine: sigmoid(eval / a), a = {engine['scale']:.0f} cp/logit fitted on the training split "
-                     f"({engine['train_coverage']:.1%} of its positions evaluated); evaluations on "
-                     f"{engine['coverage']:.1%} of these positions ({evaluated['positions']} positions, "
+        lines.append(f"\nengine: sigmoid(eval / a), a = {engine['scale']:.0f} cp/logit fitted on the "
+                     f"training split ({engine['train_coverage']:.1%} of its positions evaluated); "
+                     f"evaluations on {engine['coverage']:.1%} of these positions ({evaluated['positions']} positions, "
                      f"{evaluated['games']} games: the 'evaluated' rows), p = 0.5 elsewhere")
     boot = result.get("bootstrap")
     if boot:
@@ -433,21 +440,23 @@ def format_table(result: dict[str, Any]) -> str:
         lines += [scoring.comparison_text(_comparison_label(n), c, boot["level"])
                   for n, c in result["comparisons"].items()]
         lines.append(f"(intervals: {boot['level']:.0%}, bootstrap over {boot['games']} games, "
-                     f"{boot['resamples']} resamples, seed {boot['seed']}; 'not resolved': the interval contains 0)")
+                     f"{boot['resamples']} resamples, seed {boot['seed']}; "
+                     "'not resolved': the interval contains 0)")
     if "free_capture" in result:
         lines += ["", tactics.free_capture_text(result["free_capture"])]
     lines += ["", f"{'per GPU':40}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
-    lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}{_f(g['accuracy'], 10)}"
-              for g in result["per_gpu"]]
+    lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}"
+              f"{_f(g['accuracy'], 10)}" for g in result["per_gpu"]]
     spread = result["per_gpu_spread"]
     lines.append(f"{'spread (max - min)':40}{'':>10}{_f(spread['loss'])}{_f(spread['accuracy'], 10)}")
     for title, rows_ in (("ply", result["by_ply"]), ("rating", result["by_rating"])):
         if rows_:
             lines += ["", f"{'by ' + title:16}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
-            lines += [f"{_range(r):16}{r['positions']:>10}{_f(r['loss'])}{_f(r['accuracy'], 10)}" for r in rows_]
+            lines += [f"{_range(r):16}{r['positions']:>10}{_f(r['loss'])}{_f(r['accuracy'], 10)}"
+                      for r in rows_]
     lines += ["", f"{'calibration':16}{'positions':>10}{'mean p':>8}{'observed':>10}"]
-    lines += [f"{r['lo']:.1f}-{r['hi']:.1f}{'':9}{r['positions']:>10}{_f(r['mean_prob'])}{_f(r['mean_label'], 10)}"
-              for r in result["reliability"]]
+    lines += [f"{r['lo']:.1f}-{r['hi']:.1f}{'':9}{r['positions']:>10}{_f(r['mean_prob'])}"
+              f"{_f(r['mean_label'], 10)}" for r in result["reliability"]]
     return "\n".join(lines)
 
 

@@ -28,8 +28,9 @@ DEFAULT_PIECE_VALUES, YaneuraOu's (Bonanza 6's) piece values in centipawns:
 
 (so a free pawn is worth 180, a free dragon 1395 + 990 = 2385 in the default table).
 
-Cost, measured on tests/data's games under the 2-core machine's load: see FREE_CAPTURE_COST in
-docs/model.md (about 0.1 ms a position, CPU seconds per 10,000 positions given there).
+Cost: 0.64-0.83 CPU seconds per 10,000 positions (tests/data's 1,589 positions; 20,000 positions of
+../shared/kifu-fairy, 37% of them with a free capture), plus 0.18 s once for the reach table; measured
+on the shared 2-core machine, one process.
 
 calibration sums (CalibrationSums, free_capture_block): RUN/eval-<split>.json's `free_capture` block
 compares, on the positions with a free capture and on the others, the model's mean win probability,
@@ -49,7 +50,8 @@ import numpy as np
 
 from shogi_dnn.analysis import scoring
 from shogi_dnn.dataset.features import NUM_PIECE_CODES
-from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE, UNPROMOTED, PieceType, attacks, in_check
+from shogi_dnn.rules import (HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE, UNPROMOTED,
+                             PieceType, attacks, in_check)
 
 _KING = int(PieceType.KING)
 _OPP_KING = NUM_PIECE_TYPES + _KING                       # 22: never a target (its capture ends nothing)
@@ -144,7 +146,8 @@ def best_free_capture(codes: list[int], values: np.ndarray) -> tuple[int, int] |
     return None
 
 
-def free_captures(board: np.ndarray, values: np.ndarray = DEFAULT_CAPTURE_VALUES) -> tuple[np.ndarray, np.ndarray]:
+def free_captures(board: np.ndarray, values: np.ndarray = DEFAULT_CAPTURE_VALUES
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Which positions have a free capture, and the value of the best one.
 
     Args:
@@ -210,7 +213,8 @@ class CalibrationSums:
         free = np.asarray(free, bool).reshape(-1)
         for group, keep in enumerate((free, ~free)):
             for field, values in columns.items():
-                self.sums[group, field] += np.bincount(g[keep], weights=values[keep], minlength=self.sums.shape[2])
+                self.sums[group, field] += np.bincount(g[keep], weights=values[keep],
+                                                       minlength=self.sums.shape[2])
 
     def block(self, resamples: int = scoring.BOOTSTRAP_RESAMPLES, seed: int = scoring.BOOTSTRAP_SEED,
               level: float = scoring.BOOTSTRAP_LEVEL) -> dict[str, Any]:
@@ -223,7 +227,8 @@ def _mean(total: np.ndarray, field: int, denominator: int) -> float | None:
 
 
 def free_capture_block(sums: CalibrationSums, resamples: int = scoring.BOOTSTRAP_RESAMPLES,
-                       seed: int = scoring.BOOTSTRAP_SEED, level: float = scoring.BOOTSTRAP_LEVEL) -> dict[str, Any]:
+                       seed: int = scoring.BOOTSTRAP_SEED, level: float = scoring.BOOTSTRAP_LEVEL
+                       ) -> dict[str, Any]:
     """The `free_capture` block: positions (with a free capture), share (of all positions), mean_value (of
     the best free capture, in the capture values' unit), then per group ("free", "other"): positions,
     games, model (mean win probability), result (label mean, draws 0.5), engine (mean engine probability
@@ -238,13 +243,14 @@ def free_capture_block(sums: CalibrationSums, resamples: int = scoring.BOOTSTRAP
         ids = np.flatnonzero(columns[_POSITIONS] > 0)
         total = columns.sum(axis=1)
         row: dict[str, Any] = {"positions": int(total[_POSITIONS]), "games": int(ids.size),
-                               "model": _mean(total, _MODEL, _POSITIONS), "result": _mean(total, _RESULT, _POSITIONS),
-                               "engine": _mean(total, _ENGINE, _EVALUATED), "evaluated": int(total[_EVALUATED]),
-                               "model_minus_result": None}
+                               "model": _mean(total, _MODEL, _POSITIONS),
+                               "result": _mean(total, _RESULT, _POSITIONS),
+                               "engine": _mean(total, _ENGINE, _EVALUATED),
+                               "evaluated": int(total[_EVALUATED]), "model_minus_result": None}
         if ids.size:
             kept = columns[:, ids]                                           # [5, G]
-            resampled = np.concatenate([counts @ kept.T for counts in scoring.resample_counts(ids.size, resamples,
-                                                                                              seed)])
+            resampled = np.concatenate([counts @ kept.T
+                                        for counts in scoring.resample_counts(ids.size, resamples, seed)])
             gap = (resampled[:, _MODEL] - resampled[:, _RESULT]) / resampled[:, _POSITIONS]
             lo, hi = np.percentile(gap, tails)
             interval = scoring.Interval(row["model"] - row["result"], float(lo), float(hi))
@@ -253,7 +259,8 @@ def free_capture_block(sums: CalibrationSums, resamples: int = scoring.BOOTSTRAP
     free = block["free"]["positions"]
     block = {"positions": free, "share": free / all_positions if all_positions else None,
              "mean_value": sums.value_sum / free if free else None, **block,
-             "bootstrap": {"unit": "game", "resamples": int(resamples), "seed": int(seed), "level": float(level)}}
+             "bootstrap": {"unit": "game", "resamples": int(resamples), "seed": int(seed),
+                           "level": float(level)}}
     return block
 
 

@@ -5,8 +5,9 @@ used to grow past 8 GB until the system killed the process, and 100000 ended in 
 traceback.
 
 Parameters (exact: Keras' count_params, pinned by tests/training/test_memory.py), with P input planes
-(42, 77 with model.features = "attacks", 81 with "tactics"), F filters, K blocks, H value_hidden, and a convolution's bias
-replaced by batch norm's 4 per channel (gamma, beta, moving mean and variance) when batch_norm != "none":
+(42, 77 with model.features = "attacks", 81 with "tactics"), F filters, K blocks, H value_hidden, and a
+convolution's bias replaced by batch norm's 4 per channel (gamma, beta, moving mean and variance) when
+batch_norm != "none":
 
     N = conv(P -> F, 3x3) + 2K conv(F -> F, 3x3) + head + dense(H -> 1)
         head "flatten": conv(F -> 1, 1x1) + dense(81 -> H);   head "pool": dense(F -> H)
@@ -44,7 +45,8 @@ from shogi_dnn.errors import ConfigError
 
 SQUARES = 81
 PIECE_PLANES = 29                    # ExpandPlanes' one-hot of the 29 piece codes (then sliced)
-PLANES = {"pieces": 42, "attacks": 77, "tactics": 81}   # model.INPUT_PLANES (model.py imports TensorFlow; a test pins them)
+# model.INPUT_PLANES (model.py imports TensorFlow; a test pins them equal)
+PLANES = {"pieces": 42, "attacks": 77, "tactics": 81}
 MAX_PARAMETERS = 500_000_000         # a sanity limit: 2 GB of float32 weights, before the optimizer's copies
 OPTIMIZER_SLOTS = {"sgd": 1, "adam": 2}
 HEADROOM = 1.5
@@ -85,9 +87,9 @@ class MemoryEstimate:
 
     def breakdown(self) -> str:
         """`weights 1.2 GiB + gradients ... + activations ... (batch 256) x 1.5 = 9.9 GiB`."""
-        return (f"weights {gib(self.weights)} + gradients {gib(self.gradients)} + optimizer {gib(self.optimizer)} "
-                f"+ activations {gib(self.activations)} (batch {self.per_device_batch}) x {HEADROOM:g} headroom "
-                f"= {gib(self.total)}")
+        return (f"weights {gib(self.weights)} + gradients {gib(self.gradients)} "
+                f"+ optimizer {gib(self.optimizer)} + activations {gib(self.activations)} "
+                f"(batch {self.per_device_batch}) x {HEADROOM:g} headroom = {gib(self.total)}")
 
 
 def training_memory(config: Config, per_device_batch: int) -> MemoryEstimate:
@@ -107,13 +109,14 @@ def check_model_size(cfg: ModelConfig) -> int:
     """The parameter count; ConfigError (one line) above MAX_PARAMETERS."""
     n = parameter_count(cfg)
     if n > MAX_PARAMETERS:
-        raise ConfigError(f"model.filters = {cfg.filters}, model.blocks = {cfg.blocks}: {n:,} parameters, over "
-                          f"the limit of {MAX_PARAMETERS:,}; lower model.filters (the count grows with its "
-                          f"square) or model.blocks")
+        raise ConfigError(f"model.filters = {cfg.filters}, model.blocks = {cfg.blocks}: {n:,} parameters, "
+                          f"over the limit of {MAX_PARAMETERS:,}; lower model.filters (the count grows "
+                          f"with its square) or model.blocks")
     return n
 
 
-def check_fits(config: Config, per_device_batch: int, available: int, where: str, sharing: int = 1) -> MemoryEstimate:
+def check_fits(config: Config, per_device_batch: int, available: int, where: str,
+               sharing: int = 1) -> MemoryEstimate:
     """Raise ConfigError (one line: the estimate, the memory, what to lower) unless `sharing` towers of
     `per_device_batch` fit in `available` bytes (`where` names that memory)."""
     check_model_size(config.model)
@@ -125,7 +128,8 @@ def check_fits(config: Config, per_device_batch: int, available: int, where: str
         if estimate.activations > estimate.weights + estimate.optimizer else \
         "model.filters or model.blocks (or train.per_replica_batch)"
     raise ConfigError(
-        f"the model does not fit: model.filters = {config.model.filters}, model.blocks = {config.model.blocks}, "
+        f"the model does not fit: model.filters = {config.model.filters}, "
+        f"model.blocks = {config.model.blocks}, "
         f"{estimate.parameters:,} parameters need about {gib(estimate.total)}{towers} to train "
         f"({estimate.breakdown()}) but {where} has {gib(available)}; lower {lower}")
 

@@ -50,7 +50,8 @@ _HAND_SCALE = np.asarray(features.HAND_MAX * 2, np.float32)
 # model.features -> input planes of the stem convolution.
 INPUT_PLANES = {"pieces": features.NUM_PLANES,
                 "attacks": features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES,
-                "tactics": features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES + attack_planes.NUM_TACTIC_PLANES}
+                "tactics": (features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES
+                            + attack_planes.NUM_TACTIC_PLANES)}
 
 
 def input_planes(cfg: ModelConfig) -> int:

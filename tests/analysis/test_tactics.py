@@ -161,7 +161,8 @@ def test_calibration_block_by_hand() -> None:
     assert (f["positions"], f["games"], o["positions"], o["games"]) == (2, 2, 2, 1)
     assert f["model"] == pytest.approx(0.3) and f["result"] == pytest.approx(0.75)
     assert f["engine"] == pytest.approx(0.6) and f["evaluated"] == 1
-    assert o["model"] == pytest.approx(0.7) and o["result"] == pytest.approx(0.5) and o["engine"] == pytest.approx(0.3)
+    assert o["model"] == pytest.approx(0.7) and o["result"] == pytest.approx(0.5)
+    assert o["engine"] == pytest.approx(0.3)
     gap = f["model_minus_result"]
     assert gap["estimate"] == pytest.approx(-0.45)
     # Resampling two games: (0, 0) gives 0.2 - 1 = -0.8, (1, 1) 0.4 - 0.5 = -0.1, mixed -0.45.
@@ -184,7 +185,8 @@ def test_evaluate_writes_the_free_capture_block(tmp_path) -> None:
     from tests.support.evaldata import material_dataset, split_paths
     from tests.support.evalrun import make_random_run
 
-    manifest = material_dataset(tmp_path / "data", {"train": (200, 0.7, False), "validation": (120, 0.5, False)},
+    manifest = material_dataset(tmp_path / "data",
+                                {"train": (200, 0.7, False), "validation": (120, 0.5, False)},
                                 eval_share={"train": 0.8, "validation": 0.6})
     run_dir = make_random_run(tmp_path / "run", tmp_path / "data", devices=2, per_replica_batch=16)
     result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)
@@ -202,7 +204,8 @@ def test_evaluate_writes_the_free_capture_block(tmp_path) -> None:
     assert 10 < free.sum() < 110                                  # the rooks and pawns meet often
     model = evaluate.load_run_model(run_dir)
     batches = list(pipeline.make_eval_dataset(paths, global_batch=64))
-    logits = np.concatenate([model({"board": b["board"], "hands": b["hands"]}).numpy().reshape(-1) for b in batches])
+    logits = np.concatenate([model({"board": b["board"], "hands": b["hands"]}).numpy().reshape(-1)
+                             for b in batches])
     p = 1 / (1 + np.exp(-logits))
     assert result["mirror_average"] is False              # evaluate_run's default: the plain prediction
     engine = 1 / (1 + np.exp(-fitted.engine_logits(rows["eval"])))

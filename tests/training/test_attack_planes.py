@@ -301,8 +301,9 @@ def reference_tactic_planes(board: np.ndarray) -> np.ndarray:
         friends = [s for s in attackers if (codes[s] - 1) // NUM_PIECE_TYPES == colour]
         enemies = [s for s in attackers if (codes[s] - 1) // NUM_PIECE_TYPES != colour]
         value = DEFAULT_PIECE_VALUES[PieceType(kind + 1)]
-        cheaper = any(DEFAULT_PIECE_VALUES[PieceType((codes[s] - 1) % NUM_PIECE_TYPES + 1)] < value for s in enemies)
-        planes[target, colour] = float(bool(enemies) and not friends)          # own (0) / opponent (1) hanging
+        cheaper = any(DEFAULT_PIECE_VALUES[PieceType((codes[s] - 1) % NUM_PIECE_TYPES + 1)] < value
+                      for s in enemies)
+        planes[target, colour] = float(bool(enemies) and not friends)      # own (0) / opponent (1) hanging
         planes[target, 2 + colour] = float(cheaper)
     return planes.reshape(9, 9, ap.NUM_TACTIC_PLANES)
 
@@ -337,8 +338,8 @@ def assert_tactic_planes_equal(boards: list[np.ndarray]) -> np.ndarray:
     bad = np.argwhere(got[..., ap.NUM_ATTACK_PLANES:] != expected)
     if len(bad):
         i, row, col, plane = bad[0]
-        pytest.fail(f"{len(bad)} values differ; first: board {boards[i].tolist()} {TACTIC_NAMES[plane]} at view "
-                    f"square ({row}, {col}): got {got[i, row, col, ap.NUM_ATTACK_PLANES + plane]}, "
+        pytest.fail(f"{len(bad)} values differ; first: board {boards[i].tolist()} {TACTIC_NAMES[plane]} at "
+                    f"view square ({row}, {col}): got {got[i, row, col, ap.NUM_ATTACK_PLANES + plane]}, "
                     f"reference {expected[i, row, col, plane]}")
     return expected
 
@@ -346,9 +347,10 @@ def assert_tactic_planes_equal(boards: list[np.ndarray]) -> np.ndarray:
 def test_tactic_plane_layout() -> None:
     from shogi_dnn.analysis.tactics import DEFAULT_PIECE_VALUES
 
-    assert (ap.PLANE_OWN_HANGING, ap.PLANE_OPP_HANGING, ap.PLANE_OWN_CHEAPER, ap.PLANE_OPP_CHEAPER) == (35, 36, 37, 38)
+    layout = (ap.PLANE_OWN_HANGING, ap.PLANE_OPP_HANGING, ap.PLANE_OWN_CHEAPER, ap.PLANE_OPP_CHEAPER)
+    assert layout == (35, 36, 37, 38)
     assert ap.NUM_TACTIC_PLANES == 4 and ap.TACTIC_FEATURE_SHAPE == (9, 9, 39)
-    assert ap.PIECE_VALUES == DEFAULT_PIECE_VALUES            # one ranking of the pieces for planes and metric
+    assert ap.PIECE_VALUES == DEFAULT_PIECE_VALUES          # one ranking of the pieces, planes and metric
 
 
 def test_tactic_planes_of_data_positions_match_the_move_table(data_sample: Sample) -> None:
@@ -418,7 +420,9 @@ def test_tactics_layer_under_xla_and_in_the_model(tmp_path, data_sample: Sample)
     x = {"board": boards, "hands": np.zeros((len(boards), features.HAND_SIZE), np.uint8)}
     stem_input = np.asarray(keras.Model(net.inputs, net.get_layer("stem_conv").input)(x))
     np.testing.assert_array_equal(stem_input, np.concatenate(
-        [features.expand_planes(x["board"], x["hands"]), np.asarray(ap.attack_planes(boards, tactics=True))], -1))
+        [features.expand_planes(x["board"], x["hands"]), np.asarray(ap.attack_planes(boards, tactics=True))],
+        axis=-1))
     assert memory.parameter_count(mc) == net.count_params()
     net.save(tmp_path / "model.keras")
-    np.testing.assert_array_equal(np.asarray(model_lib.load_model(tmp_path / "model.keras")(x)), np.asarray(net(x)))
+    reloaded = model_lib.load_model(tmp_path / "model.keras")
+    np.testing.assert_array_equal(np.asarray(reloaded(x)), np.asarray(net(x)))
