@@ -41,7 +41,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -201,13 +201,33 @@ def position_extras(paths: Sequence[Path], free: np.ndarray | None = None) -> di
 
 def free_capture_rows(paths: Sequence[Path], fitted: baselines.Baselines) -> tuple[np.ndarray, np.ndarray]:
     """tactics.free_captures of every row of the shards in file order: (free [N] bool, best [N] float64,
-    the best free capture's value from the material baseline's piece values, logits)."""
+    the best free capture's value from the material baseline's piece values, logits).
+
+    Raises:
+        ShardFormatError: a chunk cannot be read (one line naming the shard, rows and dataset).
+    """
     values = tactics.capture_values_from_material(fitted.piece_values())
-    parts = [tactics.free_captures(batch[shards.KEY_BOARD], values)
-             for batch in baselines.iter_batches(paths, (shards.KEY_BOARD,))]
+    parts = [tactics.free_captures(board, values) for path in paths for board in _shard_boards(path)]
     if not parts:
         return np.zeros(0, bool), np.zeros(0)
     return np.concatenate([f for f, _ in parts]), np.concatenate([b for _, b in parts])
+
+
+def _shard_boards(path: Path) -> Iterator[np.ndarray]:
+    """[n, 81] uint8 boards of a shard, one stored chunk at a time; a damaged chunk is shards.read_error."""
+    keys = shards.stored_keys([shards.KEY_BOARD])
+    with shards.open_shard(path) as f:
+        total = int(f[shards.KEY_WIN].shape[0])
+        step = max(int((f[keys[0]].chunks or (total,))[0]), 1)
+        for start in range(0, total, step):
+            stop = min(total, start + step)
+            stored = {}
+            for key in keys:
+                try:
+                    stored[key] = shards.read_stored(f, key, start, stop)
+                except (OSError, RuntimeError, ValueError, KeyError) as exc:   # a chunk's checksum or filter
+                    raise shards.read_error(path, key, start, stop, exc, step) from None
+            yield shards.unpack_rows(stored, [shards.KEY_BOARD])[shards.KEY_BOARD]
 
 
 def add_engine_sums(sums: tactics.CalibrationSums, paths: Sequence[Path], fitted: baselines.Baselines,
