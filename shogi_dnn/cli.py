@@ -20,6 +20,7 @@ from shogi_dnn.errors import ShogiDnnError, is_out_of_memory, out_of_memory_mess
 
 COMMANDS = {
     "convert": "convert game records into HDF5 shards",
+    "annotate": "a USI engine's evaluations and off-path positions for a dataset",
     "inspect": "summarise a dataset, shard, record file or position; --sfen dumps positions",
     "train": "staged multi-GPU training",
     "evaluate": "score a trained run on a split",
@@ -33,7 +34,8 @@ COMMANDS = {
 
 
 def _usage() -> str:
-    lines = ["usage: shogi-dnn COMMAND [options] [--verbose]   (shogi-dnn COMMAND --help for its options)", "",
+    lines = ["usage: shogi-dnn COMMAND [options] [--verbose]   (shogi-dnn COMMAND --help for its options)",
+             "",
              "commands:"]
     lines += [f"  {name:<9} {text}" for name, text in COMMANDS.items()]
     lines += ["", "--verbose: also show TensorFlow's start-up messages (devices, CPU features)"]

@@ -35,8 +35,10 @@ class ModelConfig:
                                     # (global average pooling: far fewer weights, resists memorising games)
     batch_norm: str = "none"        # "none", "local" (per tower) or "sync" (synchronised across towers)
     mixed_precision: str = "none"   # "none", "mixed_float16" (with loss scaling) or "mixed_bfloat16"
-    features: str = "pieces"        # input planes: "pieces" (42: pieces and hands) or "attacks" (77: those plus
-                                    # 35 attack/check planes computed on the device, training/attack_planes.py)
+    features: str = "pieces"        # input planes: "pieces" (42: pieces and hands), "attacks" (77: those
+                                    # plus 35 attack/check planes computed on the device,
+                                    # training/attack_planes.py) or "tactics" (81: attacks plus 4 planes:
+                                    # hanging pieces, pieces attacked by a cheaper piece, per side)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +52,8 @@ class OptimConfig:
     lr_scaling: str = "linear"      # scale lr for the global batch: "none", "linear" or "sqrt"
     base_global_batch: int = 256    # the global batch at which `lr` was tuned
     warmup_samples: int = 0         # linear warm-up from 0 over this many samples
-    lr_decay: str = "none"          # after warm-up: "none" (constant) or "cosine" (to 0 at the run's last update)
+    lr_decay: str = "none"          # after warm-up: "none" (constant) or "cosine" (to 0 at the run's last
+                                    # update)
     clip_global_norm: float = 0.0   # clip the all-reduced gradient to this global norm (0 = off)
 
 
@@ -58,13 +61,15 @@ class OptimConfig:
 class DataConfig:
     """Input pipeline."""
 
-    num_groups: int = 4             # sample groups the training split is cut into (by shard); a stage = one group
+    num_groups: int = 4             # sample groups the training split is cut into (by shard); a stage = one
+                                    # group
     shuffle_buffer: int = 16384     # positions in the shuffle buffer
     mirror: bool = False            # random left-right mirroring of the board (augmentation)
     validation_positions: int = 0   # cap on validation positions per stage (0 = the whole split)
-    read_lanes: int = 0             # read lanes L the stream is cut into (pipeline.py): worker w of W reads only
-                                    # lanes [wL/W, (w+1)L/W); 0 = one per worker (1 on one machine). The data
-                                    # order depends on L: fix it (e.g. 8) to keep it on any worker count dividing L
+    read_lanes: int = 0             # read lanes L the stream is cut into (pipeline.py): worker w of W reads
+                                    # only lanes [wL/W, (w+1)L/W); 0 = one per worker (1 on one machine). The
+                                    # data order depends on L: fix it (e.g. 8) to keep it on any worker count
+                                    # dividing L
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,13 +89,15 @@ class TrainConfig:
                                     # report flag a slow GPU; costs a timestamp pair and one scalar
                                     # device-to-host copy per tower and update (13-20% of the throughput
                                     # of tiny steps on simulated CPU towers, measured)
-    eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains on
-                                    # (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale)); 0 = results only
-    eval_scale: float = 756.0       # a: centipawns per unit of logit, the target is sigmoid(eval / a); 0 = fit a
-                                    # on the training split's results (evalfit.py: the engine baseline's a)
+    eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains
+                                    # on (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale)); 0 = results
+                                    # only
+    eval_scale: float = 756.0       # a: centipawns per unit of logit, the target is sigmoid(eval / a);
+                                    # 0 = fit a on the training split's results (evalfit.py: the engine baseline's a)
     eval_weighting: str = "constant"  # "constant": λ everywhere; "trust": λ x the evaluations' trust at the
-                                    # position's ply (evalfit.py: their gain over a coin on the training split's
-                                    # results, 1 where most informative): weak opening evaluations weigh little
+                                    # position's ply (evalfit.py: their gain over a coin on the training
+                                    # split's results, 1 where most informative): weak opening evaluations
+                                    # weigh little
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,12 +116,13 @@ class Config:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
 
-SECTIONS: dict[str, type] = {"model": ModelConfig, "optim": OptimConfig, "data": DataConfig, "train": TrainConfig}
+SECTIONS: dict[str, type] = {"model": ModelConfig, "optim": OptimConfig, "data": DataConfig,
+                             "train": TrainConfig}
 CHOICES: dict[str, tuple[str, ...]] = {
     "model.batch_norm": ("none", "local", "sync"),
     "model.value_head": ("flatten", "pool"),
     "model.mixed_precision": ("none", "mixed_float16", "mixed_bfloat16"),
-    "model.features": ("pieces", "attacks"),
+    "model.features": ("pieces", "attacks", "tactics"),
     "optim.optimizer": ("sgd", "adam"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
     "optim.lr_decay": ("none", "cosine"),
@@ -131,7 +139,7 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
     raw = _read_preset(Path(path)) if path else {}
     if not overrides:
         return from_dict(raw, origin=str(path or "defaults"))
-    from_dict(copy.deepcopy(raw), origin=str(path or "defaults"))     # the preset's own errors name the preset
+    from_dict(copy.deepcopy(raw), origin=str(path or "defaults"))     # the preset's errors name the preset
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or "." not in key:
@@ -208,7 +216,8 @@ def _check_value(key: str, value: Any, annotation: Any, origin: str) -> Any:
 RANGES: dict[str, tuple[float, float, bool]] = {
     "model.blocks": (0, math.inf, True), "model.filters": (0, math.inf, False),
     "model.value_hidden": (0, math.inf, False),
-    "optim.lr": (0, math.inf, False), "optim.momentum": (0, 1, True), "optim.weight_decay": (0, math.inf, True),
+    "optim.lr": (0, math.inf, False), "optim.momentum": (0, 1, True),
+    "optim.weight_decay": (0, math.inf, True),
     "optim.base_global_batch": (0, math.inf, False), "optim.warmup_samples": (0, math.inf, True),
     "optim.clip_global_norm": (0, math.inf, True),
     "data.num_groups": (0, math.inf, False), "data.shuffle_buffer": (0, math.inf, False),
@@ -220,7 +229,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "train.max_steps_per_stage": (0, math.inf, True),
     "train.eval_weight": (0, 1, True), "train.eval_scale": (0, math.inf, True),
 }
-_RANGE_TEXT = {"data.read_lanes": " (0 = one per worker)", "train.global_batch": " (0 = per_replica_batch x towers)",
+_RANGE_TEXT = {"data.read_lanes": " (0 = one per worker)",
+               "train.global_batch": " (0 = per_replica_batch x towers)",
                "train.eval_scale": " (centipawns per unit of logit; 0 = fitted)"}
 
 

@@ -1,6 +1,7 @@
 """The one plotting setup of shogi-dnn: fonts, new figures and atomic PNG files (matplotlib Agg; no pyplot,
 no TensorFlow). Every module that draws (analysis/predict, analysis/report, training/plan, bench/scaling)
-makes its figures with new_figure (or calls setup first) and writes them with save_png.
+makes its figures with new_figure (or calls setup first) and writes them with save_png (the atomic write
+of folders/run_files, one layer below).
 
 Fonts: text is drawn with FONT_FAMILY, matplotlib's per-glyph font fallback (matplotlib >= 3.6):
   DejaVu Sans      matplotlib's own font, for Latin letters, digits and symbols (as before)
@@ -15,7 +16,6 @@ would rewrite the global rcParams itself). A glyph that neither font has would b
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,8 @@ import matplotlib
 from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from shogi_dnn.folders import run_files
 
 JAPANESE_FONT = "IPAexGothic"
 JAPANESE_FONT_PACKAGE = "matplotlib_fontja"
@@ -65,15 +67,12 @@ def new_figure(figsize: tuple[float, float], **kwargs: Any) -> Figure:
 
 
 def save_png(fig: Figure, path: str | Path) -> Path:
-    """Write the figure as PNG through a temporary file and a rename: no half-written picture is left."""
+    """Write the figure as PNG through a hidden temporary file and a rename (run_files.atomic_path): no
+    half-written picture is left, and a full disk is one line."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with run_files.atomic_path(path, tmp=path.with_name(f".{path.name}.tmp")) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -17,15 +17,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shogi_dnn"
 # module is named by its own package or module path: the package itself ("shogi_dnn") is a layer only for
 # its __init__, so a new top-level module or folder that no layer lists fails test_every_module_has_a_layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config", "shogi_dnn.wording", "shogi_dnn.plotting"),
+    ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config", "shogi_dnn.wording"),
     ("shogi_dnn.folders",),         # run and dataset folders on disk: run files, locks, the atomic write
+    ("shogi_dnn.plotting",),        # figures and fonts; its PNGs go through the atomic write below
     ("shogi_dnn.rules",),
     ("shogi_dnn.kifu",),
     ("shogi_dnn.dataset",),         # the dataset format and what is computed from it
-    ("shogi_dnn.convert",),
+    ("shogi_dnn.convert", "shogi_dnn.annotate"),     # annotate: a USI engine's labels for a dataset
     ("shogi_dnn.training",),
     ("shogi_dnn.analysis",),
-    ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py; engine never imports bench
+    ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py; engine never
+                                                 # imports bench
     ("shogi_dnn.commands",),
     ("shogi_dnn.cli", "shogi_dnn.__main__"),
 )
@@ -33,8 +35,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 TOP_LEVEL = {"shogi_dnn", "shogi_dnn.__main__", "shogi_dnn.cli", "shogi_dnn.config", "shogi_dnn.errors",
              "shogi_dnn.wording", "shogi_dnn.plotting"}
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
-DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders", "shogi_dnn.convert",
-             "shogi_dnn.analysis.inspect", "shogi_dnn.analysis.report",
+DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders",
+             "shogi_dnn.convert", "shogi_dnn.annotate", "shogi_dnn.analysis.inspect",
+             "shogi_dnn.analysis.report",
+             "shogi_dnn.analysis.report_plots", "shogi_dnn.analysis.report_checks",
+             "shogi_dnn.analysis.tower_diagnosis", "shogi_dnn.analysis.eval_rows",
+             "shogi_dnn.analysis.summary", "shogi_dnn.analysis.tactics",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
              "shogi_dnn.training.plan", "shogi_dnn.training.memory", "shogi_dnn.plotting")
 TENSORFLOW = ("tensorflow", "keras", "tensorboard")
@@ -148,9 +154,31 @@ def test_data_side_never_reaches_tensorflow(name: str) -> None:
 
 def test_data_side_imports_without_tensorflow() -> None:
     names = sorted(n for n in MODULES if n.startswith(DATA_SIDE))
-    code = f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\nprint(sorted(set({TENSORFLOW!r}) & set(sys.modules)))"
+    code = (f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+            f"print(sorted(set({TENSORFLOW!r}) & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# Data-side test files: collecting them (and running one) never imports TensorFlow (tests/conftest.py
+# splits the CPU only once something imports it).
+DATA_SIDE_TESTS = ("tests/rules", "tests/kifu", "tests/convert", "tests/test_shards.py",
+                   "tests/test_features.py", "tests/test_fast_encoding.py", "tests/test_identity.py",
+                   "tests/test_locks.py", "tests/test_plotting.py", "tests/test_datasets.py",
+                   "tests/test_atomic_write.py", "tests/analysis/test_inspect.py",
+                   "tests/analysis/test_scoring.py")
+
+
+def test_data_side_tests_run_without_tensorflow() -> None:
+    args = ["-q", "-p", "no:cacheprovider"]
+    code = (f"import sys, pytest\n"
+            f"collected = pytest.main({[*args, '--co', *DATA_SIDE_TESTS]!r})\n"
+            f"ran = pytest.main({[*args, 'tests/kifu/test_sfen.py']!r})\n"
+            f"print('loaded', sorted(set({TENSORFLOW!r}) & set(sys.modules)))\n"
+            f"sys.exit(int(collected) or int(ran))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "loaded []"
 
 
 def test_the_rules_reject_an_upward_import_and_a_cycle() -> None:

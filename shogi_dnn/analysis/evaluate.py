@@ -7,7 +7,9 @@ total are consistent by construction (the total loss is the positions-weighted m
 
 RUN/eval-<split>.json (written atomically) holds: split, data_dir, model, positions, loss, accuracy
 (decisive positions), decisive, draws {positions, loss, mean_prob}, brier, ece, reliability, by_ply,
-by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy},
+by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy}, free_capture (the
+model's calibration on the positions where the side to move can take a piece that cannot be taken back, and on
+the others: analysis/tactics.py, free_capture_block),
 baselines {side_to_move, material, piece_square, engine (when evaluations exist), train_positions,
 fitted_on} (baselines.py), mirror_average (whether the model's probability was the mean over the position
 and its left-right mirror, model.value_logits), seconds, positions_per_s, games (in the split), dataset (the
@@ -16,7 +18,8 @@ run's run.json "dataset"), warnings (a list of lines: e.g. fewer than MIN_EVAL_G
 uncertainty:
 
   intervals     {accuracy: [lo, hi], loss: [lo, hi]}: 95% bootstrap interval over games (scoring.py), in
-                the model's row and in every baseline's row (and in baselines.engine.evaluated.{engine, model})
+                the model's row and in every baseline's row (and in
+                baselines.engine.evaluated.{engine, model})
   comparisons   {material, piece_square, side_to_move, engine, engine_evaluated}: model minus that baseline,
                 paired, {accuracy: {estimate, lo, hi, resolved}, loss: {...}}; engine_evaluated is the
                 comparison on the evaluated positions only (baselines.engine.evaluated.model holds the model's
@@ -38,7 +41,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +51,11 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from shogi_dnn import config
-from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.dataset import identity, shards
-from shogi_dnn.dataset.features import EVAL_NONE
-from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.folders import run_files
+from shogi_dnn.analysis import baselines, scoring, tactics
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule
 from shogi_dnn.training import model as model_lib
 from shogi_dnn.training.devices import make_strategy
@@ -166,7 +169,8 @@ def _cluster_run_strategy(devices: Sequence[str], local: Sequence[str]) -> tf.di
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> keras.Model:
-    """The run's model: a checkpoint if named, else RUN/model.keras, else the latest checkpoint (run_model.py).
+    """The run's model: a checkpoint if named, else RUN/model.keras, else the latest checkpoint
+    (run_model.py).
 
     Call inside strategy.scope() to place the weights on every tower. Raises RunError (one line).
     """
@@ -184,19 +188,66 @@ def model_source(run_dir: Path, checkpoint: str | None = None) -> str:
     return checkpoints.find_checkpoint(Path(run_dir), checkpoint).name
 
 
-def position_extras(paths: Sequence[Path]) -> dict[str, np.ndarray]:
-    """[N] rating (float32, NaN unknown), ply (int16), game id (int32) and eval (int16, EVAL_NONE none) of
-    every row of the shards, in file order."""
+def position_extras(paths: Sequence[Path], free: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """[N] rating (float32, NaN unknown), ply (int16), game id (int32), eval (int16, EVAL_NONE none) and
+    free_capture (bool: `free`, or all False) of every row of the shards, in file order."""
     ratings = [baselines.position_ratings(p).astype(np.float32) for p in paths]
-    rows = [shards.read_positions(p, keys=[shards.KEY_PLY, shards.KEY_GAME, shards.KEY_EVAL]).arrays for p in paths]
+    rows = [shards.read_positions(p, keys=[shards.KEY_PLY, shards.KEY_GAME, shards.KEY_EVAL]).arrays
+            for p in paths]
+    game = np.concatenate([r[shards.KEY_GAME] for r in rows])
     return {"rating": np.concatenate(ratings), "ply_check": np.concatenate([r[shards.KEY_PLY] for r in rows]),
-            "game": np.concatenate([r[shards.KEY_GAME] for r in rows]),
-            "eval": np.concatenate([r[shards.KEY_EVAL] for r in rows])}
+            "game": game, "eval": np.concatenate([r[shards.KEY_EVAL] for r in rows]),
+            "free_capture": np.zeros(game.size, bool) if free is None else np.asarray(free, bool)}
 
 
-def eval_dataset(paths: Sequence[Path], global_batch: int) -> tf.data.Dataset:
-    """pipeline.make_eval_dataset with each row's game rating zipped in (same file order)."""
-    extras = tf.data.Dataset.from_tensor_slices(position_extras(paths)).batch(global_batch)
+def free_capture_rows(paths: Sequence[Path], fitted: baselines.Baselines) -> tuple[np.ndarray, np.ndarray]:
+    """tactics.free_captures of every row of the shards in file order: (free [N] bool, best [N] float64,
+    the best free capture's value from the material baseline's piece values, logits).
+
+    Raises:
+        ShardFormatError: a chunk cannot be read (one line naming the shard, rows and dataset).
+    """
+    values = tactics.capture_values_from_material(fitted.piece_values())
+    parts = [tactics.free_captures(board, values) for path in paths for board in _shard_boards(path)]
+    if not parts:
+        return np.zeros(0, bool), np.zeros(0)
+    return np.concatenate([f for f, _ in parts]), np.concatenate([b for _, b in parts])
+
+
+def _shard_boards(path: Path) -> Iterator[np.ndarray]:
+    """[n, 81] uint8 boards of a shard, one stored chunk at a time; a damaged chunk is shards.read_error."""
+    keys = shards.stored_keys([shards.KEY_BOARD])
+    with shards.open_shard(path) as f:
+        total = int(f[shards.KEY_WIN].shape[0])
+        step = max(int((f[keys[0]].chunks or (total,))[0]), 1)
+        for start in range(0, total, step):
+            stop = min(total, start + step)
+            stored = {}
+            for key in keys:
+                try:
+                    stored[key] = shards.read_stored(f, key, start, stop)
+                except (OSError, RuntimeError, ValueError, KeyError) as exc:   # a chunk's checksum or filter
+                    raise shards.read_error(path, key, start, stop, exc, step) from None
+            yield shards.unpack_rows(stored, [shards.KEY_BOARD])[shards.KEY_BOARD]
+
+
+def add_engine_sums(sums: tactics.CalibrationSums, paths: Sequence[Path], fitted: baselines.Baselines,
+                    free: np.ndarray, best: np.ndarray) -> None:
+    """The engine baseline's probabilities (evaluated rows only) and the best capture values, by group."""
+    start = 0
+    for batch in baselines.iter_batches(paths, (shards.KEY_GAME, shards.KEY_EVAL)):
+        evals = batch[shards.KEY_EVAL]
+        rows = slice(start, start + evals.size)
+        start += evals.size
+        logits = fitted.engine_logits(evals) if fitted.engine is not None else np.zeros(evals.size)
+        evaluated = (evals != EVAL_NONE) & (fitted.engine is not None)
+        sums.add_engine(batch[shards.KEY_GAME], logits, evaluated, free[rows], best[rows])
+
+
+def eval_dataset(paths: Sequence[Path], global_batch: int, free: np.ndarray | None = None) -> tf.data.Dataset:
+    """pipeline.make_eval_dataset with each row's game rating (and position_extras' other columns) zipped in
+    (same file order)."""
+    extras = tf.data.Dataset.from_tensor_slices(position_extras(paths, free)).batch(global_batch)
     return tf.data.Dataset.zip((pipeline.make_eval_dataset(paths, global_batch=global_batch), extras)).map(
         _merge_columns)
 
@@ -207,13 +258,15 @@ def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> di
 
 
 def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool = False):
-    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval} of each tower's rows
+    """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval,
+    free_capture} of each tower's rows
     (mirror_average: the logit of the mean probability over each board and its mirror, model.value_logits)."""
 
     @tf.autograph.experimental.do_not_convert
     def replica_predict(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         logits = model_lib.value_logits(model, batch["board"], batch["hands"], mirror_average=mirror_average)
-        return {"logit": logits, **{k: batch[k] for k in ("win", "ply", "ply_check", "rating", "game", "eval")}}
+        return {"logit": logits, **{k: batch[k] for k in ("win", "ply", "ply_check", "rating", "game", "eval",
+                                                          "free_capture")}}
 
     @tf.function
     def step(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -225,21 +278,24 @@ def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirr
 @dataclasses.dataclass
 class ModelScores:
     """The model's scores over a split: one Scorer per tower, and its sums per game (scoring.GameSums) over
-    every position and over the positions that carry an engine evaluation."""
+    every position and over the positions that carry an engine evaluation; free_capture: the model's
+    probabilities and the results by free-capture group (tactics.CalibrationSums)."""
 
     scorers: list[scoring.Scorer]
     games: scoring.GameSums
     evaluated_games: scoring.GameSums
+    free_capture: tactics.CalibrationSums = dataclasses.field(default_factory=tactics.CalibrationSums)
 
 
 def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Sequence[Path],
-                 global_batch: int, mirror_average: bool = False) -> ModelScores:
+                 global_batch: int, mirror_average: bool = False,
+                 free: np.ndarray | None = None) -> ModelScores:
     """One Scorer per tower over every row of the shards, and the sums per game (progress bar over global
-    batches)."""
+    batches); free: [N] bool free-capture flags of the rows in file order (free_capture_rows)."""
     step = make_predict_step(strategy, model, mirror_average)
     scores = ModelScores([scoring.Scorer() for _ in range(strategy.num_replicas_in_sync)], scoring.GameSums(),
                          scoring.GameSums())
-    dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch))
+    dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch, free))
     total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
     pipeline.take_read_error()            # clear: only this pass's errors count
     try:
@@ -267,6 +323,8 @@ def _score_batch(strategy: tf.distribute.Strategy, step, batch, scores: ModelSco
         scores.games.add(local["game"][i], local["logit"][i], local["win"][i])
         scores.evaluated_games.add(local["game"][i], local["logit"][i], local["win"][i],
                                    local["eval"][i] != EVAL_NONE)
+        scores.free_capture.add_model(local["game"][i], local["logit"][i], local["win"][i],
+                                      local["free_capture"][i])
 
 
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
@@ -286,18 +344,21 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     run_dir = run_files.check_run_dir(run_dir)
     data_dir = run_files.data_dir(run_dir, data)
     paths = split_paths(data_dir, split, verify_full=verify_shards)
-    check = check_data(run_dir, data_dir, split, allow_changed_data)     # before the model: a refusal is quick
+    check = check_data(run_dir, data_dir, split, allow_changed_data)   # before the model: a refusal is quick
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)
     towers_count = strategy.num_replicas_in_sync
     global_batch = (-(-global_batch // towers_count) * towers_count if global_batch
                     else eval_global_batch(run_files.read_config(run_dir), towers_count))
+    fitted, source = baselines.fitted_baselines(run_dir, data_dir)
+    free, best = free_capture_rows(paths, fitted)
     start = time.perf_counter()
-    scores = score_towers(strategy, model, paths, global_batch, mirror_average)
+    scores = score_towers(strategy, model, paths, global_batch, mirror_average, free)
     seconds = time.perf_counter() - start
     result = summarise(scores.scorers, list(strategy.extended.worker_devices))
-    fitted, source = baselines.fitted_baselines(run_dir, data_dir)
+    add_engine_sums(scores.free_capture, paths, fitted, free, best)
+    result["free_capture"] = scores.free_capture.block()
     baseline_scores, baseline_games = baselines.score_baselines_by_game(fitted, paths)
     result["baselines"] = {**baseline_scores, "fitted_on": f"{source} (train split)"}
     add_intervals(result, scores, baseline_games)
@@ -315,7 +376,8 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
 BASELINE_NAMES = ("material", "piece_square", "side_to_move", "engine")     # the order of the comparisons
 
 
-def add_intervals(result: dict[str, Any], scores: ModelScores, baseline_games: dict[str, scoring.GameSums]) -> None:
+def add_intervals(result: dict[str, Any], scores: ModelScores,
+                  baseline_games: dict[str, scoring.GameSums]) -> None:
     """Add the bootstrap intervals over games to an evaluation result (module docstring: intervals,
     comparisons, bootstrap), pairing the model with each baseline on the same positions."""
     names = [n for n in BASELINE_NAMES if n in baseline_games]
@@ -328,9 +390,10 @@ def add_intervals(result: dict[str, Any], scores: ModelScores, baseline_games: d
     result["bootstrap"] = boot.describe()
     if "engine" in names:
         evaluated = result["baselines"]["engine"]["evaluated"]
-        pair = scoring.bootstrap_games({"model": scores.evaluated_games, "engine": baseline_games["engine_evaluated"]},
-                                       [("model", "engine")])
-        evaluated["model"] = {**scores.evaluated_games.summary(), "intervals": _interval_pairs(pair.intervals["model"])}
+        pair = scoring.bootstrap_games({"model": scores.evaluated_games,
+                                        "engine": baseline_games["engine_evaluated"]}, [("model", "engine")])
+        evaluated["model"] = {**scores.evaluated_games.summary(),
+                              "intervals": _interval_pairs(pair.intervals["model"])}
         evaluated["engine"]["intervals"] = _interval_pairs(pair.intervals["engine"])
         result["comparisons"]["engine_evaluated"] = _difference(pair.differences[("model", "engine")])
 
@@ -377,19 +440,20 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
     lines += [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
              f"{result['draws']['positions']} draws{averaged})"), "",
-             f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   {'loss 95%':<16}{'accuracy 95%':<16}"]
+             f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   "
+             f"{'loss 95%':<16}{'accuracy 95%':<16}"]
     rows = [("model", result)] + [(BASELINE_LABELS[n], b[n]) for n in BASELINE_NAMES if n in b]
     engine = b.get("engine")
     if engine:
         evaluated = engine["evaluated"]
         rows += [("model, evaluated", evaluated["model"]), ("engine, evaluated", evaluated["engine"])]
     for name, row in rows:
-        lines.append(f"{name:20}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row.get('brier'))}{_f(row.get('ece'))}"
-                     f"   {_span(row, 'loss'):<16}{_span(row, 'accuracy'):<16}")
+        lines.append(f"{name:20}{_f(row['loss'])}{_f(row['accuracy'], 10)}{_f(row.get('brier'))}"
+                     f"{_f(row.get('ece'))}   {_span(row, 'loss'):<16}{_span(row, 'accuracy'):<16}")
     if engine:
-        lines.append(f"\nengine: sigmoid(eval / a), a = {engine['scale']:.0f} cp/logit fitted on the training split "
-                     f"({engine['train_coverage']:.1%} of its positions evaluated); evaluations on "
-                     f"{engine['coverage']:.1%} of these positions ({evaluated['positions']} positions, "
+        lines.append(f"\nengine: sigmoid(eval / a), a = {engine['scale']:.0f} cp/logit fitted on the "
+                     f"training split ({engine['train_coverage']:.1%} of its positions evaluated); "
+                     f"evaluations on {engine['coverage']:.1%} of these positions ({evaluated['positions']} positions, "
                      f"{evaluated['games']} games: the 'evaluated' rows), p = 0.5 elsewhere")
     boot = result.get("bootstrap")
     if boot:
@@ -397,19 +461,23 @@ def format_table(result: dict[str, Any]) -> str:
         lines += [scoring.comparison_text(_comparison_label(n), c, boot["level"])
                   for n, c in result["comparisons"].items()]
         lines.append(f"(intervals: {boot['level']:.0%}, bootstrap over {boot['games']} games, "
-                     f"{boot['resamples']} resamples, seed {boot['seed']}; 'not resolved': the interval contains 0)")
+                     f"{boot['resamples']} resamples, seed {boot['seed']}; "
+                     "'not resolved': the interval contains 0)")
+    if "free_capture" in result:
+        lines += ["", tactics.free_capture_text(result["free_capture"])]
     lines += ["", f"{'per GPU':40}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
-    lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}{_f(g['accuracy'], 10)}"
-              for g in result["per_gpu"]]
+    lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}"
+              f"{_f(g['accuracy'], 10)}" for g in result["per_gpu"]]
     spread = result["per_gpu_spread"]
     lines.append(f"{'spread (max - min)':40}{'':>10}{_f(spread['loss'])}{_f(spread['accuracy'], 10)}")
     for title, rows_ in (("ply", result["by_ply"]), ("rating", result["by_rating"])):
         if rows_:
             lines += ["", f"{'by ' + title:16}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
-            lines += [f"{_range(r):16}{r['positions']:>10}{_f(r['loss'])}{_f(r['accuracy'], 10)}" for r in rows_]
+            lines += [f"{_range(r):16}{r['positions']:>10}{_f(r['loss'])}{_f(r['accuracy'], 10)}"
+                      for r in rows_]
     lines += ["", f"{'calibration':16}{'positions':>10}{'mean p':>8}{'observed':>10}"]
-    lines += [f"{r['lo']:.1f}-{r['hi']:.1f}{'':9}{r['positions']:>10}{_f(r['mean_prob'])}{_f(r['mean_label'], 10)}"
-              for r in result["reliability"]]
+    lines += [f"{r['lo']:.1f}-{r['hi']:.1f}{'':9}{r['positions']:>10}{_f(r['mean_prob'])}"
+              f"{_f(r['mean_label'], 10)}" for r in result["reliability"]]
     return "\n".join(lines)
 
 

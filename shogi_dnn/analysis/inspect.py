@@ -8,6 +8,11 @@ Engine evaluations (GameRecord.evals, the shards' optional `eval` dataset) are c
 the `--sfen` dump (its four columns stay as they are): a dataset summary gives the positions with an
 evaluation per split, a record summary per game (its `evals` column; `--json` also lists each
 position's value, side to move's view, null where none).
+
+Positions without a game result (`win` NaN: annotate's off-path positions, shards `offpath-NNNNN.h5`) are
+counted apart (`no_result`, per split); a shard holding them repeats the games table rows of the source
+games they left, so its games are not counted again (games, endings, winners). The `--sfen` dump gives
+them the label NO_LABEL ('-'), as a record's game without a result.
 """
 
 from __future__ import annotations
@@ -23,8 +28,15 @@ import numpy as np
 
 from shogi_dnn import kifu
 from shogi_dnn.dataset import shards
+from shogi_dnn.dataset.features import (
+    EVAL_NONE,
+    LABEL_DRAW,
+    LABEL_LOSS,
+    LABEL_WIN,
+    decode_position,
+    game_labels,
+)
 from shogi_dnn.errors import KifuError, ShardFormatError
-from shogi_dnn.dataset.features import EVAL_NONE, LABEL_DRAW, LABEL_LOSS, LABEL_WIN, decode_position, game_labels
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
 from shogi_dnn.wording import plural
 
@@ -68,7 +80,8 @@ def _split_rank(split: str) -> int:
 @dataclasses.dataclass
 class SplitSummary:
     """Counts of one split. `labels` counts positions by label: 'win', 'loss', 'draw'; `evaluated` the
-    positions with an engine evaluation (shards' optional `eval` dataset)."""
+    positions with an engine evaluation (shards' optional `eval` dataset); `no_result` those without a
+    game result (win NaN: annotate's off-path positions)."""
 
     shards: int = 0
     games: int = 0
@@ -78,6 +91,7 @@ class SplitSummary:
     winners: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     moves_total: int = 0
     evaluated: int = 0
+    no_result: int = 0
 
 
 def summarize(refs: list[ShardRef]) -> dict[str, SplitSummary]:
@@ -85,17 +99,23 @@ def summarize(refs: list[ShardRef]) -> dict[str, SplitSummary]:
     result: dict[str, SplitSummary] = {}
     for ref in refs:
         split = result.setdefault(ref.split, SplitSummary())
+        before = split.no_result
         with shards.open_shard(ref.path) as f:
             win = f[shards.KEY_WIN]
             for start in range(0, win.shape[0], shards.CHUNK_ROWS):
-                _count_labels(split.labels, win[start:start + shards.CHUNK_ROWS])
+                rows = win[start:start + shards.CHUNK_ROWS]
+                _count_labels(split.labels, rows)
+                split.no_result += int(np.count_nonzero(np.isnan(rows)))
             split.positions += int(win.shape[0])
             if shards.KEY_EVAL in f:
                 evals = f[shards.KEY_EVAL]
-                split.evaluated += sum(int(np.count_nonzero(evals[start:start + shards.CHUNK_ROWS] != EVAL_NONE))
-                                       for start in range(0, evals.shape[0], shards.CHUNK_ROWS))
-        table = shards.read_games(ref.path)
+                split.evaluated += sum(
+                    int(np.count_nonzero(evals[start:start + shards.CHUNK_ROWS] != EVAL_NONE))
+                    for start in range(0, evals.shape[0], shards.CHUNK_ROWS))
         split.shards += 1
+        if split.no_result > before:     # off-path positions: their games are the source games, counted once
+            continue
+        table = shards.read_games(ref.path)
         split.games += len(table["game_id"])
         split.endings.update(table["ending"].tolist())
         split.winners.update(table["winner"].tolist())
@@ -117,10 +137,11 @@ def summary_dict(summary: dict[str, SplitSummary]) -> dict[str, Any]:
                         "labels": dict(sorted(s.labels.items())), "endings": dict(s.endings.most_common()),
                         "winners": dict(sorted(s.winners.items())),
                         "mean_moves": round(s.moves_total / s.games, 1) if s.games else 0.0,
-                        "positions_with_eval": s.evaluated}
+                        "positions_with_eval": s.evaluated, "positions_without_result": s.no_result}
     return {"games": sum(s.games for s in summary.values()),
             "positions": sum(s.positions for s in summary.values()),
             "positions_with_eval": sum(s.evaluated for s in summary.values()),
+            "positions_without_result": sum(s.no_result for s in summary.values()),
             "shards": sum(s.shards for s in summary.values()), "splits": splits}
 
 
@@ -142,11 +163,18 @@ def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
         endings.update(s.endings)
         winners.update(s.winners)
     games = max(1, data["games"])
-    lines.append("endings: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)" for k, v in endings.most_common()))
-    lines.append("winners: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)" for k, v in sorted(winners.items())))
+    lines.append("endings: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)"
+                                         for k, v in endings.most_common()))
+    lines.append("winners: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)"
+                                         for k, v in sorted(winners.items())))
     share = 100 * data["positions_with_eval"] / max(1, data["positions"])
     lines.append(f"engine evaluations: {data['positions_with_eval']} positions ({share:.1f}%)"
                  + "".join(f", {name} {s['positions_with_eval']}" for name, s in data["splits"].items()))
+    if data["positions_without_result"]:
+        lines.append(f"positions without a game result (annotate's off-path positions): "
+                     f"{data['positions_without_result']}"
+                     + "".join(f", {name} {s['positions_without_result']}"
+                               for name, s in data["splits"].items() if s["positions_without_result"]))
     return "\n".join(lines)
 
 
@@ -160,9 +188,10 @@ def iter_sfen_lines(refs: list[ShardRef]) -> Iterator[str]:
     """`SFEN<TAB>label<TAB>game<TAB>ply` for every position, shard by shard, in stored order.
 
     SFEN is the real position (un-rotated, standard form, move number = ply + 1); the label is from
-    its side to move (1 win, 0 loss, 0.5 draw).
+    its side to move (1 win, 0 loss, 0.5 draw; NO_LABEL '-' for a position without a game result).
     """
-    keys = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_TURN, shards.KEY_PLY, shards.KEY_WIN, shards.KEY_GAME)
+    keys = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_TURN, shards.KEY_PLY, shards.KEY_WIN,
+            shards.KEY_GAME)
     for ref in refs:
         with shards.open_shard(ref.path) as f:
             total = f[shards.KEY_WIN].shape[0]
@@ -171,7 +200,8 @@ def iter_sfen_lines(refs: list[ShardRef]) -> Iterator[str]:
                 board, hands, turn, ply, win, game = (rows[k] for k in keys)
                 for i in range(len(win)):
                     sfen = decode_position(board[i], hands[i], int(turn[i]), int(ply[i]))
-                    yield f"{sfen}\t{float(win[i]):g}\t{int(game[i])}\t{int(ply[i])}"
+                    label = NO_LABEL if np.isnan(win[i]) else f"{float(win[i]):g}"
+                    yield f"{sfen}\t{label}\t{int(game[i])}\t{int(ply[i])}"
 
 
 # --- game records and position arguments -------------------------------------------------------------
@@ -270,9 +300,11 @@ def format_records_summary(name: str, items: list[GameRecord | KifuError]) -> st
     games = f"{plural(data['games'], 'game')} ({data['with_result']} with a result{bad})"
     lines = [f"{name}: {games}, {plural(data['positions'], 'position')}"]
     width = max(len("source"), *(len(g["source"]) for g in data["records"]))
-    lines.append(f"{'game':>5}{'moves':>7}{'evals':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}  start")
+    lines.append(f"{'game':>5}{'moves':>7}{'evals':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}"
+                 "  start")
     for game, (_, record) in zip(data["records"], good_games(items)):
-        lines.append(f"{game['game']:>5}{game['moves']:>7}{game['positions_with_eval']:>7}  {game['winner']:<9}"
+        lines.append(f"{game['game']:>5}{game['moves']:>7}{game['positions_with_eval']:>7}  "
+                     f"{game['winner']:<9}"
                      f"{game['ending']:<16}{game['source']:<{width}}  {record_start(record)}")
     return "\n".join(lines)
 

@@ -23,6 +23,14 @@ scored on the same positions and every resample weighs both with the same games,
 reflects how the two disagree, not how hard the games were. A difference whose interval contains 0 is not
 resolved (`Interval.resolved`). Cost: resamples x games multiply-adds per predictor, in memory bounded by
 RESAMPLE_CELLS.
+
+Policy (a model's move prediction, dataset/policy.py's labels): `PolicySums` keeps per game the positions
+with a move played (final positions, LABEL_NONE, are skipped), and how often that move is the model's top
+1 and in its top 5 among the LEGAL moves (logits of illegal labels are ignored). A tie counts against the
+model: the move played is in the top k when fewer than k other legal moves have a logit >= its logit
+(`move_ranks`), so a constant predictor scores 0 top-1 wherever two moves are legal. `policy_block` gives
+the JSON block of RUN/eval-<split>.json's "policy" key: positions, games, top1, top5 and their intervals,
+a bootstrap over games as above (same resamples, seed and level).
 """
 
 from __future__ import annotations
@@ -186,7 +194,8 @@ class Scorer:
 
     def merge(self, other: Scorer) -> None:
         """Add another scorer's sums (same bins and edges)."""
-        if (other.bins, other.ply_edges, other.rating_edges) != (self.bins, self.ply_edges, self.rating_edges):
+        mine = (self.bins, self.ply_edges, self.rating_edges)
+        if (other.bins, other.ply_edges, other.rating_edges) != mine:
             raise ValueError("cannot merge scorers with different bins or edges")
         self.total.merge(other.total)
         for mine, theirs in zip(self.by_ply + self.by_rating, other.by_ply + other.by_rating):
@@ -201,7 +210,8 @@ class Scorer:
         for b in np.flatnonzero(self.bin_count):
             n = int(self.bin_count[b])
             rows.append({"lo": b / self.bins, "hi": (b + 1) / self.bins, "positions": n,
-                         "mean_prob": float(self.bin_prob[b] / n), "mean_label": float(self.bin_label[b] / n)})
+                         "mean_prob": float(self.bin_prob[b] / n),
+                         "mean_label": float(self.bin_label[b] / n)})
         return rows
 
     def ece(self) -> float | None:
@@ -289,7 +299,8 @@ class GameSums:
         columns = (np.ones_like(x), cross_entropy(x, y), (sigmoid(x) - y) ** 2, decisive,
                    decisive & (says_win == (y == LABEL_WIN)))
         for field, values in enumerate(columns):
-            self.sums[field] += np.bincount(g, weights=values.astype(np.float64), minlength=self.sums.shape[1])
+            self.sums[field] += np.bincount(g, weights=values.astype(np.float64),
+                                            minlength=self.sums.shape[1])
 
     def _grow(self, ids: int) -> None:
         if ids > self.sums.shape[1]:
@@ -310,7 +321,8 @@ class GameSums:
         """positions, games, loss, accuracy (decisive positions), brier, decisive: as Scorer.summary."""
         total = [float(v) for v in self.sums.sum(axis=1)]
         return {"positions": int(total[POSITIONS]), "games": int(self.game_ids().size),
-                "loss": _ratio(total[LOSS], total[POSITIONS]), "accuracy": _ratio(total[CORRECT], total[DECISIVE]),
+                "loss": _ratio(total[LOSS], total[POSITIONS]),
+                "accuracy": _ratio(total[CORRECT], total[DECISIVE]),
                 "brier": _ratio(total[BRIER], total[POSITIONS]), "decisive": int(total[DECISIVE])}
 
 
@@ -402,7 +414,8 @@ def bootstrap_games(predictors: Mapping[str, GameSums], differences: Sequence[tu
 
     return GameBootstrap(int(ids.size), int(resamples), int(seed), float(level),
                          {n: interval(lambda t, a, b, n=n: _ratios(t[n], a, b)) for n in names},
-                         {(a, b): interval(lambda t, i, j, a=a, b=b: _ratios(t[a], i, j) - _ratios(t[b], i, j))
+                         {(a, b): interval(lambda t, i, j, a=a, b=b:
+                                           _ratios(t[a], i, j) - _ratios(t[b], i, j))
                           for a, b in differences})
 
 
@@ -420,13 +433,158 @@ def _ratios(totals: np.ndarray, numerator: int, denominator: int) -> np.ndarray:
         return np.where(totals[:, denominator] > 0, totals[:, numerator] / totals[:, denominator], np.nan)
 
 
+TOP_K = (1, 5)                    # the policy's top-k accuracies: the move played among the first k
+_POLICY_FIELDS = ("positions", *(f"top{k}" for k in TOP_K))
+POLICY_METRICS = _POLICY_FIELDS[1:]   # "top1", "top5"
+
+
+def move_ranks(logits: np.ndarray, labels: np.ndarray, legal: np.ndarray | None = None) -> np.ndarray:
+    """How many other legal moves score at least as high as the move played (0: the model's first choice,
+    alone): the move played is in the top k when its rank is < k. Ties count against the model.
+
+    Args:
+        logits: [N, L] float, one logit per move label (L = policy.NUM_MOVE_LABELS for the model).
+        labels: [N] int, the label of the move played, 0..L-1.
+        legal: [N, L] bool, the legal moves (policy.legal_label_masks); None: every label counts.
+    Returns:
+        [N] int64 ranks.
+    Raises:
+        ValueError: shapes disagree, a label is out of range, the move played is not legal, or a legal
+            move's logit is not finite.
+    """
+    x = np.asarray(logits)
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)            # float32 logits stay float32: [N, 2187] a batch, compared exactly
+    y = np.asarray(labels).reshape(-1).astype(np.int64)
+    if x.ndim != 2 or x.shape[0] != y.size:
+        raise ValueError(f"logits of shape {x.shape} for {y.size} labels: want [{y.size}, labels]")
+    ok = np.ones(x.shape, bool) if legal is None else np.asarray(legal, bool)
+    if ok.shape != x.shape:
+        raise ValueError(f"a legal mask of shape {ok.shape} for logits of shape {x.shape}")
+    if y.size and (y.min() < 0 or y.max() >= x.shape[1]):
+        raise ValueError(f"labels must lie in 0..{x.shape[1] - 1}")
+    rows = np.arange(y.size)
+    if not ok[rows, y].all():
+        i = int(np.flatnonzero(~ok[rows, y])[0])
+        raise ValueError(f"position {i}: the move played (label {int(y[i])}) is not among its legal moves")
+    if not np.isfinite(x[ok]).all():
+        raise ValueError("a legal move's logit is not finite")
+    played = x[rows, y][:, None]
+    return ((x >= played) & ok).sum(axis=1).astype(np.int64) - 1
+
+
+class PolicySums:
+    """A policy's hits per game, for top-k accuracy with intervals over games (policy_block).
+
+    `sums` [1 + len(TOP_K), ids] float64, column = game id (dataset-wide, >= 0): positions with a move
+    played, moves played that were the top 1, in the top 5. Games without such positions are zero columns.
+    """
+
+    def __init__(self) -> None:
+        self.sums = np.zeros((len(_POLICY_FIELDS), 0))
+
+    def add(self, games: np.ndarray, logits: np.ndarray, labels: np.ndarray,
+            legal: np.ndarray | None = None) -> None:
+        """Add a batch: games [N] int game ids, logits [N, L] float, labels [N] int (policy.move_labels:
+        LABEL_NONE, -1, at a final position, which is skipped), legal [N, L] bool (None: all labels).
+
+        Raises:
+            ValueError: lengths differ, a negative game id, or as move_ranks.
+        """
+        g = np.asarray(games).reshape(-1).astype(np.int64)
+        y = np.asarray(labels).reshape(-1).astype(np.int64)
+        x = np.asarray(logits)
+        if not g.size == y.size == x.shape[0]:
+            raise ValueError(f"{g.size} game ids, {x.shape[0]} logit rows, {y.size} labels")
+        keep = y >= 0
+        if not keep.any():
+            return
+        ranks = move_ranks(x[keep], y[keep], None if legal is None else np.asarray(legal, bool)[keep])
+        g = g[keep]
+        if int(g.min()) < 0:
+            raise ValueError(f"game id {int(g.min())}: ids must be >= 0")
+        self._grow(int(g.max()) + 1)
+        columns = (np.ones(g.size), *((ranks < k).astype(np.float64) for k in TOP_K))
+        for field, values in enumerate(columns):
+            self.sums[field] += np.bincount(g, weights=values, minlength=self.sums.shape[1])
+
+    def _grow(self, ids: int) -> None:
+        if ids > self.sums.shape[1]:
+            grown = np.zeros((len(_POLICY_FIELDS), max(ids, 2 * self.sums.shape[1])))
+            grown[:, :self.sums.shape[1]] = self.sums
+            self.sums = grown
+
+    def merge(self, other: PolicySums) -> None:
+        """Add another part's sums (e.g. another tower's)."""
+        self._grow(other.sums.shape[1])
+        self.sums[:, :other.sums.shape[1]] += other.sums
+
+    def game_ids(self) -> np.ndarray:
+        """[G] int64 ids of the games with at least one scored position."""
+        return np.flatnonzero(self.sums[0] > 0)
+
+    def summary(self) -> dict[str, Any]:
+        """positions, games, top1, top5 (None when nothing was added)."""
+        total = self.sums.sum(axis=1)
+        return {"positions": int(total[0]), "games": int(self.game_ids().size),
+                **{name: _ratio(total[i + 1], total[0]) for i, name in enumerate(POLICY_METRICS)}}
+
+
+def bootstrap_policy(sums: PolicySums, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                     level: float = BOOTSTRAP_LEVEL) -> dict[str, Interval]:
+    """top1 and top5 with their bootstrap intervals over games (resample_counts, as bootstrap_games).
+
+    Raises:
+        ValueError: no positions.
+    """
+    ids = sums.game_ids()
+    if ids.size == 0:
+        raise ValueError("no positions to bootstrap")
+    columns = _columns(sums.sums, ids)                                   # [3, G]
+    totals = np.concatenate([counts @ columns.T for counts in resample_counts(ids.size, resamples, seed)])
+    tails = (100 * (1 - level) / 2, 100 * (1 + level) / 2)
+    out = {}
+    for i, name in enumerate(POLICY_METRICS):
+        lo, hi = np.percentile(_ratios(totals, i + 1, 0), tails)        # a resample holds >= 1 position
+        out[name] = Interval(float(columns[i + 1].sum() / columns[0].sum()), float(lo), float(hi))
+    return out
+
+
+def policy_block(sums: PolicySums, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                 level: float = BOOTSTRAP_LEVEL) -> dict[str, Any]:
+    """RUN/eval-<split>.json's "policy" block: positions, games, top1, top5, intervals {top1: [lo, hi],
+    top5: [lo, hi]} and bootstrap {unit, games, resamples, seed, level}; no intervals without positions."""
+    block = sums.summary()
+    if block["positions"]:
+        intervals = bootstrap_policy(sums, resamples, seed, level)
+        block["intervals"] = {name: [i.lo, i.hi] for name, i in intervals.items()}
+        block["bootstrap"] = {"unit": "game", "games": block["games"], "resamples": int(resamples),
+                              "seed": int(seed), "level": float(level)}
+    return block
+
+
+def policy_text(block: Mapping[str, Any]) -> str:
+    """One line for evaluate's table: 'policy: top-1 0.4120 (95% 0.3900..0.4300 over games), top-5 ...
+    on 1,234 positions of 56 games' ('policy: no positions with a move played' when empty)."""
+    if not block["positions"]:
+        return "policy: no positions with a move played"
+    level = block.get("bootstrap", {}).get("level", BOOTSTRAP_LEVEL)
+    parts = []
+    for name in POLICY_METRICS:
+        span = block.get("intervals", {}).get(name)
+        interval = f" ({interval_text(span[0], span[1], level, signed=False)})" if span else ""
+        parts.append(f"top-{name[3:]} {block[name]:.4f}{interval}")
+    return f"policy: {', '.join(parts)} on {block['positions']:,} positions of {block['games']:,} games"
+
+
 def interval_text(lo: float, hi: float, level: float = BOOTSTRAP_LEVEL, signed: bool = True) -> str:
     """'95% +0.0040..+0.0380 over games' (signed: for a difference)."""
     fmt = "+.4f" if signed else ".4f"
     return f"{level:.0%} {lo:{fmt}}..{hi:{fmt}} over games"
 
 
-def comparison_text(baseline: str, comparison: Mapping[str, Mapping[str, Any]], level: float = BOOTSTRAP_LEVEL) -> str:
+def comparison_text(baseline: str, comparison: Mapping[str, Mapping[str, Any]],
+                    level: float = BOOTSTRAP_LEVEL) -> str:
     """One line on the model against a baseline from its paired differences (evaluate's "comparisons").
 
     'model ahead of material: accuracy +0.0210 (95% +0.0040..+0.0380 over games), log loss -0.0500 (95% ...)':
@@ -457,6 +615,8 @@ __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",
     "CALIBRATION_BINS",
+    "POLICY_METRICS",
+    "TOP_K",
     "LABEL_DRAW",
     "LABEL_LOSS",
     "LABEL_WIN",
@@ -465,14 +625,19 @@ __all__ = [
     "GameBootstrap",
     "GameSums",
     "Interval",
+    "PolicySums",
     "Scorer",
     "accuracy",
     "bootstrap_games",
+    "bootstrap_policy",
     "brier",
     "comparison_text",
     "cross_entropy",
     "interval_text",
     "log_loss",
+    "move_ranks",
+    "policy_block",
+    "policy_text",
     "reliability_table",
     "resample_counts",
     "sigmoid",

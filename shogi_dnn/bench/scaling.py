@@ -1,5 +1,6 @@
 """`shogi-dnn bench scaling`: positions/s of the real training step for each per-GPU batch and device
-count, and the fitted throughput model time = B / v0 + t for each device count (shogi_dnn.training.throughput).
+count, and the fitted throughput model time = B / v0 + t for each device count
+(shogi_dnn.training.throughput).
 
     shogi-dnn bench scaling --config train/cpu-smoke.toml [--batch-sizes 8,16,32,64,128]
                             [--devices 1,2,4] [--steps 10] [--warmup 3] [--repeats 3] [--out scaling.json]
@@ -17,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError
+from shogi_dnn.folders import run_files
 from shogi_dnn.training import throughput
 
 log = logging.getLogger(__name__)
@@ -163,13 +163,9 @@ def format_table(report: Mapping[str, Any]) -> str:
 
 
 def write_json(report: Mapping[str, Any], path: Path) -> None:
-    """Atomic write (temp file + os.replace)."""
+    """The report as JSON at `path` (its folder made if needed), written atomically (run_files)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False,
-                                     encoding="utf-8") as tmp:
-        json.dump(report, tmp, indent=2)
-        tmp.write("\n")
-    os.replace(tmp.name, path)
+    run_files.write_json_atomic(path, dict(report))
 
 
 def write_plot(report: Mapping[str, Any], path: Path) -> None:

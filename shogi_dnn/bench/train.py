@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
 import logging
 import os
 import platform
@@ -43,6 +42,7 @@ from shogi_dnn import config
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
+from shogi_dnn.folders import run_files
 from shogi_dnn.training import schedule
 
 log = logging.getLogger(__name__)
@@ -136,8 +136,10 @@ def train_paths(data: str | None, scratch: Path, synthetic_positions: int) -> tu
         from shogi_dnn.bench.synthetic import write_synthetic_dataset
 
         sizes = [SYNTHETIC_SHARD_ROWS] * (synthetic_positions // SYNTHETIC_SHARD_ROWS)
-        sizes += [synthetic_positions % SYNTHETIC_SHARD_ROWS] if synthetic_positions % SYNTHETIC_SHARD_ROWS else []
-        log.info("writing a synthetic dataset of %d positions in %d shards ...", synthetic_positions, len(sizes))
+        rest = synthetic_positions % SYNTHETIC_SHARD_ROWS
+        sizes += [rest] if rest else []
+        log.info("writing a synthetic dataset of %d positions in %d shards ...", synthetic_positions,
+                 len(sizes))
         manifest = write_synthetic_dataset(scratch, {"train": sizes}, seed=0)
         source = f"synthetic ({synthetic_positions} positions)"
     else:
@@ -157,7 +159,8 @@ def _dataset(paths: Sequence[Path], cfg: Config, global_batch: int):
     from shogi_dnn.training import pipeline
 
     return pipeline.make_train_dataset(paths, global_batch=global_batch, seed=cfg.train.seed,
-                                       shuffle_buffer=cfg.data.shuffle_buffer, mirror=cfg.data.mirror).repeat()
+                                       shuffle_buffer=cfg.data.shuffle_buffer,
+                                       mirror=cfg.data.mirror).repeat()
 
 
 def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, positions: int,
@@ -297,7 +300,8 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
         strategy = make_strategy(devices=list(devices[:n]))
         for measurement in measure_training(strategy, paths, cfg, global_batch, args):
             results.append(measurement)
-            log.info("%s on %d device(s): %.0f positions/s", measurement.method, n, measurement.positions_per_s)
+            log.info("%s on %d device(s): %.0f positions/s", measurement.method, n,
+                     measurement.positions_per_s)
     return results
 
 
@@ -338,11 +342,9 @@ def format_table(report: Mapping[str, Any]) -> str:
 
 
 def write_json(report: Mapping[str, Any], path: Path) -> None:
-    """Atomic write (temp file + os.replace)."""
+    """The report as JSON at `path` (its folder made if needed), written atomically (run_files)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    run_files.write_json_atomic(path, dict(report))
 
 
 def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_batch: int, source: str,
@@ -350,7 +352,8 @@ def _meta(args: argparse.Namespace, cfg: Config, devices: Sequence[str], global_
     import tensorflow as tf
 
     return {"data": source, "train_positions": schedule.count_positions(paths), "global_batch": global_batch,
-            "pipeline_batch": args.pipeline_batch or global_batch, "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats, "devices": list(devices),
+            "pipeline_batch": args.pipeline_batch or global_batch, "steps": args.steps,
+            "warmup": args.warmup, "repeats": args.repeats, "devices": list(devices),
             "config": cfg.to_dict(), "tensorflow": tf.__version__, "platform": platform.platform(),
             "cpu_count": os.cpu_count(), "load_average_1min_at_end": os.getloadavg()[0]}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from shogi_dnn.analysis import report, report_checks, summary, tower_diagnosis
 from shogi_dnn.folders import run_files
-from shogi_dnn.analysis import report
 from shogi_dnn.training import throughput
 
 
@@ -18,20 +18,20 @@ def main(argv: list[str]) -> int:
                         help="end with one table: model vs material vs side to move on an evaluated split "
                              "(default validation): accuracy, log loss, ECE, positions, games")
     parser.add_argument("--scaling-fit", default=None, metavar="FILE|v0=..,t=..",
-                        help="the throughput fit `shogi-dnn plan` used (`bench scaling` JSON or inline): report.md "
-                             "then compares its predicted positions/s with what the run measured")
+                        help="the throughput fit `shogi-dnn plan` used (`bench scaling` JSON or inline): "
+                             "report.md then compares its predicted positions/s with what the run measured")
     parser.add_argument(run_files.ALLOW_CHANGED_DATA, action="store_true",
-                        help="report an evaluation of data other than what the run now trains on (it was resumed "
-                             "on other data since); labelled DATA CHANGED")
+                        help="report an evaluation of data other than what the run now trains on (it was "
+                             "resumed on other data since); labelled DATA CHANGED")
     args = parser.parse_args(argv)
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
     run_files.check_writable(run_files.check_run_dir(args.run_dir), "--run-dir")   # report.md, plots/
     path = report.write_report(args.run_dir, fits, allow_changed_data=args.allow_changed_data)
-    if fits and (check := report.plan_check(args.run_dir, fits)) is not None:
+    if fits and (check := report_checks.plan_check(args.run_dir, fits)) is not None:
         print(check.text())
-    for flag in report.find_unbalanced_towers(report.run_files.read_metrics(args.run_dir)):
+    for flag in tower_diagnosis.find_unbalanced_towers(run_files.read_metrics(args.run_dir)):
         print(f"UNBALANCED TOWER: {flag.message}")
     print(f"wrote {path} and plots in {path.parent / run_files.PLOTS_DIR}")
     if args.summary:
-        print("\n" + report.summary_table(args.run_dir, args.summary, args.allow_changed_data))
+        print("\n" + summary.summary_table(args.run_dir, args.summary, args.allow_changed_data))
     return 0

@@ -32,7 +32,6 @@ import io
 import json
 import logging
 import math
-import os
 import re
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn.dataset import shards
+from shogi_dnn.folders import run_files
 from shogi_dnn.convert.filters import Deduplicator
 from shogi_dnn.convert.worker import ConvertedGame
 from shogi_dnn.convert.writer import ConvertReport, ConvertState, DatasetWriter
@@ -217,7 +217,8 @@ def _payload(writer: DatasetWriter, report: ConvertReport) -> dict[str, np.ndarr
               "game_id": np.array([i for i, _ in pending], np.int64),
               "split": np.array([shards.SPLITS.index(g.split) for g in games], np.uint8),
               "length": np.array([len(g.positions) for g in games], np.int64),
-              "key": np.array([np.frombuffer(g.key, np.uint8) for g in games], np.uint8).reshape(len(games), 20),
+              "key": np.array([np.frombuffer(g.key, np.uint8) for g in games],
+                              np.uint8).reshape(len(games), 20),
               "rows": _json_bytes([list(g.row) for g in games]),
               "report": _json_bytes(report.to_dict()),
               "written": _json_bytes([dataclasses.asdict(s) for s in writer.written])}
@@ -258,15 +259,7 @@ def _write_atomic(path: Path, arrays: dict[str, np.ndarray]) -> str:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     data = buffer.getvalue()
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(path, len(data)) from None
-        raise
+    run_files.write_atomic(path, data)
     return hashlib.sha256(data).hexdigest()
 
 

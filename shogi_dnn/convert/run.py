@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import locks
+from shogi_dnn.folders import locks, run_files
 from shogi_dnn.dataset import shards
 from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
@@ -66,15 +66,22 @@ from shogi_dnn.convert.worker import (
     process_file,
     split_source,
 )
-from shogi_dnn.convert.writer import LOCK_NAME, REPORT_NAME, STATE_NAME, ConvertReport, ConvertState, DatasetWriter
-from shogi_dnn.errors import ConfigError, KifuError, disk_full, is_disk_full
+from shogi_dnn.convert.writer import (
+    LOCK_NAME,
+    REPORT_NAME,
+    STATE_NAME,
+    ConvertReport,
+    ConvertState,
+    DatasetWriter,
+)
+from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural
 
 # The job's public names, re-exported so that callers need only `shogi_dnn.convert.run`.
-__all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings", "GameFilter",
-           "SourcePiece", "assign_split", "game_key", "iter_results", "process_file", "run_convert",
-           "split_source"]
+__all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings",
+           "GameFilter", "SourcePiece", "assign_split", "game_key", "iter_results", "process_file",
+           "run_convert", "split_source"]
 
 log = logging.getLogger(__name__)
 
@@ -353,16 +360,8 @@ def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: 
     report.warnings = small_split_warnings(report.games, report.positions, settings)
     manifest_settings = {**settings.to_dict(), "inputs": [str(p) for p in inputs]}
     shards.write_manifest(out, written, manifest_settings, totals)
-    tmp = out / (REPORT_NAME + ".tmp")
     text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out / REPORT_NAME)
-    except OSError as exc:                  # no half-written report, and a full disk is one line
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(out / REPORT_NAME, len(text)) from None
-        raise
+    run_files.write_atomic(out / REPORT_NAME, text)   # no half-written report; a full disk is one line
     state.complete, state.checkpoint = True, None
     state.save()
     resume.remove_files(out)

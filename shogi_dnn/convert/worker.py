@@ -24,9 +24,8 @@ from shogi_dnn.convert.sources import SourceFile
 from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.dataset.features import encode_game, first_fourfold, repeated_games
 from shogi_dnn.kifu import read_record_bytes, repetition
-from shogi_dnn.kifu.csa import in_check
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine
-from shogi_dnn.rules import BACKEND_ENV, BLACK, position_factory
+from shogi_dnn.rules import BACKEND_ENV, BLACK, in_check, position_factory
 
 PIECE_BYTES = 1 << 20              # multi-game CSA files are handed to workers in pieces of about this size
 _CSA_SEPARATOR = re.compile(rb"\n/\r?\n")
@@ -271,8 +270,9 @@ ARCHIVE_EXPANSION = 10            # an archive's bytes count this many times (re
 
 def plan_workers(requested: int | None, cores: int, input_bytes: int) -> int:
     """Worker processes for a conversion (0: in-process): `--workers N` as asked (N <= 1: in-process)
-    up to the cores (capped_workers_note says so); by default in-process on 1 or 2 cores or for inputs under POOL_MIN_BYTES (archives counted
-    ARCHIVE_EXPANSION times), else cores - 1 (the parent, which assembles the shards, needs a core).
+    up to the cores (capped_workers_note says so); by default in-process on 1 or 2 cores or for inputs
+    under POOL_MIN_BYTES (archives counted ARCHIVE_EXPANSION times), else cores - 1 (the parent, which
+    assembles the shards, needs a core).
 
     Measured on 2 cores (a corpus of 1.26M positions, 12 MB, 8 alternated runs): in-process 2.2-2.9 s
     (median 2.31); the inputs parsed in-process with one worker writing the shards 1.9-2.5 s (median
@@ -350,9 +350,9 @@ class Workers:
                 return pending.get(timeout=0.5)
             except multiprocessing.TimeoutError:
                 if self.pids and _worker_pids(self.pool) != self.pids:
-                    raise ShogiDnnError(f"{name}: a worker process died (killed or out of memory?) while this "
-                                        "file or one after it was being converted; finished shards are kept: "
-                                        "rerun the same command to resume") from None
+                    raise ShogiDnnError(f"{name}: a worker process died (killed or out of memory?) "
+                                        "while this file or one after it was being converted; finished "
+                                        "shards are kept: rerun the same command to resume") from None
         return pending.get()
 
     def results(self, items: Iterable[SourcePiece | KifuError], settings: ConvertSettings,

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn.dataset import shards
+from shogi_dnn.folders import run_files
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, Done, FileResult, Workers
-from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.kifu import RECORD_SUFFIXES
 from shogi_dnn.wording import plural
@@ -108,23 +108,27 @@ class ConvertReport:
         """The end summary, a few lines."""
         skipped = ", ".join(f"{k} {v:,}" for k, v in sorted(self.skipped.items())) or "none"
         splits = ", ".join(f"{s} {plural(self.games.get(s, 0), 'game')} / "
-                           f"{plural(self.positions.get(s, 0), 'position')} / {plural(self.shards.get(s, 0), 'shard')}"
+                           f"{plural(self.positions.get(s, 0), 'position')} / "
+                           f"{plural(self.shards.get(s, 0), 'shard')}"
                            for s in shards.SPLITS if s in self.positions)
         total = self.timings.get("total_s", 0.0)
         rate = (sum(self.positions.values()) - self.resumed.get("positions", 0)) / total if total else 0.0
         resumed = (f"resumed after {plural(self.resumed['pieces'], 'input piece')} "
-                   f"({plural(self.resumed['games'], 'game')} converted before the interruption, not read again)\n"
+                   f"({plural(self.resumed['games'], 'game')} converted before the interruption, "
+                   "not read again)\n"
                    if self.resumed else "")
         errors = len(self.errors) + self.errors_not_listed
         fidelity = ", ".join(f"{k} {v:,}" for k, v in sorted(self.fidelity.items()))
+        first = f", the first {len(self.errors):,}" if self.errors_not_listed else ""
+        workers = self.worker_plan or plural(self.workers, 'worker')
         return (resumed + f"{plural(self.files_read, 'file')} read ({self.files_unreadable:,} unreadable); "
-                f"{plural(self.games_found, 'game')} found, {self.converted:,} converted, skipped: {skipped}\n"
+                f"{plural(self.games_found, 'game')} found, {self.converted:,} converted, "
+                f"skipped: {skipped}\n"
                 f"{splits or 'no positions written'}\n"
                 + (f"record fidelity: {fidelity}\n" if fidelity else "") +
                 f"{plural(errors, 'error')}"
-                + (f" (listed in {REPORT_NAME}{', the first ' + format(len(self.errors), ',') if self.errors_not_listed else ''})"
-                   if errors else "") + "; "
-                f"{total:.1f} s, {rate:,.0f} positions/s, backend {self.backend}, {self.worker_plan or plural(self.workers, 'worker')}")
+                + (f" (listed in {REPORT_NAME}{first})" if errors else "") + "; "
+                f"{total:.1f} s, {rate:,.0f} positions/s, backend {self.backend}, {workers}")
 
     def first_errors(self, count: int = 5) -> list[str]:
         """The console's view of the errors: the first `count` as `file:line: reason`, then how many more."""
@@ -139,7 +143,8 @@ class ConvertReport:
         if self.converted:
             return None
         if not self.files_read and not self.files_unreadable and not self.games_found:
-            return f"no record files found in the inputs ({' '.join(RECORD_SUFFIXES)} files, or archives of them)"
+            return (f"no record files found in the inputs ({' '.join(RECORD_SUFFIXES)} files, "
+                    "or archives of them)")
         if not self.games_found:
             return f"no game found in {plural(self.files_read + self.files_unreadable, 'file')}"
         if self.games_found == 1:
@@ -172,17 +177,9 @@ class ConvertState:
                    checkpoint if isinstance(checkpoint, dict) else None)
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
         text = json.dumps({"fingerprint": self.fingerprint, "complete": self.complete, "shards": self.shards,
                            "checkpoint": self.checkpoint}, indent=1) + "\n"
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            if is_disk_full(exc):
-                raise disk_full(self.path, len(text)) from None
-            raise
+        run_files.write_atomic(self.path, text)
 
     def matches(self, out: Path, name: str, content: str) -> bool:
         """True when shard `name` was finished with this content and its file is intact."""
@@ -207,7 +204,8 @@ class _ShardJob:
 
 def write_and_digest(path: Path, split: str, positions: dict[str, np.ndarray], table: dict[str, list]
                      ) -> tuple[str, str]:
-    """Write one shard; its file's sha256 and its content digest (in a worker process when there is a pool)."""
+    """Write one shard; its file's sha256 and its content digest (in a worker process when there is a
+    pool)."""
     return shards.write_shard(path, split, positions, table), _content_digest(positions, table)
 
 
@@ -226,7 +224,8 @@ class DatasetWriter:
                  pool: Workers | None = None) -> None:
         """`critical()` wraps each shard write (the caller defers interrupts out of it); `pool` writes
         the shards (None: here, at once)."""
-        self.out, self.settings, self.state, self.report, self.on_shard = out, settings, state, report, on_shard
+        self.out, self.settings, self.state, self.report = out, settings, state, report
+        self.on_shard = on_shard
         self.critical, self.pool = critical, pool or Workers(0)
         self.buffers: dict[str, list[tuple[int, ConvertedGame]]] = {s: [] for s in shards.SPLITS}
         self.buffered: dict[str, int] = {s: 0 for s in shards.SPLITS}
@@ -247,7 +246,8 @@ class DatasetWriter:
 
     def pending(self) -> list[tuple[int, ConvertedGame]]:
         """The kept games not yet in a shard (every split's buffer), in game-id order."""
-        return sorted((item for split in shards.SPLITS for item in self.buffers[split]), key=lambda item: item[0])
+        return sorted((item for split in shards.SPLITS for item in self.buffers[split]),
+                      key=lambda item: item[0])
 
     def restore(self, next_game_id: int, pending: list[tuple[int, ConvertedGame]],
                 written: list[shards.ShardInfo]) -> None:
@@ -278,7 +278,8 @@ class DatasetWriter:
         games, self.buffers[split], self.buffered[split] = self.buffers[split], [], 0
         index = self.report.shards.get(split, 0)
         name = f"{split}-{index:05d}.h5"
-        seed = [self.settings.seed, shards.SPLITS.index(split), index] if self.settings.row_order == "shuffled" else None
+        seed = ([self.settings.seed, shards.SPLITS.index(split), index]
+                if self.settings.row_order == "shuffled" else None)
         start = time.perf_counter()
         positions, table = _shard_arrays(games, seed)
         reused = False

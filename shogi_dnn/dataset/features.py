@@ -50,11 +50,16 @@ from shogi_dnn.dataset import fast_encoding
 from shogi_dnn.kifu.evals import MATE_EVAL
 from shogi_dnn.kifu.record import GameRecord, Winner
 from shogi_dnn.rules import (
+    BASE_PIECE_TYPES,
     BLACK,
     HAND_PIECE_TYPES,
     NUM_PIECE_TYPES,
     NUM_SQUARES,
+    PROMOTED,
+    SET_COUNT,
     SFEN_PIECE,
+    SFEN_TYPE,
+    UNPROMOTED,
     WHITE,
     IllegalMoveError,
     Position,
@@ -67,7 +72,7 @@ NUM_PIECE_CODES = 1 + 2 * NUM_PIECE_TYPES          # 29: empty, own 1..14, oppon
 NUM_HAND_TYPES = len(HAND_PIECE_TYPES)             # 7
 HAND_SIZE = 2 * NUM_HAND_TYPES                     # 14: own then opponent
 # The most pieces of a kind one side can hold: 18 pawns, 4 lances/knights/silvers/golds, 2 bishops/rooks.
-HAND_MAX = (18, 4, 4, 4, 4, 2, 2)
+HAND_MAX = tuple(SET_COUNT[t] for t in HAND_PIECE_TYPES)   # (18, 4, 4, 4, 4, 2, 2)
 PLANE_OWN_PIECES = 0
 PLANE_OPP_PIECES = PLANE_OWN_PIECES + NUM_PIECE_TYPES
 PLANE_OWN_HAND = PLANE_OPP_PIECES + NUM_PIECE_TYPES
@@ -82,7 +87,7 @@ LABEL_WIN, LABEL_LOSS, LABEL_DRAW = 1.0, 0.0, 0.5
 EVAL_NONE = int(np.iinfo(np.int16).min)            # -32768
 
 # Packed form: (piece type, pieces in one set); a slot per piece, in this order.
-PIECE_SET = ((1, 18), (2, 4), (3, 4), (4, 4), (5, 4), (6, 2), (7, 2), (8, 2))
+PIECE_SET = tuple(SET_COUNT.items())               # ((PAWN, 18), (LANCE, 4), ..., (ROOK, 2), (KING, 2))
 NUM_SLOTS = sum(count for _, count in PIECE_SET)   # 40
 PROMOTED_BYTES = (NUM_SLOTS + 7) // 8              # 5
 SLOT_OPPONENT = 0x80
@@ -91,13 +96,15 @@ SLOT_IN_HAND = NUM_SQUARES                         # 81
 SLOT_ABSENT = 0x7F                                 # 127
 SLOT_TYPE = np.repeat(np.array([t for t, _ in PIECE_SET], np.uint8), [n for _, n in PIECE_SET])   # [40]
 # Promotion of each piece type (0 = cannot promote) and, per piece code, its unpromoted type and flag.
-_PROMOTES_TO = np.array([0, 9, 10, 11, 12, 0, 13, 14, 0, 0, 0, 0, 0, 0, 0], np.uint8)
-_UNPROMOTED = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 6, 7], np.uint8)
-_CODE_TYPE = np.array([0] + list(range(1, 15)) * 2, np.uint8)
+_PIECE_TYPES = range(NUM_PIECE_TYPES + 1)                       # 0 (none) and the types 1..14
+_PROMOTES_TO = np.array([PROMOTED.get(t, 0) for t in _PIECE_TYPES], np.uint8)              # [15]
+_UNPROMOTED = np.array([UNPROMOTED.get(t, t) for t in _PIECE_TYPES], np.uint8)             # [15]
+_CODE_TYPE = np.array([0] + list(_PIECE_TYPES[1:]) * 2, np.uint8)                          # [29]
 _CODE_BASE = _UNPROMOTED[_CODE_TYPE]
-_CODE_PROMOTED = _CODE_TYPE > 8
-_SLOT_PROMOTION_STEP = np.where(_PROMOTES_TO[SLOT_TYPE] > 0, _PROMOTES_TO[SLOT_TYPE] - SLOT_TYPE, 0).astype(np.uint8)
-_NUM_KINDS = 9                                   # 0 (empty) and the unpromoted types 1..8
+_CODE_PROMOTED = _CODE_TYPE > max(BASE_PIECE_TYPES)                                        # types 9..14
+_SLOT_PROMOTION_STEP = np.where(_PROMOTES_TO[SLOT_TYPE] > 0, _PROMOTES_TO[SLOT_TYPE] - SLOT_TYPE,
+                                0).astype(np.uint8)
+_NUM_KINDS = 1 + len(BASE_PIECE_TYPES)           # 9: 0 (empty) and the unpromoted types 1..8
 _SET_COUNT = np.array([0] + [n for _, n in PIECE_SET], np.int16)               # [9] pieces in a set
 _TYPE_FIRST_SLOT = np.concatenate([[0, 0], np.cumsum(_SET_COUNT[1:-1])]).astype(np.int64)   # [9]
 _SLOT_RANK = np.arange(NUM_SLOTS) - _TYPE_FIRST_SLOT[SLOT_TYPE]                   # [40] index within its kind
@@ -113,7 +120,8 @@ _SLOT_HAND_KIND = (SLOT_TYPE[:, None] == np.asarray(HAND_PIECE_TYPES)[None, :]).
 # Square index in the rotated view: square i from Black's side is 80 - i from White's side.
 _ROTATE = np.arange(NUM_SQUARES - 1, -1, -1)
 # Swap own/opponent piece codes: 0 stays 0, 1..14 <-> 15..28.
-_SWAP_COLOURS = np.array([0] + [t + NUM_PIECE_TYPES for t in range(1, 15)] + list(range(1, 15)), np.uint8)
+_SWAP_COLOURS = np.array([0] + [t + NUM_PIECE_TYPES for t in _PIECE_TYPES[1:]] + list(_PIECE_TYPES[1:]),
+                         np.uint8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +189,7 @@ def encode_move(usi: str, turn: int) -> int:
     promote = int(usi.endswith("+"))
     destination = _usi_square(usi[2:4], turn)
     if usi[1] == "*":
-        origin = NUM_SQUARES + HAND_PIECE_TYPES.index("PLNSGBR".index(usi[0]) + 1)
+        origin = NUM_SQUARES + HAND_PIECE_TYPES.index(SFEN_TYPE[usi[0]])
     else:
         origin = _usi_square(usi[0:2], turn)
     return (origin * NUM_SQUARES + destination) * 2 + promote
@@ -338,8 +346,8 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
         winning_colour = BLACK if record.winner is Winner.BLACK else WHITE
         win = _SHARED_WINS[int(winning_colour != first_turn)][:count]
     evals = game_evals(record.evals, count) if record.evals else _SHARED_NO_EVALS[:count]
-    return EncodedGame(board, hands, _SHARED_TURNS[first_turn][:count], _SHARED_PLIES[start_ply:start_ply + count],
-                       move, win, evals, pieces, promoted)
+    return EncodedGame(board, hands, _SHARED_TURNS[first_turn][:count],
+                       _SHARED_PLIES[start_ply:start_ply + count], move, win, evals, pieces, promoted)
 
 
 def _shared(array: np.ndarray) -> np.ndarray:
@@ -350,8 +358,9 @@ def _shared(array: np.ndarray) -> np.ndarray:
 # Read-only columns that games share as slices (_encode_compiled); longer games compute their own.
 _SHARED_LENGTH = 4096
 _SHARED_TURNS = tuple(_shared(((np.arange(_SHARED_LENGTH) + first) % 2).astype(np.uint8)) for first in (0, 1))
-_SHARED_WINS = tuple(_shared(np.where(np.arange(_SHARED_LENGTH) % 2 == loser, LABEL_LOSS, LABEL_WIN).astype(np.float32))
-                     for loser in (1, 0))       # [0]: the first mover wins, [1]: it loses
+_SHARED_WINS = tuple(
+    _shared(np.where(np.arange(_SHARED_LENGTH) % 2 == loser, LABEL_LOSS, LABEL_WIN).astype(np.float32))
+    for loser in (1, 0))       # [0]: the first mover wins, [1]: it loses
 _SHARED_DRAWS = _shared(np.full(_SHARED_LENGTH, LABEL_DRAW, np.float32))
 _SHARED_PLIES = _shared(np.arange(2 * _SHARED_LENGTH + 1, dtype=np.int16))
 _SHARED_NO_EVALS = _shared(np.full(_SHARED_LENGTH, EVAL_NONE, np.int16))
@@ -375,7 +384,8 @@ def _start_arrays(sfen: str) -> tuple[np.ndarray, np.ndarray, int, int]:
     hands = np.asarray(black_hand + white_hand, np.uint8)
     turn = position.turn
     viewed = _SWAP_COLOURS[codes[_ROTATE]] if turn == WHITE else codes
-    check_piece_set(viewed, hands if turn == BLACK else np.concatenate([hands[NUM_HAND_TYPES:], hands[:NUM_HAND_TYPES]]))
+    check_piece_set(viewed, hands if turn == BLACK
+                    else np.concatenate([hands[NUM_HAND_TYPES:], hands[:NUM_HAND_TYPES]]))
     fields = sfen.split()
     start_ply = int(fields[3]) - 1 if len(fields) > 3 else 0
     codes.flags.writeable = hands.flags.writeable = False
@@ -476,9 +486,10 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
     # Off-board slots of each kind, after its pieces on the board: own hand, opponent's hand, absent.
     j = _SLOT_RANK[None, :]
     held = (on_board + own)[:, SLOT_TYPE]
-    pieces = np.zeros((n, NUM_SLOTS + 1), np.uint8)           # C order (written through ravel()) + a dummy slot
-    pieces[:, :NUM_SLOTS] = np.where(j < held, SLOT_IN_HAND, np.where(j < held + other[:, SLOT_TYPE],
-                                                                      SLOT_IN_HAND | SLOT_OPPONENT, SLOT_ABSENT))
+    pieces = np.zeros((n, NUM_SLOTS + 1), np.uint8)     # C order (written through ravel()) + a dummy slot
+    pieces[:, :NUM_SLOTS] = np.where(j < held, SLOT_IN_HAND,
+                                     np.where(j < held + other[:, SLOT_TYPE], SLOT_IN_HAND | SLOT_OPPONENT,
+                                              SLOT_ABSENT))
     flags = np.zeros((n, NUM_SLOTS + 1), bool)
     # Board pieces sorted by (type, square) in each row: key = type << 12 | square << 5 | code, empty
     # squares last. The i-th piece of a row goes to its type's first slot + i - the row's board pieces
@@ -487,7 +498,8 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
     key.sort(axis=1)
     kind = (key >> 12).astype(np.int16)                                         # 15 = empty
     smaller = (np.cumsum(on_board, axis=1) - on_board).astype(np.int16)         # [N, 9]
-    smaller = np.ascontiguousarray(np.concatenate([smaller, np.zeros((n, 16 - smaller.shape[1]), np.int16)], axis=1))
+    smaller = np.ascontiguousarray(
+        np.concatenate([smaller, np.zeros((n, 16 - smaller.shape[1]), np.int16)], axis=1))
     row_base = np.arange(n, dtype=np.intp)[:, None]
     slot = _KIND_FIRST_SLOT[kind] + _SQUARE_RANK - smaller.ravel()[row_base * 16 + kind]
     slot[key == 0xFFFF] = NUM_SLOTS

@@ -8,7 +8,7 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 3), N positions, G games:
   turn                 [N]       uint8    colour to move, 0 black 1 white (to decode the real position)
   ply                  [N]       int16    moves played before the position (0 = start position)
   move                 [N]       uint16   the move played next (features.encode_move; 65535 = none)
-  win                  [N]       float32  label for the side to move: 1 win, 0 loss, 0.5 draw
+  win                  [N]       float32  side to move: 1 win, 0 loss, 0.5 draw, NaN no result (below)
   game                 [N]       int32    dataset-wide game id (row of games/game_id)
   eval                 [N]       int16    optional: engine eval, cp, side to move (-32768 none)
   games/game_id        [G]       int32    dataset-wide game id
@@ -36,14 +36,23 @@ read_stored, the training pipeline) give EVAL_NONE for every row of a shard with
 
 Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter and
 checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it, so
-a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never data; a reader
-fetches whole chunks. Within a shard, positions are stored in game order (convert's default: consecutive
-positions of a game compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`);
-the pipeline shuffles chunk order and rows inside multi-chunk buffers either way.
+a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never
+data; a reader fetches whole chunks. Within a shard, positions are stored in game order (convert's
+default: consecutive positions of a game compress 2.2x better) or in a seeded shuffled order
+(`convert --row-order shuffled`); the pipeline shuffles chunk order and rows inside multi-chunk buffers
+either way.
 `manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
 bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
 will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,
 game id range, dataset shapes and dtypes, checksummed chunks) or with `full` also the sha256.
+
+Positions without a game result (`win` NaN) are written only by `annotate` (shogi_dnn/annotate/output.py):
+off-path positions, a few random moves off a game, labelled by an engine (`eval`, and `move` its best
+move), in train shards `offpath-NNNNN.h5` whose manifest entry says how many (`no_result`, left out of
+manifest.json when 0, so convert's manifests are what they were). verify_shards refuses such shards
+unless the job reads them knowingly (`allow_no_result`): a job that learns or scores results would
+otherwise read NaN labels. No SCHEMA_VERSION change: the layout is the same, and a manifest without
+`no_result` reads as 0 everywhere.
 """
 
 from __future__ import annotations
@@ -60,7 +69,8 @@ import h5py
 import numpy as np
 
 from shogi_dnn.dataset import features
-from shogi_dnn.errors import ShardFormatError, disk_full, is_disk_full
+from shogi_dnn.errors import ShardFormatError
+from shogi_dnn.folders import run_files
 
 SCHEMA_VERSION = 3
 MANIFEST_NAME = "manifest.json"
@@ -135,17 +145,10 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     path = Path(path)
     n = len(positions[KEY_WIN])
     stored = pack_stored(positions)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+    needed = sum(np.asarray(stored[k]).nbytes for k in STORED_SCHEMA) // 3       # ~compressed size
+    with run_files.atomic_path(path, needed=needed) as tmp:   # never a partial file (a `.tmp` is never valid)
         _write_file(tmp, split, n, stored, positions, games, chunk_rows)
         digest = file_sha256(tmp)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)          # never a partial file left behind (a `.tmp` is never valid)
-        if is_disk_full(exc):
-            needed = sum(np.asarray(stored[k]).nbytes for k in STORED_SCHEMA) // 3   # ~compressed size
-            raise disk_full(path, needed) from None
-        raise
     return digest
 
 
@@ -168,8 +171,8 @@ def pack_stored(positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             KEY_PROMOTED: np.concatenate([q for _, q in packed])}
 
 
-def _write_file(tmp: Path, split: str, n: int, stored: dict[str, np.ndarray], positions: dict[str, np.ndarray],
-                games: dict[str, Sequence[Any]], chunk_rows: int) -> None:
+def _write_file(tmp: Path, split: str, n: int, stored: dict[str, np.ndarray],
+                positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int) -> None:
     with _create_untimed_file(tmp) as f:
         f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
                        num_games=len(games["game_id"]))
@@ -333,6 +336,7 @@ class ShardInfo:
     bytes: int = -1            # file size (-1: not recorded)
     first_game: int = -1       # smallest and largest game id of the shard (-1: not recorded)
     last_game: int = -1
+    no_result: int = 0         # positions without a game result (win NaN: annotate's off-path positions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -381,19 +385,19 @@ def write_manifest(root: str | Path, shards: Sequence[ShardInfo], settings: dict
                    totals: dict[str, Any]) -> Path:
     """Write DIR/manifest.json atomically."""
     root = Path(root)
-    data = {"schema_version": SCHEMA_VERSION, "shards": [dataclasses.asdict(s) for s in shards],
+    data = {"schema_version": SCHEMA_VERSION, "shards": [_manifest_entry(s) for s in shards],
             "settings": settings, "totals": totals}
-    tmp = root / (MANIFEST_NAME + ".tmp")
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, root / MANIFEST_NAME)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(exc):
-            raise disk_full(root / MANIFEST_NAME, len(text.encode("utf-8"))) from None
-        raise
+    run_files.write_atomic(root / MANIFEST_NAME, text)
     return root / MANIFEST_NAME
+
+
+def _manifest_entry(info: ShardInfo) -> dict[str, Any]:
+    """A shard's manifest entry: its fields, `no_result` only when some position has no result."""
+    entry = dataclasses.asdict(info)
+    if not info.no_result:
+        del entry["no_result"]
+    return entry
 
 
 def shard_info(path: str | Path, split: str, positions: int, games: int, sha256: str,
@@ -408,17 +412,20 @@ def shard_info(path: str | Path, split: str, positions: int, games: int, sha256:
 def read_error(path: str | Path, key: str, start: int, stop: int, exc: BaseException,
                chunk_rows: int = CHUNK_ROWS) -> ShardFormatError:
     """The one-line error for a chunk that cannot be read back (checksum mismatch, damaged compression)."""
-    return ShardFormatError(f"{path}: rows {start}-{stop - 1} (chunk {start // chunk_rows}) of dataset {key!r} "
-                            f"cannot be read: {_first_line(exc)} (the file is damaged: convert again, or copy "
-                            "the dataset again)")
+    return ShardFormatError(f"{path}: rows {start}-{stop - 1} (chunk {start // chunk_rows}) of dataset "
+                            f"{key!r} cannot be read: {_first_line(exc)} (the file is damaged: convert "
+                            "again, or copy the dataset again)")
 
 
-def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool = False) -> None:
+def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool = False,
+                  allow_no_result: bool = False) -> None:
     """Check shards against their manifest entries before a job reads them (train, evaluate).
 
     Cheap (default; metadata only, no chunk is decompressed): the file exists with the recorded size, opens
     with this schema, and its split, positions, games, game id range and dataset shapes/dtypes match,
     every position dataset checksummed (fletcher32). `full`: also the sha256 of the whole file.
+    A shard with positions without a game result (`no_result`: win NaN) is refused unless
+    `allow_no_result` (a job that reads such positions knowingly).
 
     Raises:
         ShardFormatError: one line naming the first shard that differs and what differs.
@@ -426,6 +433,10 @@ def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool 
     for info in infos:
         path = manifest.shard_path(info)
         where = f"{path} (listed in {manifest.root / MANIFEST_NAME})"
+        if info.no_result and not allow_no_result:
+            raise ShardFormatError(f"{where}: {info.no_result} positions without a game result (win NaN: "
+                                   "off-path positions written by `shogi-dnn annotate`); this job reads game "
+                                   "results: give it a dataset without them (annotate --off-path 0)")
         if not path.is_file():
             raise ShardFormatError(f"{where}: missing")
         size = path.stat().st_size
@@ -442,7 +453,8 @@ def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool 
         if full:
             digest = file_sha256(path)
             if digest != info.sha256:
-                raise ShardFormatError(f"{where}: sha256 {digest[:12]}..., the manifest says {info.sha256[:12]}...")
+                raise ShardFormatError(f"{where}: sha256 {digest[:12]}..., the manifest says "
+                                       f"{info.sha256[:12]}...")
 
 
 def _verify_open(f: h5py.File, info: ShardInfo) -> None:
@@ -457,7 +469,8 @@ def _verify_open(f: h5py.File, info: ShardInfo) -> None:
     for key in (*STORED_SCHEMA, *(k for k in OPTIONAL_SCHEMA if k in f)):
         dataset = f[key]
         if dataset.shape[0] != info.positions:
-            raise ShardFormatError(f"dataset {key!r} has {dataset.shape[0]} rows, the manifest says {info.positions}")
+            raise ShardFormatError(f"dataset {key!r} has {dataset.shape[0]} rows, the manifest says "
+                                   f"{info.positions}")
         if not dataset.fletcher32:
             raise ShardFormatError(f"dataset {key!r} has no chunk checksums (fletcher32){_RECONVERT}")
     group = f[GAMES_GROUP]

@@ -1,4 +1,5 @@
-"""Matches between USI engines through ShogiArena (PyPI `shogiarena`, a USI tournament runner), and their result.
+"""Matches between USI engines through ShogiArena (PyPI `shogiarena`, a USI tournament runner), and their
+result.
 
 What a match writes under its folder OUT:
 
@@ -8,7 +9,7 @@ What a match writes under its folder OUT:
   OUT/tournament.yaml        ShogiArena's tournament file (JSON text, which YAML reads)
   OUT/arena/                 ShogiArena's run folder: game.db (SQLite), results/, logs
   OUT/arena.log              ShogiArena's console output
-  OUT/games/NNNN.csa         every game as CSA V2.2 (kifu.csa.format_csa), the arena's result in a final
+  OUT/games/NNNN.csa         every game as CSA V2.2 (csa_writer.format_csa), the arena's result in a final
                              comment line (`'arena result: BLACK_WIN`); an ending CSA cannot express (a win
                              adjudicated with the winner to move, a forfeit) is written %CHUDAN
   OUT/summary.json           the result table below
@@ -21,8 +22,8 @@ Colours alternate and openings vary: ShogiArena plays each opening twice, once w
 (`flip_policy: pair_both`). Elo: the score s = (W + D/2) / N; Elo = -400 log10(1/s - 1); its 95% interval
 from the normal approximation of the per-game score (trinomial: var = (W (1-s)^2 + D (1/2-s)^2 + L s^2) / N,
 s +- 1.96 sqrt(var / N), clipped to [0, 1]: an end at 1 is +inf), as cutechess-cli reports it; at s = 0
-or 1 the Elo is infinite and the interval is the Wilson score interval's (finite at one end). Games ShogiArena marks ERROR/INVALID/PAUSED are counted
-apart, never as results.
+or 1 the Elo is infinite and the interval is the Wilson score interval's (finite at one end). Games
+ShogiArena marks ERROR/INVALID/PAUSED are counted apart, never as results.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 
 from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
-from shogi_dnn.kifu import csa
+from shogi_dnn.kifu import csa_writer
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import new_position
 
@@ -62,11 +63,14 @@ _RESULTS = {
     "WHITE_WIN_BY_DECLARATION": (Winner.WHITE, Ending.ENTERING_KING),
     "BLACK_WIN_BY_TRY_RULE": (Winner.BLACK, Ending.ENTERING_KING),
     "WHITE_WIN_BY_TRY_RULE": (Winner.WHITE, Ending.ENTERING_KING),
-    "BLACK_WIN_BY_TIMEOUT": (Winner.BLACK, Ending.TIME_UP), "WHITE_WIN_BY_TIMEOUT": (Winner.WHITE, Ending.TIME_UP),
+    "BLACK_WIN_BY_TIMEOUT": (Winner.BLACK, Ending.TIME_UP),
+    "WHITE_WIN_BY_TIMEOUT": (Winner.WHITE, Ending.TIME_UP),
     "BLACK_WIN_BY_ILLEGAL_MOVE": (Winner.BLACK, Ending.ILLEGAL_MOVE),
     "WHITE_WIN_BY_ILLEGAL_MOVE": (Winner.WHITE, Ending.ILLEGAL_MOVE),
-    "BLACK_WIN_BY_FORFEIT": (Winner.BLACK, Ending.FORFEIT), "WHITE_WIN_BY_FORFEIT": (Winner.WHITE, Ending.FORFEIT),
-    "DRAW_BY_REPETITION": (Winner.DRAW, Ending.SENNICHITE), "DRAW_BY_MAX_PLIES": (Winner.DRAW, Ending.MAX_MOVES),
+    "BLACK_WIN_BY_FORFEIT": (Winner.BLACK, Ending.FORFEIT),
+    "WHITE_WIN_BY_FORFEIT": (Winner.WHITE, Ending.FORFEIT),
+    "DRAW_BY_REPETITION": (Winner.DRAW, Ending.SENNICHITE),
+    "DRAW_BY_MAX_PLIES": (Winner.DRAW, Ending.MAX_MOVES),
     "DRAW_BY_IMPASSE": (Winner.DRAW, Ending.JISHOGI), "DRAW_BY_ADJUDICATION": (Winner.DRAW, Ending.DRAW),
 }
 
@@ -121,7 +125,8 @@ class MatchResult:
     def to_dict(self) -> dict[str, Any]:
         elo, low, high = self.elo()
         return {"player": self.player, "opponent": self.opponent, "games": self.games, "wins": self.wins,
-                "draws": self.draws, "losses": self.losses, "not_played": self.not_played, "complete": self.complete,
+                "draws": self.draws, "losses": self.losses, "not_played": self.not_played,
+                "complete": self.complete,
                 "score": self.score, "elo": elo, "elo_low": low, "elo_high": high}
 
 
@@ -200,11 +205,7 @@ def shogiarena_command() -> list[str]:
 
 
 def _write_text(path: Path, text: str, mode: int | None = None) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    run_files.write_atomic(path, text, mode=mode)
 
 
 def write_player(out: Path, player: Player) -> Path:
@@ -233,7 +234,8 @@ def tournament_config(name: str, engines: Sequence[tuple[Player, Path]], games: 
         "tournament": {"scheduler": "round_robin", "games_per_pair": games, "num_parallel": parallel,
                        "seed": seed},
         "rules": {"initial_positions": {"type": "file", "source": str(openings.resolve()),
-                                        "flip_policy": "pair_both", "selection_policy": "without_replacement"},
+                                        "flip_policy": "pair_both",
+                                        "selection_policy": "without_replacement"},
                   "adjudication": {"sync_max_plies_with_engine": False, "max_plies": MAX_PLIES}},
         "dashboard": {"enabled": False},
         "output_dir": str(openings.resolve().parent),     # ShogiArena's own scratch: the match folder
@@ -250,7 +252,8 @@ def run_match(out: Path, player: Player, opponent: Player, games: int, opening_p
         RunError: an odd game count, ShogiArena missing or failing, or no game finished.
     """
     if games < 2 or games % 2:
-        raise RunError(f"--games {games}: must be even and at least 2 (each opening is played with both colours)")
+        raise RunError(f"--games {games}: must be even and at least 2 (each opening is played with both "
+                       "colours)")
     out.mkdir(parents=True, exist_ok=True)
     arena_dir = out / ARENA_DIR
     if arena_dir.exists():
@@ -265,7 +268,8 @@ def run_match(out: Path, player: Player, opponent: Player, games: int, opening_p
                str(arena_dir.resolve())]
     with open(out / ARENA_LOG, "w", encoding="utf-8") as log:
         # Its own session, so that a timeout ends ShogiArena and the engines it started, nothing else.
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=out, start_new_session=True)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=out,
+                                   start_new_session=True)
         complete = True
         try:
             returncode = process.wait(timeout=timeout)
@@ -348,9 +352,10 @@ def write_csa(games: Sequence[ArenaGame], folder: Path) -> list[Path]:
     for number, game in enumerate(games, start=1):
         record = game_record(game)
         try:
-            text = csa.format_csa(record)
+            text = csa_writer.format_csa(record)
         except ValueError:              # e.g. adjudicated after the loser's move: no CSA token says so
-            text = csa.format_csa(dataclasses.replace(record, winner=Winner.UNKNOWN, ending=Ending.INTERRUPTED))
+            text = csa_writer.format_csa(
+                dataclasses.replace(record, winner=Winner.UNKNOWN, ending=Ending.INTERRUPTED))
         text += f"'arena result: {game.result}\n"
         path = folder / f"{number:04d}.csa"
         _write_text(path, text)

@@ -1,14 +1,20 @@
 """The run directory: the one owner of every RUN/ file name, and the helpers that read and write them.
-TensorFlow-free (report and predict's argument checks use it before TensorFlow starts).
+TensorFlow-free (report and predict's argument checks use it before TensorFlow starts). Also the one
+atomic write of the package: every file another step reads (RUN/ files, shards, manifests, convert's
+state, reports, plots, exports, match files, benchmark JSON) is written through atomic_path (or its
+forms write_atomic, write_json_atomic, atomic_pair): a temp, then a rename; nothing partial on an error;
+a full disk is one line.
 
   file                          written by                  holds
-  RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data trained on),
-                                                            history (data changes on resume), eval_target
-                                                            (evalfit.EvalTarget: λ, a, trust, evalfit fit), devices, ...
+  RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data
+                                                            trained on), history (data changes on resume),
+                                                            eval_target (evalfit.EvalTarget: λ, a, trust,
+                                                            evalfit fit), devices, ...
   RUN/config.json               training.trainer            the resolved Config (config.from_dict reads it)
   RUN/metrics.jsonl             training.run_log            one JSON object per line (kind train | validation)
   RUN/tb/                       training.run_log            TensorBoard events (rebuilt from metrics.jsonl)
-  RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState, config, dataset) and weights.*
+  RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState, config, dataset),
+                                                            weights.*
   RUN/model.keras               training.checkpoints        the final model (training.model.load_model)
   RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables
   RUN/baselines.json            analysis.evaluate           baselines fitted on the training split (a cache)
@@ -172,45 +178,145 @@ ALLOW_CHANGED_DATA = "--allow-changed-data"   # evaluate's and report's flag to 
 
 def eval_labels(result: dict[str, Any]) -> list[str]:
     """What a reader of an eval-<split>.json must show beside its numbers: DATA CHANGED (scored with
-    --allow-changed-data on data other than the run's: its "data_check") and its "warnings" (too few games)."""
+    --allow-changed-data on data other than the run's: its "data_check") and its "warnings" (too few
+    games)."""
     check = result.get("data_check") or {}
     changed = ([f"DATA CHANGED since training, scored with {ALLOW_CHANGED_DATA}: {check.get('detail')}"]
                if check.get("status") == "changed" else [])
     return [*changed, *(str(w) for w in result.get("warnings") or [])]
 
 
+def write_atomic(path: Path, data: str | bytes, *, tmp: Path | None = None, mode: int | None = None) -> Path:
+    """Write text (UTF-8) or bytes to `path` through atomic_path (temp file `tmp`, `path.tmp` by default).
+
+    Args:
+        mode: permission bits given to the file before it is renamed into place (a script: 0o755).
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_path(path, tmp=tmp, needed=len(payload)) as temp:
+        if isinstance(data, str):
+            temp.write_text(data, encoding="utf-8")
+        else:
+            temp.write_bytes(data)
+        if mode is not None:
+            os.chmod(temp, mode)
+    return path
+
+
 def write_json_atomic(path: Path, data: dict[str, Any], *, sort_keys: bool = False,
                       allow_nan: bool = True) -> Path:
-    """Write JSON to a hidden temp file beside `path` (named by pid), then rename it into place.
+    """Write JSON (indent 2, UTF-8) to a hidden temp file beside `path` (named by pid), then rename it
+    into place (write_atomic).
 
     Args:
         sort_keys: sort object keys (the trainer's files and checkpoint state are written sorted).
         allow_nan: False for files other programs read as strict JSON (eval-<split>.json).
     """
     text = json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False, allow_nan=allow_nan) + "\n"
-    with atomic_path(path, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"),
-                     needed=len(text.encode("utf-8"))) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return path
+    return write_atomic(path, text, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = None) -> Iterator[Path]:
-    """Write `path` through a temp file (yielded; `path.tmp` by default) renamed into place on success.
-    On any error the temp file (or folder) is removed, so nothing partial is left; a full disk is a
-    one-line DiskFullError naming `path` and the space needed (`needed` bytes, an estimate) or free."""
+def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = None,
+                fsync: bool = False) -> Iterator[Path]:
+    """The one atomic write of shogi-dnn: write `path` (a file or a folder) through a temp path, yielded
+    (`path.tmp` by default), renamed into place when the block ends without an error.
+
+    A temp left by a killed earlier write of the same name is removed first. On any error (an interrupt
+    included) the temp file or folder is removed, so nothing partial is left, and a full disk is a one-line
+    DiskFullError naming `path` and the space needed (`needed` bytes, an estimate) and free. A folder
+    replaces a folder through a rename aside (`<tmp>.old`, removed after; put back if the second rename
+    fails), since one rename cannot replace a non-empty folder.
+
+    Args:
+        tmp: the temp path, beside `path` (same filesystem); its name is the caller's stale-file pattern.
+        fsync: make the write durable before it gets its valid name (a power cut, not only a kill): every
+            file under the temp (or the temp file) is fsynced, then the folder that holds `path`.
+    """
     tmp = tmp or path.with_name(path.name + ".tmp")
-    try:
+    with _removed_on_error(tmp, path, needed):
         yield tmp
-        os.replace(tmp, path)
+        if fsync:
+            _fsync_tree(tmp)
+        _move_into_place(tmp, path)
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_pair(path: Path, companion: Path, *, staging: Path | None = None,
+                needed: int | None = None) -> Iterator[tuple[Path, Path]]:
+    """atomic_path for two things replaced as one unit: a file or folder and its companion file beside it
+    (an exported model and its sidecar). Yields their temp paths inside a staging folder beside `path`
+    (`.<name>.<pid>.tmp` by default), removed at the end whatever happens. On success the old companion
+    is removed, `path` renamed into place, then the companion: a reader never finds a new `path` beside
+    an old companion (in the instant between the renames, no companion at all). Errors as atomic_path:
+    an error before the renames leaves the old pair as it was; a full disk is one line naming `path`."""
+    staging = staging or path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with _removed_on_error(staging, path, needed):
+        staging.mkdir()
+        new_path, new_companion = staging / path.name, staging / companion.name
+        yield new_path, new_companion
+        companion.unlink(missing_ok=True)
+        _move_into_place(new_path, path)
+        os.replace(new_companion, companion)
+        _remove(staging)
+
+
+@contextlib.contextmanager
+def _removed_on_error(tmp: Path, path: Path, needed: int | None) -> Iterator[None]:
+    """Remove a stale `tmp` now and `tmp` again on any error; a full disk becomes disk_full(path, needed)."""
+    _remove(tmp)
+    try:
+        yield
     except BaseException as exc:
-        if tmp.is_dir() and not tmp.is_symlink():
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.unlink(missing_ok=True)
+        _remove(tmp)
         if is_disk_full(exc):
             raise disk_full(path, needed) from None
         raise
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    """Rename `tmp` to `path`; a folder over a folder goes through a rename of the old one aside."""
+    if not (tmp.is_dir() and path.is_dir() and not path.is_symlink()):
+        os.replace(tmp, path)
+        return
+    old = tmp.with_name(tmp.name + ".old")
+    _remove(old)
+    os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a folder tree if it is there (a link itself, not what it points to)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a folder's entries (a rename, new files) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync a file, or every file under a folder and then the folder itself."""
+    for path in [root] if root.is_file() else root.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as f:
+                os.fsync(f.fileno())
+    if root.is_dir():
+        _fsync_dir(root)
 
 
 def check_writable(folder: str | Path, flag: str, value: str | Path | None = None) -> Path:
@@ -246,8 +352,8 @@ def remove_stale_temp_files(run_dir: Path) -> list[Path]:
     """Remove the temp files a killed run left in RUN/ (`.tmp-<pid>-model.keras`, `.<name>.<pid>.tmp`,
     `report.md.tmp`, `plots/*.tmp`): never valid files, and they may hold a lot of space. Returns them."""
     run_dir = Path(run_dir)
-    stale = [*run_dir.glob(f".tmp-*-{MODEL_FILE}"), *run_dir.glob(".*.tmp"), *run_dir.glob(f"{REPORT_MD}.tmp"),
-             *(run_dir / PLOTS_DIR).glob("*.tmp")]
+    stale = [*run_dir.glob(f".tmp-*-{MODEL_FILE}"), *run_dir.glob(".*.tmp"),
+             *run_dir.glob(f"{REPORT_MD}.tmp"), *(run_dir / PLOTS_DIR).glob("*.tmp")]
     for path in stale:
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)

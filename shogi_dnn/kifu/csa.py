@@ -1,4 +1,7 @@
-"""CSA records (V2, V2.1, V2.2 and V3.0) -> GameRecord, and GameRecord -> CSA V2.2 (`format_csa`).
+"""CSA records (V2, V2.1, V2.2 and V3.0) -> GameRecord: the reader (`parse`).
+
+The start position is built by kifu/csa_board.py and the writer (GameRecord -> CSA V2.2, `format_csa`)
+is kifu/csa_writer.py; this module reads the lines, replays the moves and decides the result.
 
 Covered: `N+`/`N-` names, `$EVENT` (other `$` keys are read and ignored), start positions given by
 `PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells; text after
@@ -25,35 +28,13 @@ from collections.abc import Iterator
 
 from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
+from shogi_dnn.kifu.csa_board import CSA_PIECES, PIECE_TYPE, StartLines, read_position_line, start_position
 from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
-from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
+from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
+from shogi_dnn.rules import HAND_PIECE_TYPES, PROMOTED, SFEN_PIECE, in_check
 from shogi_dnn.rules.native import csa_position_factory, move_line_counter
 
-# CSA piece names in python-shogi type order (1 FU .. 8 OU, 9 TO .. 14 RY), see shogi_dnn.rules.
-CSA_PIECES = ("FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY")
-PIECE_TYPE = {name: index + 1 for index, name in enumerate(CSA_PIECES)}
-PROMOTED = {1: 9, 2: 10, 3: 11, 4: 12, 6: 13, 7: 14}      # piece type -> promoted piece type
-UNPROMOTED = {v: k for k, v in PROMOTED.items()}
-SFEN_LETTERS = "PLNSGBRK"                                  # python-shogi types 1..8
-PIECE_TOTALS = {1: 18, 2: 4, 3: 4, 4: 4, 5: 4, 6: 2, 7: 2, 8: 2}
-USI_DROP_LETTER = {t: SFEN_LETTERS[t - 1] for t in rules.HAND_PIECE_TYPES}
-
-# Handicap boards (SFEN board field; the giver, White, moves first) by their 手合割 name, as KIF uses.
-HANDICAP_BOARDS = {
-    "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "香落ち",
-    "1nsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "右香落ち",
-    "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "角落ち",
-    "lnsgkgsnl/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "飛車落ち",
-    "lnsgkgsn1/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "飛香落ち",
-    "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "二枚落ち",
-    "lnsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "三枚落ち",
-    "1nsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "四枚落ち",
-    "2sgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "五枚落ち",
-    "1nsgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "左五枚落ち",
-    "2sgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "六枚落ち",
-    "3gkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "八枚落ち",
-    "4k4/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL": "十枚落ち",
-}
+USI_DROP_LETTER = {t: SFEN_PIECE[t] for t in HAND_PIECE_TYPES}       # the letter of a drop, P*5e
 
 
 class Loser(enum.Enum):
@@ -122,7 +103,8 @@ SUMMARY_KINDS = {
 }
 
 # CSA square `77` -> (square index, USI square `7g`).
-_SQUARES = {f"{f}{r}": (rules.square_index(f, r), rules.square_usi(f, r)) for f in range(1, 10) for r in range(1, 10)}
+_SQUARES = {f"{f}{r}": (rules.square_index(f, r), rules.square_usi(f, r))
+            for f in range(1, 10) for r in range(1, 10)}
 _TIME = re.compile(r"^T\d*(\.\d*)?$")
 _WARS_TIME = re.compile(r"^L\d+$")
 _TOKEN_SPLIT = re.compile(r"[,\s]+")
@@ -140,10 +122,7 @@ class _Game:
     event: str = ""
     black_rating: float | None = None
     white_rating: float | None = None
-    pi: tuple[int, str] | None = None                       # (line, removed pieces after "PI")
-    rows: dict[int, tuple[int, str]] = dataclasses.field(default_factory=dict)   # rank -> (line, text)
-    piece_lines: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)  # (line, colour, text)
-    turn: int | None = None
+    start: StartLines = dataclasses.field(default_factory=StartLines)   # the PI, P1..P9, P+/P-, +/- lines
     # The move tokens (`+7776FU`, 7 characters), each followed by "\n", in chunks as read (a run of
     # move lines is kept as the text the reader matched; `moves` splits them only when asked).
     move_text: list[str] = dataclasses.field(default_factory=list)
@@ -154,7 +133,6 @@ class _Game:
     summary_line: int = 0
     evals: dict[int, int] = dataclasses.field(default_factory=dict)   # position index -> Black-view score
     pending: str = ""                                        # header whose value is on the next line
-    repairs: list[str] = dataclasses.field(default_factory=list)   # GameRecord.repairs
     has_content: bool = False                                # anything beyond comments and a version
     error: KifuError | None = None
 
@@ -291,7 +269,7 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
         key, _, value = line[1:].partition(":")
         _set_header(game, key, value.strip())
     elif head == "P":
-        _read_position_line(game, line, number, path)
+        read_position_line(game.start, line, number, path)
     elif pending and not (game.move_count or game.ending is not None):   # value on the next line
         _set_header(game, pending, line)
     else:
@@ -350,24 +328,12 @@ def _read_eval(game: _Game, comment: str) -> None:
         game.evals.setdefault(game.move_count, score)
 
 
-def _read_position_line(game: _Game, line: str, number: int, path: str) -> None:
-    kind = line[1:2]
-    if kind == "I":
-        game.pi = (number, line[2:].strip())
-    elif kind and kind in "123456789":
-        game.rows[int(kind)] = (number, line[2:])
-    elif kind and kind in "+-":
-        game.piece_lines.append((number, rules.BLACK if kind == "+" else rules.WHITE, line[2:].strip()))
-    else:
-        raise KifuError(path, number, f"unrecognised position line {line[:40]!r}")
-
-
 def _read_token(game: _Game, token: str, number: int, path: str) -> None:
     """One statement of a move line: a move, a side to move, a time, or an ending."""
     if token in ("+", "-"):
         if game.move_count or game.ending is not None:
             raise KifuError(path, number, f"side-to-move line {token!r} after the moves")
-        game.turn = rules.BLACK if token == "+" else rules.WHITE
+        game.start.turn = rules.BLACK if token == "+" else rules.WHITE
     elif _TIME.match(token) or _WARS_TIME.match(token):
         return
     elif token[0] == "%" and token in SPECIAL_MOVES or WARS_ENDING.match(token):
@@ -381,225 +347,11 @@ def _read_token(game: _Game, token: str, number: int, path: str) -> None:
         raise KifuError(path, number, f"unrecognised statement {token[:40]!r}")
 
 
-# --- start position -------------------------------------------------------------------------------
-
-def _standard_codes() -> list[int]:
-    return rules.ShogiPosition(STANDARD_START_SFEN).piece_codes()   # no backend choice at import
-
-
-STANDARD_CODES = _standard_codes()
-
-
-_PI_STARTS: dict[tuple[str | None, int | None, bool], tuple[str, str]] = {}   # _start_position of PI games
-_PI_STARTS_MAX = 1024
-
-
-def _start_position(game: _Game, path: str) -> tuple[str, str]:
-    """(start SFEN, handicap name) from the PI / P1..P9 / P+ P- lines and the side to move.
-    Games given by a `PI` line alone (nearly all) are looked up once per distinct line and side."""
-    if game.rows or game.piece_lines:
-        return _build_start_position(game, path)
-    key = (None if game.pi is None else game.pi[1], game.turn, bool(game.move_count) and game.move_text[0][0] == "-")
-    start = _PI_STARTS.get(key)
-    if start is None:
-        start = _build_start_position(game, path)          # raises for a bad PI line, naming it
-        if len(_PI_STARTS) < _PI_STARTS_MAX:
-            _PI_STARTS[key] = start
-    return start
-
-
-def _build_start_position(game: _Game, path: str) -> tuple[str, str]:
-    if game.pi is not None and game.rows:
-        raise KifuError(path, game.pi[0], "both PI and P1..P9 give the start position")
-    if game.rows:
-        board = _board_from_rows(game, path)
-    elif game.pi is not None or not game.piece_lines:
-        board = _board_from_pi(game.pi, path)
-    else:
-        board = [0] * rules.NUM_SQUARES          # only P+/P- lines: pieces placed one by one
-    hands = [[0] * 9, [0] * 9]                   # [colour][piece type 1..8]
-    _apply_piece_lines(game, board, hands, path)
-    turn = game.turn
-    if turn is None:                              # Shogi Wars and small test files omit the `+` line
-        turn = rules.WHITE if game.move_count and game.move_text[0][0] == "-" else rules.BLACK
-    sfen = _to_sfen(board, hands, turn)
-    board_field = sfen.split(" ", 1)[0]
-    handicap = HANDICAP_BOARDS.get(board_field, "") if not any(map(any, hands)) else ""
-    if game.pi is not None and game.pi[1] and not handicap:
-        handicap = "PI" + game.pi[1]
-    return sfen, handicap
-
-
-def _board_from_rows(game: _Game, path: str) -> list[int]:
-    missing = [rank for rank in range(1, 10) if rank not in game.rows]
-    if missing:
-        raise KifuError(path, min(number for number, _ in game.rows.values()),
-                        f"board rows P{missing[0]} missing")
-    board = [0] * rules.NUM_SQUARES
-    for rank, (number, text) in sorted(game.rows.items()):
-        board[(rank - 1) * 9:rank * 9], repair = _parse_row(text, number, path)
-        if repair:
-            game.repairs.append(f"{REPAIRED_ROW} P{rank} line {number}: {repair}")
-    return board
-
-
-REPAIRED_ROW = "csa_board_row"     # the kind of repair a GameRecord.repairs entry names (see _parse_row)
-
-
-def _parse_row(text: str, number: int, path: str) -> tuple[list[int], str]:
-    """9 piece codes (file 9 first) from a `P1` row, and '' or what was repaired; cells are ` * ` or
-    `+FU`, any spacing.
-
-    Read as cshogi reads a row (nine cells at fixed columns), where the meaning is unambiguous: text
-    after nine well-formed 3-character cells is ignored (`P1-KY-KE-GI-KI-OU-KI-GI-KE-KY *.` is the
-    even-game rank 1), and a last cell written ` *` followed by another character (` *.`, ` *\t`,
-    ` *x`) is the empty square cshogi reads there. Refused (as cshogi's undefined reading of them):
-    text after the cells that starts like a tenth cell (`-KY`, ` * `, ` *` at the end of the line),
-    since which cell is one too many cannot be told, and any other malformed cell.
-    """
-    try:
-        cells = _row_cells(text, number, path)
-    except KifuError as exc:
-        fixed = _fixed_row(text)
-        if fixed is None:
-            raise
-        if not fixed[0]:
-            _refuse_extra_cell(text, number, path, exc)
-        return fixed
-    if len(cells) != 9:
-        fixed = _fixed_row(text) if len(cells) > 9 else None
-        if fixed and fixed[0]:
-            return fixed
-        raise KifuError(path, number, f"board row has {len(cells)} cells, expected 9")
-    return cells, ""
-
-
-def _row_cells(text: str, number: int, path: str) -> list[int]:
-    """Every cell of a row, any spacing (KifuError at the first malformed one)."""
-    cells: list[int] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char in " \t":
-            i += 1
-        elif char == "*":
-            cells.append(0)
-            i += 1
-        elif char in "+-" and text[i + 1:i + 3] in PIECE_TYPE:
-            cells.append(PIECE_TYPE[text[i + 1:i + 3]] + (rules.NUM_PIECE_TYPES if char == "-" else 0))
-            i += 3
-        else:
-            raise KifuError(path, number, f"bad board cell {text[i:i + 3]!r}")
-    return cells
-
-
-def _fixed_cell(cell: str) -> int | None:
-    """A well-formed 3-character cell (` * `, `+FU`, `-KY`) -> piece code (0: empty); else None."""
-    if cell == " * ":
-        return 0
-    if cell[:1] in ("+", "-") and cell[1:] in PIECE_TYPE:
-        return PIECE_TYPE[cell[1:]] + (rules.NUM_PIECE_TYPES if cell[0] == "-" else 0)
-    return None
-
-
-def _fixed_row(text: str) -> tuple[list[int], str] | None:
-    """The 9 cells at fixed columns, repaired as _parse_row says: (codes, what was repaired); ([], '')
-    when the text after them starts like a tenth cell (ambiguous); None when the cells are not there."""
-    if len(text) < 26:
-        return None
-    codes = [_fixed_cell(text[k:k + 3]) for k in range(0, 24, 3)]
-    if any(code is None for code in codes):
-        return None
-    last, repair = _fixed_cell(text[24:27]), ""
-    if last is None:
-        if text[24:26] != " *" or text[26:27] in ("+", "-"):
-            return None
-        last, repair = 0, f"last cell {text[24:27]!r} read as empty"
-    tail = text[27:]
-    if tail:
-        if _fixed_cell(tail[:3].ljust(3)) is not None:
-            return [], ""
-        repair = "; ".join(filter(None, (repair, f"text after the 9 cells ignored: {tail[:10]!r}")))
-    return codes + [last], repair        # type: ignore[operator]
-
-
-def _refuse_extra_cell(text: str, number: int, path: str, exc: KifuError) -> list[int]:
-    raise KifuError(path, number, f"board row has text after its 9 cells that reads as a 10th cell "
-                                  f"{text[27:30]!r}: which cell is extra cannot be told") from exc
-
-
-def _board_from_pi(pi: tuple[int, str] | None, path: str) -> list[int]:
-    """The even-game board with the pieces listed after `PI` (e.g. `82HI22KA`) removed."""
-    board = list(STANDARD_CODES)
-    if pi is None:
-        return board
-    number, removed = pi
-    if len(removed) % 4:
-        raise KifuError(path, number, f"bad PI piece list {removed!r}")
-    for k in range(0, len(removed), 4):
-        square, name = removed[k:k + 2], removed[k + 2:k + 4]
-        index = _square(square, number, path)
-        code = board[index]
-        if name not in PIECE_TYPE or code == 0 or (code - 1) % rules.NUM_PIECE_TYPES + 1 != PIECE_TYPE[name]:
-            raise KifuError(path, number, f"PI removes {square}{name} but that square does not hold it")
-        board[index] = 0
-    return board
-
-
-def _square(text: str, number: int, path: str) -> int:
-    if len(text) != 2 or not text.isdigit() or "0" in text:
-        raise KifuError(path, number, f"bad square {text!r}")
-    return rules.square_index(int(text[0]), int(text[1]))
-
-
-def _apply_piece_lines(game: _Game, board: list[int], hands: list[list[int]], path: str) -> None:
-    """`P+63TO00KI` places pieces and fills hands; `P-00AL` gives that side every piece left over."""
-    all_to: int | None = None
-    for number, colour, text in game.piece_lines:
-        if len(text) % 4:
-            raise KifuError(path, number, f"bad piece list {text!r}")
-        for k in range(0, len(text), 4):
-            square, name = text[k:k + 2], text[k + 2:k + 4]
-            if square == "00" and name == "AL":
-                all_to = colour
-                continue
-            piece = PIECE_TYPE.get(name)
-            if piece is None:
-                raise KifuError(path, number, f"unknown piece {name!r}")
-            if square == "00":
-                if piece not in rules.HAND_PIECE_TYPES:
-                    raise KifuError(path, number, f"{name} cannot be held in hand")
-                hands[colour][piece] += 1
-            else:
-                board[_square(square, number, path)] = piece + rules.NUM_PIECE_TYPES * colour
-    used = _piece_counts(board, hands)
-    for piece, total in PIECE_TOTALS.items():
-        if used[piece] > total:
-            line = game.piece_lines[0][0] if game.piece_lines else game.start_line
-            raise KifuError(path, line, f"too many {CSA_PIECES[piece - 1]} pieces ({used[piece]} > {total})")
-        if all_to is not None and piece != 8:
-            hands[all_to][piece] += total - used[piece]
-
-
-def _piece_counts(board: list[int], hands: list[list[int]]) -> dict[int, int]:
-    counts = {piece: hands[0][piece] + hands[1][piece] for piece in PIECE_TOTALS}
-    for code in board:
-        if code:
-            piece = (code - 1) % rules.NUM_PIECE_TYPES + 1
-            counts[UNPROMOTED.get(piece, piece)] += 1
-    return counts
-
-
-def _to_sfen(board: list[int], hands: list[list[int]], turn: int) -> str:
-    """SFEN of a CSA start position; `hands[colour][piece type]` counts."""
-    black, white = ([hands[colour][t] for t in rules.HAND_PIECE_TYPES] for colour in (rules.BLACK, rules.WHITE))
-    return rules.format_sfen(board, black, white, turn)
-
-
 # --- moves and result ------------------------------------------------------------------------------
 
 def _build_record(game: _Game, path: str, new_game_position=None) -> GameRecord:
-    start_sfen, handicap = _start_position(game, path)
+    first_mover = rules.WHITE if game.move_count and game.move_text[0][0] == "-" else rules.BLACK
+    start_sfen, handicap, repairs = start_position(game.start, first_mover, game.start_line, path)
     try:
         position = (new_game_position or csa_position_factory())(start_sfen)
     except rules.IllegalMoveError as exc:
@@ -613,7 +365,7 @@ def _build_record(game: _Game, path: str, new_game_position=None) -> GameRecord:
         source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
         black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
         event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)),
-        repairs=tuple(game.repairs), move_codes=codes if codes is not None and len(codes) == len(moves) else None)
+        repairs=repairs, move_codes=codes if codes is not None and len(codes) == len(moves) else None)
 
 
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:
@@ -760,143 +512,10 @@ def _summary_result(game: _Game, path: str) -> tuple[Winner, Ending]:
     elif names == (game.white, game.black) and game.black != game.white:
         first_is = Winner.WHITE
     else:
-        same = " (the same name for both players: the order cannot be told)" if game.black == game.white else ""
+        same = (" (the same name for both players: the order cannot be told)"
+                if game.black == game.white else "")
         raise KifuError(path, game.summary_line or game.start_line,
                         f"summary names {first!r} and {second!r} do not match the players "
                         f"N+{game.black!r} N-{game.white!r}{same}; no % ending: the result is unknown")
     other = Winner.WHITE if first_is is Winner.BLACK else Winner.BLACK
     return (first_is if outcome == "first" else other), ending
-
-
-# Piece moves for the check test: (steps, slides) as (file delta, forward delta); forward is towards
-# the opponent. Files are symmetric, so a step and its mirror are both listed.
-_GOLD_STEPS = ((0, 1), (1, 1), (-1, 1), (1, 0), (-1, 0), (0, -1))
-_DIAGONALS = ((1, 1), (-1, 1), (1, -1), (-1, -1))
-_ORTHOGONALS = ((0, 1), (0, -1), (1, 0), (-1, 0))
-_PIECE_MOVES: dict[int, tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]] = {
-    1: (((0, 1),), ()),
-    2: ((), ((0, 1),)),
-    3: (((1, 2), (-1, 2)), ()),
-    4: (((0, 1), (1, 1), (-1, 1), (1, -1), (-1, -1)), ()),
-    5: (_GOLD_STEPS, ()),
-    6: ((), _DIAGONALS),
-    7: ((), _ORTHOGONALS),
-    8: (_DIAGONALS + _ORTHOGONALS, ()),
-    9: (_GOLD_STEPS, ()), 10: (_GOLD_STEPS, ()), 11: (_GOLD_STEPS, ()), 12: (_GOLD_STEPS, ()),
-    13: (_ORTHOGONALS, _DIAGONALS),
-    14: (_DIAGONALS, _ORTHOGONALS),
-}
-
-
-def in_check(codes: list[int], colour: int) -> bool:
-    """True when `colour`'s king is attacked in `codes` (81 piece codes, see rules.piece_codes)."""
-    king_code = 8 + rules.NUM_PIECE_TYPES * colour
-    if king_code not in codes:
-        return False
-    king = codes.index(king_code)
-    for index, code in enumerate(codes):
-        if code == 0 or (code - 1) // rules.NUM_PIECE_TYPES == colour:
-            continue
-        piece = (code - 1) % rules.NUM_PIECE_TYPES + 1
-        if _attacks(codes, index, piece, 1 - colour, king):
-            return True
-    return False
-
-
-def _attacks(codes: list[int], index: int, piece: int, colour: int, target: int) -> bool:
-    rank, column = divmod(index, 9)
-    forward = -1 if colour == rules.BLACK else 1          # Black moves towards rank a (row 0)
-    steps, slides = _PIECE_MOVES[piece]
-    for d_col, d_fwd in steps:
-        r, c = rank + d_fwd * forward, column + d_col
-        if 0 <= r < 9 and 0 <= c < 9 and r * 9 + c == target:
-            return True
-    for d_col, d_fwd in slides:
-        r, c = rank + d_fwd * forward, column + d_col
-        while 0 <= r < 9 and 0 <= c < 9:
-            if r * 9 + c == target:
-                return True
-            if codes[r * 9 + c]:
-                break
-            r, c = r + d_fwd * forward, c + d_col
-    return False
-
-
-# --- writer ----------------------------------------------------------------------------------------
-
-def format_csa(record: GameRecord) -> str:
-    """Write `record` as a CSA V2.2 game: names, event, ratings, start position, moves, ending.
-
-    The start position is `PI` (with removed pieces for a standard handicap board) when it is one,
-    else P1..P9 rows with P+/P- hand lines. CSA has no move number, so a start SFEN read back has
-    move number 1. MAX_MOVES is written as `%MAX_MOVES` (the CSA V3.0 marker, read by `parse`).
-
-    Raises:
-        ValueError: a move is illegal, or the winner cannot be expressed with the record's ending
-            (e.g. RESIGN won by the side to move).
-    """
-    lines = ["V2.2", f"N+{record.black}", f"N-{record.white}"]
-    if record.event:
-        lines.append(f"$EVENT:{record.event}")
-    if record.black_rating is not None:
-        lines.append(f"'black_rate:{record.black}:{record.black_rating}")
-    if record.white_rating is not None:
-        lines.append(f"'white_rate:{record.white}:{record.white_rating}")
-    lines += _position_lines(record.start_sfen)
-    position = rules.new_position(record.start_sfen)
-    for usi in record.moves:
-        lines.append(usi_to_csa_move(position, usi))
-        position.push_usi(usi)
-    if record.ending is not Ending.NONE:
-        lines.append(_special_move(record, position))
-    return "\n".join(lines) + "\n"
-
-
-def usi_to_csa_move(position: rules.Position, usi: str) -> str:
-    """`7g7f` -> `+7776FU` (sign of the side to move; the piece after the move), read against `position`."""
-    sign = "+" if position.turn == rules.BLACK else "-"
-    to = f"{usi[2]}{ord(usi[3]) - ord('a') + 1}"
-    if usi[1] == "*":
-        return f"{sign}00{to}{CSA_PIECES[SFEN_LETTERS.index(usi[0])]}"
-    from_file, from_rank = int(usi[0]), ord(usi[1]) - ord("a") + 1
-    here = position.piece_type_at(rules.square_index(from_file, from_rank))
-    if here is None:
-        raise ValueError(f"move {usi}: no piece on {usi[:2]}")
-    piece = PROMOTED[here[0]] if usi.endswith("+") and here[0] in PROMOTED else here[0]
-    return f"{sign}{from_file}{from_rank}{to}{CSA_PIECES[piece - 1]}"
-
-
-def _position_lines(sfen: str) -> list[str]:
-    _, turn, hand = sfen.split(" ")[:3]
-    turn_line = "+" if turn == "b" else "-"
-    codes = rules.new_position(sfen).piece_codes()
-    if hand == "-" and all(c == s or (c == 0 and s > rules.NUM_PIECE_TYPES) for c, s in zip(codes, STANDARD_CODES)):
-        removed = "".join(
-            f"{9 - index % 9}{index // 9 + 1}{CSA_PIECES[(s - 1) % rules.NUM_PIECE_TYPES]}"
-            for index, (c, s) in enumerate(zip(codes, STANDARD_CODES)) if c != s)
-        return [f"PI{removed}", turn_line]
-    lines = []
-    for rank in range(9):
-        cells = []
-        for code in codes[rank * 9:(rank + 1) * 9]:
-            if code == 0:
-                cells.append(" * ")
-            else:
-                colour, piece = divmod(code - 1, rules.NUM_PIECE_TYPES)
-                cells.append(("+" if colour == rules.BLACK else "-") + CSA_PIECES[piece])
-        lines.append(f"P{rank + 1}" + "".join(cells))
-    black_hand, white_hand = rules.new_position(sfen).hand_counts()
-    for sign, counts in (("+", black_hand), ("-", white_hand)):
-        pieces = "".join(f"00{CSA_PIECES[t - 1]}" * n for t, n in zip(rules.HAND_PIECE_TYPES, counts))
-        if pieces:
-            lines.append(f"P{sign}{pieces}")
-    return lines + [turn_line]
-
-
-def _special_move(record: GameRecord, position: rules.Position) -> str:
-    """The `%` token for the record's ending whose implied winner is the record's winner."""
-    for token, (ending, loser) in SPECIAL_MOVES.items():
-        if ending is record.ending and special_move_winner(loser, position) is record.winner:
-            return token
-    raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by "
-                     f"{record.winner.value} as CSA with {'black' if position.turn == 0 else 'white'} to move")

@@ -1,8 +1,8 @@
 """Japanese notation shared by the KIF and KI2 readers: numerals, piece names, result words, 手合割.
 
-Piece types use the rules module's numbering (1 P, 2 L, 3 N, 4 S, 5 G, 6 B, 7 R, 8 K, 9 +P, 10 +L,
-11 +N, 12 +S, 13 +B, 14 +R). Results are `Outcome`s: the ending and who wins, relative to the side
-to move when the word is read (a result word is written where the next move would be).
+Piece types are rules.PieceType (rules/pieces.py). Results are `Outcome`s: the ending and who wins,
+relative to the side to move when the word is read (a result word is written where the next move would
+be).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import enum
 import re
 
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending
+from shogi_dnn.rules import PieceType
 
 # Full-width, half-width and kanji digits 1..9 (files are written １..９, ranks 一..九).
 DIGITS: dict[str, int] = {}
@@ -21,19 +22,20 @@ ZEN_DIGITS = "０１２３４５６７８９"
 KANJI_DIGITS = "〇一二三四五六七八九"
 
 # Piece names -> piece type. Abbreviations seen in the wild: 全 成銀, 圭 成桂, 杏 成香, 竜 龍, 王 玉.
-PIECE_TYPES: dict[str, int] = {
-    "歩": 1, "香": 2, "桂": 3, "銀": 4, "金": 5, "角": 6, "飛": 7, "玉": 8, "王": 8,
-    "と": 9, "成香": 10, "杏": 10, "成桂": 11, "圭": 11, "成銀": 12, "全": 12,
-    "馬": 13, "龍": 14, "竜": 14,
-}
 # The names a writer uses (Kifu for Windows style): type -> name.
-PIECE_NAMES: dict[int, str] = {1: "歩", 2: "香", 3: "桂", 4: "銀", 5: "金", 6: "角", 7: "飛", 8: "玉",
-                               9: "と", 10: "成香", 11: "成桂", 12: "成銀", 13: "馬", 14: "龍"}
+PIECE_NAMES: dict[PieceType, str] = {
+    PieceType.PAWN: "歩", PieceType.LANCE: "香", PieceType.KNIGHT: "桂", PieceType.SILVER: "銀",
+    PieceType.GOLD: "金", PieceType.BISHOP: "角", PieceType.ROOK: "飛", PieceType.KING: "玉",
+    PieceType.PROM_PAWN: "と", PieceType.PROM_LANCE: "成香", PieceType.PROM_KNIGHT: "成桂",
+    PieceType.PROM_SILVER: "成銀", PieceType.PROM_BISHOP: "馬", PieceType.PROM_ROOK: "龍"}
 # One-character names used inside board diagrams (a two-character 成香 does not fit a cell).
-BOARD_NAMES: dict[int, str] = {**PIECE_NAMES, 10: "杏", 11: "圭", 12: "全"}
+BOARD_NAMES: dict[PieceType, str] = {**PIECE_NAMES, PieceType.PROM_LANCE: "杏", PieceType.PROM_KNIGHT: "圭",
+                                     PieceType.PROM_SILVER: "全"}
+PIECE_TYPES: dict[str, PieceType] = {
+    **{name: piece_type for piece_type, name in PIECE_NAMES.items()},
+    **{name: piece_type for piece_type, name in BOARD_NAMES.items()},
+    "王": PieceType.KING, "竜": PieceType.PROM_ROOK}
 PIECE_PATTERN = "成香|成桂|成銀|[歩香桂銀金角飛玉王と杏圭全馬龍竜]"
-SFEN_LETTERS = {1: "P", 2: "L", 3: "N", 4: "S", 5: "G", 6: "B", 7: "R", 8: "K"}
-PROMOTED_BASE = {9: 1, 10: 2, 11: 3, 12: 4, 13: 6, 14: 7}   # promoted type -> unpromoted type
 
 # 手合割 -> start SFEN. In every handicap game 上手 (White) removes pieces and moves first.
 HANDICAPS: dict[str, str] = {
@@ -175,10 +177,8 @@ __all__ = [
     "PIECE_NAMES",
     "PIECE_PATTERN",
     "PIECE_TYPES",
-    "PROMOTED_BASE",
     "RESULT_PATTERN",
     "RESULT_WORDS",
-    "SFEN_LETTERS",
     "SUMMARY_LINE",
     "WHITE_KEYS",
     "Mover",

@@ -16,7 +16,7 @@ from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import japanese as ja
 from shogi_dnn.kifu.kif import GameState, destination, read_games, usi_square_index
 from shogi_dnn.kifu.record import GameRecord
-from shogi_dnn.rules import BLACK, WHITE, Position
+from shogi_dnn.rules import BLACK, SFEN_TYPE, WHITE, Position
 
 MARKS = {"▲": BLACK, "☗": BLACK, "▼": BLACK, "△": WHITE, "☖": WHITE, "▽": WHITE}
 _TOKEN = re.compile(r"([▲△☗☖▼▽])\s*([^▲△☗☖▼▽\s]+)")
@@ -24,7 +24,6 @@ _SAME = re.compile(r"同[\s　]+")
 _KI2_MOVE = re.compile(
     rf"^(?:(?P<file>[1-9１-９])(?P<rank>[1-9１-９一二三四五六七八九])|(?P<same>同))(?P<piece>{ja.PIECE_PATTERN})"
     r"(?P<side>[右左])?(?P<motion>[直上寄引行入])?(?P<act>成|不成|生|打)?$")
-_HAND_LETTERS = "PLNSGBR"
 
 
 def read_ki2_move_line(state: GameState, line: str, line_no: int) -> bool:
@@ -107,7 +106,7 @@ def _moves_to(position: Position, to: str, piece_type: int) -> tuple[list[str], 
         if usi[2:4] != to:
             continue
         if usi[1] == "*":
-            if _HAND_LETTERS.index(usi[0]) + 1 == piece_type:
+            if SFEN_TYPE[usi[0]] == piece_type:
                 drops.append(usi)
             continue
         found = position.piece_type_at(usi_square_index(usi[:2]))

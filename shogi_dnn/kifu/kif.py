@@ -24,7 +24,20 @@ from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import japanese as ja
 from shogi_dnn.kifu.evals import evals_by_position, kif_comment_eval, to_black_view
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
-from shogi_dnn.rules import BLACK, WHITE, IllegalMoveError, Position, new_position, square_usi
+from shogi_dnn.rules import (
+    BLACK,
+    HAND_PIECE_TYPES,
+    NUM_PIECE_TYPES,
+    PROMOTED,
+    SFEN_PIECE,
+    SFEN_TYPE,
+    WHITE,
+    IllegalMoveError,
+    PieceType,
+    Position,
+    new_position,
+    square_usi,
+)
 
 # Header keys that open a new game when they follow the moves of the previous one.
 NEW_GAME_KEYS = frozenset({"開始日時", "対局日", "棋戦", "手合割", "先手", "後手", "下手", "上手", "表題",
@@ -173,9 +186,8 @@ def board_sfen(state: GameState, line: int) -> str:
     return f"{'/'.join(rows)} {turn} {hands} 1"
 
 
-def _sfen_piece(piece_type: int, white: bool) -> str:
-    base = ja.PROMOTED_BASE.get(piece_type, piece_type)
-    letter = ("+" if piece_type in ja.PROMOTED_BASE else "") + ja.SFEN_LETTERS[base]
+def _sfen_piece(piece_type: PieceType, white: bool) -> str:
+    letter = SFEN_PIECE[piece_type]
     return letter.lower() if white else letter
 
 
@@ -190,14 +202,14 @@ def _sfen_hand(state: GameState, colour: int, line: int) -> str:
             count = ja.parse_number(token[1:])
         except ValueError:
             piece_type = None
-        if piece_type is None or piece_type > 7:
+        if piece_type not in HAND_PIECE_TYPES:
             raise KifuError(state.path, line, f"bad piece in hand {token!r}")
         counts[piece_type] = counts.get(piece_type, 0) + count
     out = ""
-    for piece_type in (7, 6, 5, 4, 3, 2, 1):       # SFEN order R B G S N L P
+    for piece_type in reversed(HAND_PIECE_TYPES):       # SFEN order R B G S N L P
         n = counts.get(piece_type, 0)
         if n:
-            letter = ja.SFEN_LETTERS[piece_type]
+            letter = SFEN_PIECE[piece_type]
             out += (str(n) if n > 1 else "") + (letter if colour == BLACK else letter.lower())
     return out
 
@@ -465,10 +477,10 @@ def kif_move_usi(state: GameState, token: str, line_no: int) -> str:
     piece_type = ja.PIECE_TYPES[move.group("piece")]
     origin, act = move.group("origin"), move.group("act") or ""
     if act == "打" or origin in (None, "00"):
-        if piece_type > 7:
+        if piece_type not in HAND_PIECE_TYPES:
             state.fail(line_no, f"cannot drop {move.group('piece')}", ply)
             return ""
-        return f"{ja.SFEN_LETTERS[piece_type]}*{to}"
+        return f"{SFEN_PIECE[piece_type]}*{to}"
     if "0" in origin:           # (09), (90): no such square (file and rank are 1..9)
         state.fail(line_no, f"{token!r}: origin ({origin}) is not a square", ply)
         return ""
@@ -532,8 +544,10 @@ def format_kif(record: GameRecord) -> str:
         previous = usi[2:4]
     plies = len(record.moves)
     word = _ending_word(record, position.turn)
-    if word in ja.RESULT_WORDS and _relative_winner(ja.RESULT_WORDS[word].winner, position.turn) is not record.winner:
-        raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by {record.winner.value} "
+    if word in ja.RESULT_WORDS \
+            and _relative_winner(ja.RESULT_WORDS[word].winner, position.turn) is not record.winner:
+        raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by "
+                         f"{record.winner.value} "
                          f"as KIF with {'black' if position.turn == BLACK else 'white'} to move")
     if word:
         if record.ending is Ending.MAX_MOVES:
@@ -554,7 +568,7 @@ def board_diagram(position: Position) -> list[str]:
             if code == 0:
                 cells += " ・"
             else:
-                white, piece_type = divmod(code - 1, 14)
+                white, piece_type = divmod(code - 1, NUM_PIECE_TYPES)
                 cells += ("v" if white else " ") + ja.BOARD_NAMES[piece_type + 1]
         lines.append(f"|{cells}|{ja.KANJI_DIGITS[rank + 1]}")
     lines += ["+" + "-" * 27 + "+", f"先手の持駒：{_hand_text(black_hand)}"]
@@ -563,7 +577,7 @@ def board_diagram(position: Position) -> list[str]:
 
 def _hand_text(counts: tuple[int, ...]) -> str:
     parts = [ja.PIECE_NAMES[t] + (ja.kanji_number(n) if n > 1 else "")
-             for t, n in zip((1, 2, 3, 4, 5, 6, 7), counts) if n]
+             for t, n in zip(HAND_PIECE_TYPES, counts) if n]
     return "　".join(reversed(parts)) or "なし"
 
 
@@ -572,13 +586,13 @@ def move_text(position: Position, usi: str, previous: str) -> str:
     to = usi[2:4]
     where = "同　" if to == previous else ja.square_text(int(to[0]), ord(to[1]) - ord("a") + 1)
     if usi[1] == "*":
-        return f"{where}{ja.PIECE_NAMES['PLNSGBR'.index(usi[0]) + 1]}打"
+        return f"{where}{ja.PIECE_NAMES[SFEN_TYPE[usi[0]]]}打"
     found = position.piece_type_at(usi_square_index(usi[:2]))
     if found is None:
         raise IllegalMoveError(f"no piece on {usi[:2]}")
     piece_type, colour = found
     suffix = "成" if usi.endswith("+") else ""
-    if not suffix and piece_type in (1, 2, 3, 4, 6, 7) and _in_zone(usi, colour):
+    if not suffix and piece_type in PROMOTED and _in_zone(usi, colour):
         suffix = "不成"
     return f"{where}{ja.PIECE_NAMES[piece_type]}{suffix}({usi[0]}{ord(usi[1]) - ord('a') + 1})"
 

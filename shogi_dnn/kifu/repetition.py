@@ -18,9 +18,8 @@ import dataclasses
 from collections.abc import Hashable, Sequence
 
 from shogi_dnn.errors import KifuError
-from shogi_dnn.kifu.csa import in_check
 from shogi_dnn.kifu.record import Ending, GameRecord, Winner
-from shogi_dnn.rules import BLACK, new_position
+from shogi_dnn.rules import BLACK, in_check, new_position
 
 # Kinds of the repetition outcome, as convert-report.json counts them (`repetitions`).
 CUT_SENNICHITE = "cut_sennichite"                  # played on past a fourfold repetition: cut, a draw
@@ -74,8 +73,8 @@ def settle(record: GameRecord, end: int, checks: Sequence[bool] | None = None, f
     if end < 0:
         if record.ending in _CLAIMS:
             raise KifuError(record.source.path, record.source.line,
-                            f"{UNCONFIRMED_CLAIM}: {record.ending.value} claimed after {len(record.moves)} moves "
-                            "but no position occurred four times")
+                            f"{UNCONFIRMED_CLAIM}: {record.ending.value} claimed after {len(record.moves)} "
+                            "moves but no position occurred four times")
         return Settled(record)
     first_turn = 0 if record.start_sfen.split(" ")[1] == "b" else 1
     winner, ending = (repetition_result(record, end) if checks is None
@@ -108,7 +107,8 @@ def repetition_result(record: GameRecord, end: int) -> tuple[Winner, Ending]:
                               0 if record.start_sfen.split(" ")[1] == "b" else 1)
 
 
-def result_from_checks(first: int, end: int, checks: Sequence[bool], first_turn: int) -> tuple[Winner, Ending]:
+def result_from_checks(first: int, end: int, checks: Sequence[bool],
+                       first_turn: int) -> tuple[Winner, Ending]:
     """Draw, or OUTE_SENNICHITE lost by the side that gave check with every move after position `first`
     up to `end` (`checks[i]`: the side to move is in check in position i; `first_turn`: the colour to
     move in position 0)."""
@@ -121,4 +121,5 @@ def result_from_checks(first: int, end: int, checks: Sequence[bool], first_turn:
 
 
 __all__ = ["CUT_OUTE_SENNICHITE", "CUT_SENNICHITE", "ENDED_OUTE_SENNICHITE", "ENDED_SENNICHITE", "RELABELLED",
-           "UNCONFIRMED_CLAIM", "Settled", "fourfold_index", "repetition_result", "result_from_checks", "settle"]
+           "UNCONFIRMED_CLAIM", "Settled", "fourfold_index", "repetition_result", "result_from_checks",
+           "settle"]

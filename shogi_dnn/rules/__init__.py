@@ -1,5 +1,7 @@
 """Move rules behind one small interface, so readers and the encoder never touch a library directly.
 
+  pieces.py            `PieceType` and the piece tables: hand order, promotion, set counts, SFEN letters
+  moves.py             `MOVES`: how each piece type moves (the one move table); `attacks`, `in_check`
   position.py          the `Position` protocol, IllegalMoveError, the square/piece/colour conventions
   pyshogi_backend.py   `ShogiPosition` on python-shogi (always installed, the reference)
   cshogi_backend.py    `CshogiPosition` on cshogi (extra `fast`; identical results, faster)
@@ -8,7 +10,7 @@
   validity.py          `check_sfen`, IllegalPositionError: the positions no game can reach, refused
 
 Callers outside this folder import from `shogi_dnn.rules`; the modules inside import each other directly
-(position <- validity <- backends <- factory), so there is no import cycle.
+(pieces <- position, moves <- validity <- backends <- factory), so there is no import cycle.
 """
 
 from shogi_dnn.rules.factory import (
@@ -20,12 +22,21 @@ from shogi_dnn.rules.factory import (
     position_from_sfen,
     resolve_backend,
 )
-from shogi_dnn.rules.position import (
-    BLACK,
+from shogi_dnn.rules.moves import MOVES, PieceMoves, attacks, in_check
+from shogi_dnn.rules.pieces import (
+    BASE_PIECE_TYPES,
     HAND_PIECE_TYPES,
     NUM_PIECE_TYPES,
-    NUM_SQUARES,
+    PROMOTED,
+    SET_COUNT,
     SFEN_PIECE,
+    SFEN_TYPE,
+    UNPROMOTED,
+    PieceType,
+)
+from shogi_dnn.rules.position import (
+    BLACK,
+    NUM_SQUARES,
     WHITE,
     IllegalMoveError,
     Position,
@@ -39,19 +50,29 @@ from shogi_dnn.rules.validity import IllegalPositionError, check_sfen
 __all__ = [
     "BACKENDS",
     "BACKEND_ENV",
+    "BASE_PIECE_TYPES",
     "BLACK",
     "HAND_PIECE_TYPES",
+    "MOVES",
     "NUM_PIECE_TYPES",
     "NUM_SQUARES",
+    "PROMOTED",
+    "SET_COUNT",
     "SFEN_PIECE",
+    "SFEN_TYPE",
+    "UNPROMOTED",
     "WHITE",
     "IllegalMoveError",
     "IllegalPositionError",
+    "PieceMoves",
+    "PieceType",
     "Position",
     "ShogiPosition",
+    "attacks",
     "available_backends",
     "check_sfen",
     "format_sfen",
+    "in_check",
     "new_position",
     "position_factory",
     "position_from_sfen",

@@ -15,22 +15,28 @@ from collections.abc import Sequence
 import cshogi
 import numpy as np
 
-from shogi_dnn.rules.position import NUM_PIECE_TYPES, NUM_SQUARES, IllegalMoveError
+from shogi_dnn.rules.pieces import HAND_PIECE_TYPES, NUM_PIECE_TYPES, PROMOTED, SFEN_PIECE, PieceType
+from shogi_dnn.rules.position import NUM_SQUARES, IllegalMoveError
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 # Package square index i (rank-major from 9a) -> cshogi square (file-major from 1a).
 _CSHOGI_SQUARE = np.array([(8 - i % 9) * 9 + i // 9 for i in range(NUM_SQUARES)], np.int64)
-# cshogi piece type -> package piece type (python-shogi numbering): only G/B/R move.
-_TYPE = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 7, 7: 5, 8: 8, 9: 9, 10: 10, 11: 11, 12: 12, 13: 13, 14: 14}
+# cshogi piece type -> package PieceType, by cshogi's constant of the same name (only G/B/R differ).
+_TYPE = {getattr(cshogi, piece_type.name): piece_type for piece_type in PieceType}
 _WHITE_OFFSET = 16
-_PROMOTABLE = frozenset((1, 2, 3, 4, 5, 6))   # cshogi P L N S B R, unpromoted
+_PROMOTABLE = frozenset(getattr(cshogi, piece_type.name) for piece_type in PROMOTED)   # cshogi P L N S B R
+# cshogi's type of a dropped piece by its USI letter, and the kinds that can be stuck (cshogi numbering).
+_DROP_KIND = {SFEN_PIECE[piece_type]: getattr(cshogi, piece_type.name) for piece_type in HAND_PIECE_TYPES}
+_STUCK_ON_LAST_RANK = frozenset((cshogi.PAWN, cshogi.LANCE))
+_STUCK_ON_LAST_TWO_RANKS = cshogi.KNIGHT
 # cshogi piece code (0..31) -> package code: 0 empty, t black, 14 + t white.
 _CODE = np.zeros(32, np.uint8)
 for _cs, _t in _TYPE.items():
     _CODE[_cs] = _t
     _CODE[_cs + _WHITE_OFFSET] = _t + NUM_PIECE_TYPES
 # A run of well-formed CSA move tokens, each followed by "\n" (push_csa_moves matches them all at once).
-_CSA_TOKENS = re.compile(r"(?:[+-](?:00|[1-9][1-9])[1-9][1-9](?:FU|KY|KE|GI|KI|KA|HI|OU|TO|NY|NK|NG|UM|RY)\n)*")
+_CSA_TOKENS = re.compile(
+    r"(?:[+-](?:00|[1-9][1-9])[1-9][1-9](?:FU|KY|KE|GI|KI|KA|HI|OU|TO|NY|NK|NG|UM|RY)\n)*")
 # cshogi's 32-bit move: destination bits 0-6, origin 7-13 (81 + type - 1 for a drop), promotion bit 14,
 # the moved piece's type bits 16-19 (cshogi numbering: 1 P, 2 L, 3 N, ...).
 _PROMOTION = 1 << 14
@@ -129,7 +135,8 @@ class CshogiPosition:
             return destination_rank in zone or origin % 9 in zone
         kind = origin - 80 if origin >= 81 else (move >> 16) & 0xF       # cshogi: 1 P, 2 L, 3 N
         distance = destination_rank if turn == 0 else 8 - destination_rank   # 0 = the last rank
-        return not (kind == 3 and distance <= 1 or kind in (1, 2) and distance == 0)
+        return not (kind == _STUCK_ON_LAST_TWO_RANKS and distance <= 1
+                    or kind in _STUCK_ON_LAST_RANK and distance == 0)
 
     def _may_promote(self, usi: str) -> bool:
         """cshogi's is_legal accepts '+' anywhere; promotion needs the zone and a promotable piece."""
@@ -142,11 +149,11 @@ class CshogiPosition:
         if usi.endswith("+") or usi[3] not in ("ab" if self._board.turn == 0 else "hi"):
             return False            # only the last two ranks can hold a piece that never moves again
         if usi[1] == "*":
-            kind = "PLNSGBR".index(usi[0]) + 1
+            kind = _DROP_KIND[usi[0]]
         else:
             kind = self._board.piece((int(usi[0]) - 1) * 9 + ord(usi[1]) - ord("a")) % _WHITE_OFFSET
         rank = ord(usi[3]) - ord("a") if self._board.turn == 0 else ord("i") - ord(usi[3])   # 0 = last rank
-        return (kind in (1, 2) and rank == 0) or (kind == 3 and rank <= 1)
+        return (kind in _STUCK_ON_LAST_RANK and rank == 0) or (kind == _STUCK_ON_LAST_TWO_RANKS and rank <= 1)
 
     def sfen(self) -> str:
         return self._board.sfen()

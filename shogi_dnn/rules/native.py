@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from shogi_dnn.rules.factory import new_position
-from shogi_dnn.rules.position import NUM_PIECE_TYPES, NUM_SQUARES, format_sfen
+from shogi_dnn.rules.pieces import HAND_PIECE_TYPES, NUM_PIECE_TYPES, SFEN_PIECE
+from shogi_dnn.rules.position import NUM_SQUARES, format_sfen
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 try:
@@ -40,8 +41,8 @@ except ImportError:
     _csa_move_lines = None
 
 NATIVE_ENV = "SHOGI_DNN_NATIVE"
-HAND_KINDS = 7
-_DROP_LETTERS = "PLNSGBR"
+HAND_KINDS = len(HAND_PIECE_TYPES)                                   # 7
+_DROP_LETTERS = "".join(SFEN_PIECE[t] for t in HAND_PIECE_TYPES)     # "PLNSGBR"
 
 
 def enabled() -> bool:
@@ -127,7 +128,8 @@ class NativeGame:
         self._codes.append(np.array([_usi_code(usi)], np.int64))
 
     def move_codes(self) -> np.ndarray:
-        """[moves played] int64: the absolute code of every move played so far (features.absolute_move_code)."""
+        """[moves played] int64: the absolute code of every move played so far
+        (features.absolute_move_code)."""
         if len(self._codes) == 1:
             return self._codes[0]
         return np.concatenate(self._codes) if self._codes else np.empty(0, np.int64)
@@ -172,4 +174,5 @@ def move_line_counter():
     return _csa_move_lines if enabled() else None
 
 
-__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "move_line_counter", "new_csa_position"]
+__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "move_line_counter",
+           "new_csa_position"]

@@ -3,8 +3,10 @@
 Canonical conventions used across the package:
   square index  0..80 in SFEN order: rank a..i (top to bottom), file 9..1 (left to right);
                 index = (rank - 1) * 9 + (9 - file), so '9a' = 0, '1a' = 8, '5e' = 40, '1i' = 80.
-  piece type    python-shogi's numbering: 1 P, 2 L, 3 N, 4 S, 5 G, 6 B, 7 R, 8 K,
-                9 +P, 10 +L, 11 +N, 12 +S, 13 +B, 14 +R.
+  piece type    PieceType (rules/pieces.py), python-shogi's numbering: 1 P, 2 L, 3 N, 4 S, 5 G, 6 B,
+                7 R, 8 K, 9 +P, 10 +L, 11 +N, 12 +S, 13 +B, 14 +R.
+  piece code    0 empty, t Black's piece of type t, NUM_PIECE_TYPES + t (15..28) White's.
+  hand counts   7 per side in HAND_PIECE_TYPES order: P L N S G B R.
   colour        0 black (sente), 1 white (gote).
 """
 
@@ -13,15 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from shogi_dnn.rules.pieces import HAND_PIECE_TYPES, NUM_PIECE_TYPES, SFEN_PIECE
+
 BLACK = 0
 WHITE = 1
 NUM_SQUARES = 81
-NUM_PIECE_TYPES = 14            # unpromoted 1..8 and promoted 9..14
-HAND_PIECE_TYPES = (1, 2, 3, 4, 5, 6, 7)   # P L N S G B R: the kinds that can be held in hand
-# SFEN letter of each piece type (Black's; White's are lower case).
-SFEN_PIECE = {1: "P", 2: "L", 3: "N", 4: "S", 5: "G", 6: "B", 7: "R", 8: "K",
-              9: "+P", 10: "+L", 11: "+N", 12: "+S", 13: "+B", 14: "+R"}
-_SFEN_HAND_ORDER = (7, 6, 5, 4, 3, 2, 1)   # SFEN lists hands R B G S N L P
+_SFEN_HAND_ORDER = HAND_PIECE_TYPES[::-1]   # SFEN lists hands R B G S N L P
 
 
 class IllegalMoveError(ValueError):

@@ -6,8 +6,8 @@ and raises IllegalPositionError, one line naming the first rule broken, unless:
 
   rule            the position must have
   syntax          9 ranks of 9 squares; pieces P L N S G B R K (lower case: White's), `+` only before
-                  P L N S B R; side `b` or `w`; hands `-` or [count]letter, count 1 to the kind's set count (SFEN's order
-                  R B G S N L P is not required)
+                  P L N S B R; side `b` or `w`; hands `-` or [count]letter, count 1 to the kind's set
+                  count (SFEN's order R B G S N L P is not required)
   piece set       per kind, board + both hands, promoted counted with their base kind: at most
                   18 pawns, 4 lances, 4 knights, 4 silvers, 4 golds, 2 bishops, 2 rooks (also per side,
                   named first: "black has 19 pawns (18 at most)")
@@ -34,25 +34,20 @@ from __future__ import annotations
 
 import re
 
+from shogi_dnn.rules.moves import attacks
+from shogi_dnn.rules.pieces import BASE_PIECE_TYPES, PROMOTED, SFEN_PIECE, piece_code
+from shogi_dnn.rules.pieces import SET_COUNT as TYPE_SET_COUNT
 from shogi_dnn.rules.position import IllegalMoveError, square_usi
 
 # Pieces of one set per base kind (SFEN letter): also the most one side can hold.
-SET_COUNT = {"P": 18, "L": 4, "N": 4, "S": 4, "G": 4, "B": 2, "R": 2, "K": 2}
-KIND_NAME = {"P": "pawn", "L": "lance", "N": "knight", "S": "silver", "G": "gold", "B": "bishop",
-             "R": "rook", "K": "king"}
-PROMOTABLE = "PLNSBR"
+SET_COUNT = {SFEN_PIECE[t]: count for t, count in TYPE_SET_COUNT.items()}
+KIND_NAME = {SFEN_PIECE[t]: t.name.lower() for t in BASE_PIECE_TYPES}
+PROMOTABLE = "".join(SFEN_PIECE[t] for t in PROMOTED)
 _HAND_ITEM = re.compile(r"([0-9]*)([RBGSNLPrbgsnlp])")
 _HANDS = re.compile(r"(?:[0-9]*[RBGSNLPrbgsnlp])+")
 
-# Attacks of Black's pieces as (rank step, file-column step), rank step -1 = towards rank `a`
-# (column 0 is file 9); White's are the same with the rank step negated.
-_GOLD = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, 0))
-_DIAGONAL = ((-1, -1), (-1, 1), (1, -1), (1, 1))
-_ORTHOGONAL = ((-1, 0), (1, 0), (0, -1), (0, 1))
-_STEPS = {"P": ((-1, 0),), "N": ((-2, -1), (-2, 1)), "S": ((-1, -1), (-1, 0), (-1, 1), (1, -1), (1, 1)),
-          "G": _GOLD, "+P": _GOLD, "+L": _GOLD, "+N": _GOLD, "+S": _GOLD, "K": _DIAGONAL + _ORTHOGONAL,
-          "+B": _ORTHOGONAL, "+R": _DIAGONAL}
-_SLIDES = {"L": ((-1, 0),), "B": _DIAGONAL, "+B": _DIAGONAL, "R": _ORTHOGONAL, "+R": _ORTHOGONAL}
+# Piece type of each SFEN symbol a Board holds ('P', '+P', ..., 'K').
+_SYMBOL_TYPE = {symbol: piece_type for piece_type, symbol in SFEN_PIECE.items()}
 _COLOUR_NAME = ("black", "white")
 
 
@@ -107,7 +102,8 @@ def _read_board(text: str) -> Board:
                 column += int(char)
             elif char.upper() in SET_COUNT:
                 if column < 9:
-                    board[rank, column] = (0 if char.isupper() else 1, ("+" if promoted else "") + char.upper())
+                    colour = 0 if char.isupper() else 1
+                    board[rank, column] = (colour, ("+" if promoted else "") + char.upper())
                 column += 1
             else:
                 raise ValueError(f"unknown piece letter {char!r} on rank {chr(ord('a') + rank)}")
@@ -123,7 +119,8 @@ def _read_hands(text: str) -> tuple[dict[str, int], dict[str, int]]:
     if text == "-":
         return hands
     if not _HANDS.fullmatch(text):
-        raise ValueError(f"the hands {text!r} are not [count]letter... (R B G S N L P, upper case Black's) or -")
+        raise ValueError(f"the hands {text!r} are not [count]letter... (R B G S N L P, upper case Black's) "
+                         "or -")
     for digits, letter in _HAND_ITEM.findall(text):
         kind = letter.upper()
         count = int(digits or "1")
@@ -163,8 +160,8 @@ def _check_stuck_pieces(board: Board) -> None:
         distance = rank if colour == 0 else 8 - rank            # 0 = the owner's last rank
         if (piece in ("P", "L") and distance == 0) or (piece == "N" and distance <= 1):
             last = "last rank" if distance == 0 else "second last rank"
-            raise ValueError(f"{_COLOUR_NAME[colour]} {KIND_NAME[piece]} on {_square(rank, column)} can never "
-                             f"move (unpromoted on its {last})")
+            raise ValueError(f"{_COLOUR_NAME[colour]} {KIND_NAME[piece]} on {_square(rank, column)} can "
+                             f"never move (unpromoted on its {last})")
 
 
 def _check_nifu(board: Board) -> None:
@@ -172,37 +169,25 @@ def _check_nifu(board: Board) -> None:
     for (rank, column), (colour, piece) in sorted(board.items()):
         if piece == "P":
             if (colour, column) in seen:
-                raise ValueError(f"{_COLOUR_NAME[colour]} has two unpromoted pawns on file {9 - column} (nifu)")
+                raise ValueError(f"{_COLOUR_NAME[colour]} has two unpromoted pawns on file {9 - column} "
+                                 "(nifu)")
             seen.add((colour, column))
 
 
 def _check_not_in_check(board: Board, turn: int) -> None:
     """The side not to move (1 - turn) must not be in check: the side to move could take its king."""
-    king = next((square for square, (colour, piece) in board.items() if colour != turn and piece == "K"), None)
+    king = next((square for square, (colour, piece) in board.items() if colour != turn and piece == "K"),
+                None)
     if king is None:                                        # a mate problem's attacker
         return
+    codes = [0] * 81
     for (rank, column), (colour, piece) in board.items():
-        if colour == turn and _attacks(board, rank, column, colour, piece, king):
+        codes[rank * 9 + column] = piece_code(_SYMBOL_TYPE[piece], colour)
+    for (rank, column), (colour, piece) in board.items():
+        if colour == turn and attacks(codes, rank * 9 + column, king[0] * 9 + king[1]):
             raise ValueError(f"{_COLOUR_NAME[1 - turn]} (not to move) is in check: "
                              f"{_COLOUR_NAME[turn]}'s {piece} on {_square(rank, column)} attacks its king on "
                              f"{_square(*king)}")
-
-
-def _attacks(board: Board, rank: int, column: int, colour: int, piece: str, target: tuple[int, int]) -> bool:
-    """True when `colour`'s `piece` on (rank, column) attacks the square `target`."""
-    sign = 1 if colour == 0 else -1
-    for d_rank, d_column in _STEPS.get(piece, ()):
-        if (rank + sign * d_rank, column + d_column) == target:
-            return True
-    for d_rank, d_column in _SLIDES.get(piece, ()):
-        r, c = rank + sign * d_rank, column + d_column
-        while 0 <= r < 9 and 0 <= c < 9:
-            if (r, c) == target:
-                return True
-            if (r, c) in board:
-                break
-            r, c = r + sign * d_rank, c + d_column
-    return False
 
 
 def _square(rank: int, column: int) -> str:

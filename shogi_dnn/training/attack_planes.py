@@ -13,6 +13,23 @@ Planes (attack_planes), [B, 9, 9, NUM_ATTACK_PLANES] float32 (or the dtype asked
   PLANE_IN_CHECK         34          1      1 on every square when the side to move is in check
   NUM_ATTACK_PLANES      35
 
+Tactic planes (attack_planes(..., tactics=True), model.features = "tactics": appended after those, so
+[B, 9, 9, NUM_ATTACK_PLANES + NUM_TACTIC_PLANES = 39]), each 1 at a square holding a piece that is not
+a king (a king attacked is a check, already a plane) when:
+  PLANE_OWN_HANGING      35          1      an own piece there is attacked by the opponent and not
+                                            defended (no own piece attacks the square)
+  PLANE_OPP_HANGING      36          1      an opponent piece there is attacked by us and not defended
+  PLANE_OWN_CHEAPER      37          1      an own piece there is attacked by an opponent piece of lower
+                                            value (PIECE_VALUES), defended or not
+  PLANE_OPP_CHEAPER      38          1      an opponent piece there is attacked by an own piece of lower
+                                            value
+  NUM_TACTIC_PLANES      4
+"Hanging" is the planes' pseudo-legal view: an attacked, undefended piece may still be safe (the
+attacker is pinned) and a defended one may not be (the defender is pinned); analysis/tactics.py's free
+captures are the exact, legal-move version, measured on data. Both sets come from the same attack bits
+and counts: hanging compares the two counts, cheaper looks the square's code up in a table of the
+attacker bits that are cheaper than it (CHEAPER_ATTACKERS) and ands it with the bits.
+
 "Attacks" are pseudo-legal, as python-shogi's `Board.attackers` and dlshogi's planes: a pinned piece
 still attacks, the king attacks defended squares, and an attacked square may hold a piece of either
 colour (an own piece there is "defended"). Sliders (lance, bishop, rook, horse, dragon) reach along
@@ -42,7 +59,7 @@ import numpy as np
 from keras import layers, ops
 
 from shogi_dnn.dataset import features
-from shogi_dnn.rules import NUM_PIECE_TYPES
+from shogi_dnn.rules import MOVES, NUM_PIECE_TYPES, PieceType
 
 BOARD_SIDE = features.FEATURE_SHAPE[0]            # 9
 MAX_ATTACK_COUNT_PLANES = 3                       # thermometer ">=1", ">=2", ">=3" (dlshogi's MAX_ATTACK_NUM)
@@ -53,39 +70,30 @@ PLANE_OPP_ATTACK_COUNT = PLANE_OWN_ATTACK_COUNT + MAX_ATTACK_COUNT_PLANES
 PLANE_IN_CHECK = PLANE_OPP_ATTACK_COUNT + MAX_ATTACK_COUNT_PLANES
 NUM_ATTACK_PLANES = PLANE_IN_CHECK + 1             # 35
 ATTACK_FEATURE_SHAPE = (BOARD_SIDE, BOARD_SIDE, NUM_ATTACK_PLANES)
-
-# Piece types (rules' numbering) and move directions (row step, column step) for an own piece; own
-# pieces move toward row 0, so "forward" is row step -1. Opponent pieces use the 180-degree rotation.
-PAWN, LANCE, KNIGHT, SILVER, GOLD, BISHOP, ROOK, KING = range(1, 9)
-PROM_PAWN, PROM_LANCE, PROM_KNIGHT, PROM_SILVER, HORSE, DRAGON = range(9, 15)
-_FORWARD = -1
-_UP, _DOWN = (_FORWARD, 0), (-_FORWARD, 0)
-_LEFT, _RIGHT = (0, -1), (0, 1)
-_UP_LEFT, _UP_RIGHT = (_FORWARD, -1), (_FORWARD, 1)
-_DOWN_LEFT, _DOWN_RIGHT = (-_FORWARD, -1), (-_FORWARD, 1)
-_ORTHOGONAL = (_UP, _DOWN, _LEFT, _RIGHT)
-_DIAGONAL = (_UP_LEFT, _UP_RIGHT, _DOWN_LEFT, _DOWN_RIGHT)
-_GOLD_STEPS = (_UP_LEFT, _UP, _UP_RIGHT, _LEFT, _RIGHT, _DOWN)
-_STEPS = {
-    PAWN: (_UP,),
-    KNIGHT: ((2 * _FORWARD, -1), (2 * _FORWARD, 1)),
-    SILVER: (_UP_LEFT, _UP, _UP_RIGHT, _DOWN_LEFT, _DOWN_RIGHT),
-    GOLD: _GOLD_STEPS, PROM_PAWN: _GOLD_STEPS, PROM_LANCE: _GOLD_STEPS,
-    PROM_KNIGHT: _GOLD_STEPS, PROM_SILVER: _GOLD_STEPS,
-    KING: _ORTHOGONAL + _DIAGONAL,
-    HORSE: _ORTHOGONAL,            # plus the bishop's rays
-    DRAGON: _DIAGONAL,             # plus the rook's rays
+PLANE_OWN_HANGING = NUM_ATTACK_PLANES              # 35: tactic planes follow the attack planes
+PLANE_OPP_HANGING = PLANE_OWN_HANGING + 1
+PLANE_OWN_CHEAPER = PLANE_OPP_HANGING + 1
+PLANE_OPP_CHEAPER = PLANE_OWN_CHEAPER + 1
+NUM_TACTIC_PLANES = PLANE_OPP_CHEAPER + 1 - NUM_ATTACK_PLANES               # 4
+TACTIC_FEATURE_SHAPE = (BOARD_SIDE, BOARD_SIDE, NUM_ATTACK_PLANES + NUM_TACTIC_PLANES)
+# Piece values ranking attackers for the "cheaper" planes: YaneuraOu's, centipawns (as analysis/tactics.py's
+# DEFAULT_PIECE_VALUES, a test pins them equal; the king's only ranks it above every other piece).
+PIECE_VALUES: dict[PieceType, int] = {
+    PieceType.PAWN: 90, PieceType.LANCE: 315, PieceType.KNIGHT: 405, PieceType.SILVER: 495,
+    PieceType.GOLD: 540, PieceType.BISHOP: 855, PieceType.ROOK: 990, PieceType.KING: 15000,
+    PieceType.PROM_PAWN: 540, PieceType.PROM_LANCE: 540, PieceType.PROM_KNIGHT: 540,
+    PieceType.PROM_SILVER: 540, PieceType.PROM_BISHOP: 945, PieceType.PROM_ROOK: 1395,
 }
-_SLIDES = {LANCE: (_UP,), BISHOP: _DIAGONAL, ROOK: _ORTHOGONAL, HORSE: _DIAGONAL, DRAGON: _ORTHOGONAL}
 
 
 def _direction_tables() -> list[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
     """[(direction, step bits, slide bits)]: for each board direction d, two int32 [29] tables indexed
     by piece code, holding the code's attack bit (code - 1) when that piece steps (slides) along d,
-    else 0. Opponent pieces (codes 15..28) move by the 180-degree rotation of the own moves."""
+    else 0. Own pieces (codes 1..14) move as rules.MOVES says (Black's view, (row step, column step):
+    forward is row step -1, toward row 0); opponent pieces (codes 15..28) by its 180-degree rotation."""
     tables: dict[tuple[int, int], np.ndarray] = {}
-    for kind, moves in enumerate((_STEPS, _SLIDES)):
-        for piece_type, directions in moves.items():
+    for piece_type, piece_moves in MOVES.items():
+        for kind, directions in enumerate((piece_moves.steps, piece_moves.slides)):
             for dr, dc in directions:
                 for direction, code in (((dr, dc), piece_type), ((-dr, -dc), NUM_PIECE_TYPES + piece_type)):
                     table = tables.setdefault(direction, np.zeros((2, features.NUM_PIECE_CODES), np.int32))
@@ -96,6 +104,25 @@ def _direction_tables() -> list[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
 _DIRECTION_TABLES = _direction_tables()
 _OWN_BITS = (1 << NUM_PIECE_TYPES) - 1                          # attack bits 0..13: own piece types
 _OPP_BITS = _OWN_BITS << NUM_PIECE_TYPES                        # bits 14..27: the opponent's
+
+
+def _cheaper_attackers() -> np.ndarray:
+    """[29] int32 by piece code: the attack bits of the other side's piece types worth less than the
+    piece of that code (PIECE_VALUES); 0 for empty squares and kings."""
+    table = np.zeros(features.NUM_PIECE_CODES, np.int32)
+    for target in PieceType:
+        if target == PieceType.KING:
+            continue
+        cheaper = [t for t in PieceType if PIECE_VALUES[t] < PIECE_VALUES[target]]
+        table[target] = sum(1 << (NUM_PIECE_TYPES + t - 1) for t in cheaper)            # opponent attackers
+        table[NUM_PIECE_TYPES + target] = sum(1 << (t - 1) for t in cheaper)            # own attackers
+    return table
+
+
+CHEAPER_ATTACKERS = _cheaper_attackers()
+# [29] int32 by piece code: 1 for an own piece (not the king), 2 for an opponent piece (not the king).
+_TARGET_SIDE = np.array([0] + [1 * (t != PieceType.KING) for t in PieceType]
+                        + [2 * (t != PieceType.KING) for t in PieceType], np.int32)
 
 
 def _shift(x, dr: int, dc: int):
@@ -144,21 +171,23 @@ def attack_bits(board):
         if step_bits.any():
             hit = ops.take(ops.convert_to_tensor(step_bits), adjacent)
         if slide_bits.any():
-            hit = ops.bitwise_or(hit, ops.take(ops.convert_to_tensor(slide_bits), _first_piece(adjacent, dr, dc)))
+            slider = _first_piece(adjacent, dr, dc)
+            hit = ops.bitwise_or(hit, ops.take(ops.convert_to_tensor(slide_bits), slider))
         bits = ops.bitwise_or(bits, hit)
         own_count = own_count + ops.cast(ops.bitwise_and(hit, _OWN_BITS) != 0, "int32")
         opp_count = opp_count + ops.cast(ops.bitwise_and(hit, _OPP_BITS) != 0, "int32")
     return codes, bits, own_count, opp_count
 
 
-def attack_planes(board, dtype: str = "float32"):
+def attack_planes(board, dtype: str = "float32", tactics: bool = False):
     """Attack, attacker-count and in-check planes of compact boards (see the module docstring).
 
     Args:
         board: [B, 81] integer piece codes, side to move's view (uint8 from the pipeline).
         dtype: float dtype of the planes.
+        tactics: append the NUM_TACTIC_PLANES tactic planes (hanging, attacked by a cheaper piece).
     Returns:
-        [B, 9, 9, NUM_ATTACK_PLANES] tensor of `dtype`, every value 0 or 1.
+        [B, 9, 9, NUM_ATTACK_PLANES (+ NUM_TACTIC_PLANES)] tensor of `dtype`, every value 0 or 1.
     """
     codes, bits, own_count, opp_count = attack_bits(board)
     type_bits = ops.convert_to_tensor(np.arange(2 * NUM_PIECE_TYPES, dtype=np.int32))
@@ -167,21 +196,50 @@ def attack_planes(board, dtype: str = "float32"):
     own_thermometer = ops.expand_dims(own_count, -1) >= thresholds                         # [B, 9, 9, 3]
     opp_thermometer = ops.expand_dims(opp_count, -1) >= thresholds
     # In check: the own king stands on a square the opponent attacks (no king, as in tsume: never).
-    king_attacked = ops.logical_and(codes == KING, opp_count > 0)                          # [B, 9, 9]
+    king_attacked = ops.logical_and(codes == int(PieceType.KING), opp_count > 0)           # [B, 9, 9]
     in_check = ops.any(king_attacked, axis=(1, 2), keepdims=True)                          # [B, 1, 1]
     in_check = ops.expand_dims(ops.logical_and(ops.ones_like(king_attacked, "bool"), in_check), -1)
-    return ops.concatenate([ops.cast(attacked, dtype), ops.cast(own_thermometer, dtype),
-                            ops.cast(opp_thermometer, dtype), ops.cast(in_check, dtype)], axis=-1)
+    planes = [attacked, own_thermometer, opp_thermometer, in_check]
+    if tactics:
+        planes += tactic_planes(codes, bits, own_count, opp_count)
+    return ops.concatenate([ops.cast(p, dtype) for p in planes], axis=-1)
+
+
+def tactic_planes(codes, bits, own_count, opp_count) -> list:
+    """The NUM_TACTIC_PLANES tactic planes from attack_bits' outputs (module docstring).
+
+    Args:
+        codes, bits, own_count, opp_count: attack_bits(board), [B, 9, 9] int32 each.
+    Returns:
+        [own hanging, opponent hanging, own attacked by a cheaper piece, opponent likewise], each
+        [B, 9, 9, 1] bool.
+    """
+    side = ops.take(ops.convert_to_tensor(_TARGET_SIDE), codes)                             # [B, 9, 9]
+    own, opp = side == 1, side == 2
+    own_hanging = ops.logical_and(own, ops.logical_and(opp_count > 0, own_count == 0))
+    opp_hanging = ops.logical_and(opp, ops.logical_and(own_count > 0, opp_count == 0))
+    cheaper = ops.bitwise_and(bits, ops.take(ops.convert_to_tensor(CHEAPER_ATTACKERS), codes)) != 0
+    return [ops.expand_dims(p, -1) for p in (own_hanging, opp_hanging, ops.logical_and(own, cheaper),
+                                             ops.logical_and(opp, cheaper))]
 
 
 @keras.saving.register_keras_serializable(package="shogi_dnn")
 class AttackPlanes(layers.Layer):
-    """Keras layer: board [B, 81] uint8 -> [B, 9, 9, NUM_ATTACK_PLANES] attack planes in the layer's
-    compute dtype (float16/bfloat16 under mixed precision). No weights."""
+    """Keras layer: board [B, 81] uint8 -> [B, 9, 9, NUM_ATTACK_PLANES] attack planes (with `tactics`:
+    [B, 9, 9, NUM_ATTACK_PLANES + NUM_TACTIC_PLANES], the tactic planes appended) in the layer's compute
+    dtype (float16/bfloat16 under mixed precision). No weights. A model file saved before `tactics`
+    existed reloads with tactics False."""
+
+    def __init__(self, tactics: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tactics = bool(tactics)
 
     def call(self, board):
-        return attack_planes(board, dtype=self.compute_dtype)
+        return attack_planes(board, dtype=self.compute_dtype, tactics=self.tactics)
 
     def compute_output_shape(self, board_shape):
-        return (board_shape[0], *ATTACK_FEATURE_SHAPE)
+        return (board_shape[0], *(TACTIC_FEATURE_SHAPE if self.tactics else ATTACK_FEATURE_SHAPE))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "tactics": self.tactics}
 

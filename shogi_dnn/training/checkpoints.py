@@ -27,7 +27,7 @@ import keras
 import tensorflow as tf
 
 from shogi_dnn.config import Config, from_dict
-from shogi_dnn.errors import RunError, ShogiDnnError, disk_full, is_disk_full
+from shogi_dnn.errors import RunError, ShogiDnnError, disk_full
 from shogi_dnn.folders.run_files import (
     CHECKPOINT_STATE,
     CHECKPOINT_WEIGHTS,
@@ -113,24 +113,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a directory's entries (a rename, new files) durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    """fsync every file under `root`, then `root` itself."""
-    for path in root.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as f:
-                os.fsync(f.fileno())
-    _fsync_dir(root)
-
-
 class CheckpointManager:
     """Saves, prunes and restores a run's checkpoints (model + optimizer + TrainState + config)."""
 
@@ -146,29 +128,24 @@ class CheckpointManager:
         remove_stale_temp_files(Path(run_dir))          # and a final model save or JSON write cut short
 
     def save(self, state: TrainState, config: Config) -> Path:
-        """Write a checkpoint atomically (temp directory, then rename) and drop the oldest beyond `keep`."""
+        """Write a checkpoint atomically (temp directory, fsynced, then renamed: run_files.atomic_path) and
+        drop the oldest beyond `keep`. A same step saved again (a stop right after a periodic save) replaces
+        the earlier one."""
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.root / checkpoint_name(state.step)
-        tmp = self.root / f".tmp-{final.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            tmp.mkdir()
-            self.tracked.write(str(tmp / CHECKPOINT_WEIGHTS))
-            state_json = {"state": state.to_dict(), "config": config.to_dict(),
-                          "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-            if self.dataset is not None:
-                state_json[KEY_DATASET] = self.dataset
-            write_json_atomic(tmp / CHECKPOINT_STATE, state_json, sort_keys=True)
-            _fsync_tree(tmp)         # on disk before it gets its valid name (a power cut, not only a kill)
-        except BaseException as exc:   # nothing half-written is left (a .tmp-ckpt-* is never restored anyway)
-            shutil.rmtree(tmp, ignore_errors=True)
-            if is_disk_full(exc) or isinstance(exc, tf.errors.ResourceExhaustedError):
-                raise disk_full(final, self._size_estimate()) from None
-            raise
-        if final.exists():           # same step saved again (e.g. a stop right after a periodic save)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _fsync_dir(self.root)
+        needed = self._size_estimate()
+        try:            # nothing half-written is left (a .tmp-ckpt-* is never restored anyway)
+            with atomic_path(final, tmp=self.root / f".tmp-{final.name}-{os.getpid()}", needed=needed,
+                             fsync=True) as tmp:
+                tmp.mkdir()
+                self.tracked.write(str(tmp / CHECKPOINT_WEIGHTS))
+                state_json = {"state": state.to_dict(), "config": config.to_dict(),
+                              "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                if self.dataset is not None:
+                    state_json[KEY_DATASET] = self.dataset
+                write_json_atomic(tmp / CHECKPOINT_STATE, state_json, sort_keys=True)
+        except tf.errors.ResourceExhaustedError:    # TensorFlow's writer: a full disk whatever its words
+            raise disk_full(final, needed) from None
         self.last_saved_step = state.step
         for old in list_checkpoints(self.root.parent)[:-self.keep]:
             shutil.rmtree(old, ignore_errors=True)
@@ -212,7 +189,8 @@ def save_model(model: keras.Model, run_dir: Path) -> Path:
     final = Path(run_dir) / MODEL_FILE
     needed = sum(int(v.numpy().nbytes) for v in model.weights)
     try:
-        with atomic_path(final, tmp=final.with_name(f".tmp-{os.getpid()}-{MODEL_FILE}"), needed=needed) as tmp:
+        with atomic_path(final, tmp=final.with_name(f".tmp-{os.getpid()}-{MODEL_FILE}"),
+                         needed=needed) as tmp:
             model.save(tmp)
     except tf.errors.ResourceExhaustedError as exc:
         raise disk_full(final, needed) from exc

@@ -32,8 +32,6 @@ verifies that a sidecar describes the model beside it.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -187,22 +185,18 @@ def export_model(model: keras.Model, cfg: ModelConfig, fmt: str, path: Path, bat
                  mirror_average: bool = True, source: str = "") -> tuple[Path, Path]:
     """Export in `fmt` ("onnx" | "savedmodel") to `path` and write its sidecar; (path, sidecar path).
 
-    The two are replaced as one unit: both are written into a temp folder beside `path` first (an error
-    or an interrupt there leaves the previous pair as it was, and the temp folder removed); then the old
-    sidecar is removed, the model renamed into place and the new sidecar after it, so a reader never
-    finds a new model beside an old sidecar (in the instant between the renames, no sidecar at all). The
-    sidecar records the model's sha256 (MODEL_DIGEST): check_pair verifies a pair.
+    The two are replaced as one unit (run_files.atomic_pair): both are written into a temp folder beside
+    `path` first (an error or an interrupt there leaves the previous pair as it was, and the temp folder
+    removed); then the old sidecar is removed, the model renamed into place and the new sidecar after it,
+    so a reader never finds a new model beside an old sidecar (in the instant between the renames, no
+    sidecar at all). The sidecar records the model's sha256 (MODEL_DIGEST): check_pair verifies a pair.
     """
     if fmt not in FORMATS:
         raise RunError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
     path = Path(path)
     sidecar = sidecar_path(path)
-    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        new_model, new_sidecar = staging / path.name, staging / sidecar.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with run_files.atomic_pair(path, sidecar) as (new_model, new_sidecar):     # a full disk: one line
         if fmt == "onnx":
             export_onnx(model, new_model, batch, mirror_average)
         else:
@@ -210,25 +204,4 @@ def export_model(model: keras.Model, cfg: ModelConfig, fmt: str, path: Path, bat
         info = describe(fmt, path, cfg, batch, mirror_average, source)
         info[MODEL_DIGEST] = model_digest(new_model)
         run_files.write_json_atomic(new_sidecar, info)
-        _replace_pair(new_model, path, new_sidecar, sidecar)
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise disk_full(path) from exc
-        raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return path, sidecar
-
-
-def _replace_pair(new_model: Path, path: Path, new_sidecar: Path, sidecar: Path) -> None:
-    """Old sidecar out, model in, sidecar in: no instant shows a new model with the old sidecar."""
-    sidecar.unlink(missing_ok=True)
-    if new_model.is_dir() and path.is_dir() and not path.is_symlink():
-        old = path.with_name(f".{path.name}.{os.getpid()}.old")        # a folder cannot be replaced in one step
-        shutil.rmtree(old, ignore_errors=True)
-        path.rename(old)
-        new_model.rename(path)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(new_model, path)
-    os.replace(new_sidecar, sidecar)

@@ -5,8 +5,9 @@ used to grow past 8 GB until the system killed the process, and 100000 ended in 
 traceback.
 
 Parameters (exact: Keras' count_params, pinned by tests/training/test_memory.py), with P input planes
-(42, or 77 with model.features = "attacks"), F filters, K blocks, H value_hidden, and a convolution's bias
-replaced by batch norm's 4 per channel (gamma, beta, moving mean and variance) when batch_norm != "none":
+(42, 77 with model.features = "attacks", 81 with "tactics"), F filters, K blocks, H value_hidden, and a
+convolution's bias replaced by batch norm's 4 per channel (gamma, beta, moving mean and variance) when
+batch_norm != "none":
 
     N = conv(P -> F, 3x3) + 2K conv(F -> F, 3x3) + head + dense(H -> 1)
         head "flatten": conv(F -> 1, 1x1) + dense(81 -> H);   head "pool": dense(F -> H)
@@ -44,7 +45,8 @@ from shogi_dnn.errors import ConfigError
 
 SQUARES = 81
 PIECE_PLANES = 29                    # ExpandPlanes' one-hot of the 29 piece codes (then sliced)
-PLANES = {"pieces": 42, "attacks": 77}   # model.INPUT_PLANES (model.py imports TensorFlow; a test pins them)
+# model.INPUT_PLANES (model.py imports TensorFlow; a test pins them equal)
+PLANES = {"pieces": 42, "attacks": 77, "tactics": 81}
 MAX_PARAMETERS = 500_000_000         # a sanity limit: 2 GB of float32 weights, before the optimizer's copies
 OPTIMIZER_SLOTS = {"sgd": 1, "adam": 2}
 HEADROOM = 1.5

@@ -1,10 +1,12 @@
 """The value network: a residual CNN over the 9x9 input planes, giving one win logit.
 
     board [B, 81] uint8, hands [B, 14] uint8           compact positions (pipeline batches)
-      -> ExpandPlanes                                  [B, 9, 9, features.NUM_PLANES = 42] one-hot, hands
+      -> ExpandPlanes                                  [B, 9, 9, features.NUM_PLANES = 42] one-hot + hand
       [model.features = "attacks": concatenated with
        AttackPlanes(board)                             [B, 9, 9, attack_planes.NUM_ATTACK_PLANES = 35]
-                                                       -> [B, 9, 9, 77] (input_planes(cfg))]
+                                                       -> [B, 9, 9, 77] (input_planes(cfg));
+       "tactics": AttackPlanes(board, tactics=True)    [B, 9, 9, 35 + attack_planes.NUM_TACTIC_PLANES = 39]
+                                                       -> [B, 9, 9, 81]]
       -> stem: conv3x3(filters) [-> BN] -> ReLU
       -> blocks x residual block: conv3x3 [BN] ReLU conv3x3 [BN] + skip -> ReLU
       -> value head: conv1x1(VALUE_HEAD_PLANES) [BN] ReLU -> flatten -> dense(value_hidden) ReLU
@@ -47,11 +49,13 @@ INPUT_BOARD, INPUT_HANDS = "board", "hands"
 _HAND_SCALE = np.asarray(features.HAND_MAX * 2, np.float32)
 # model.features -> input planes of the stem convolution.
 INPUT_PLANES = {"pieces": features.NUM_PLANES,
-                "attacks": features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES}
+                "attacks": features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES,
+                "tactics": (features.NUM_PLANES + attack_planes.NUM_ATTACK_PLANES
+                            + attack_planes.NUM_TACTIC_PLANES)}
 
 
 def input_planes(cfg: ModelConfig) -> int:
-    """Planes the stem convolution sees: 42 ("pieces") or 77 ("attacks")."""
+    """Planes the stem convolution sees: 42 ("pieces"), 77 ("attacks") or 81 ("tactics")."""
     return INPUT_PLANES[cfg.features]
 
 
@@ -151,8 +155,9 @@ def build_model(cfg: ModelConfig, seed: int | None = None) -> keras.Model:
     board = keras.Input((NUM_SQUARES,), dtype="uint8", name=INPUT_BOARD)
     hands = keras.Input((features.HAND_SIZE,), dtype="uint8", name=INPUT_HANDS)
     x = ExpandPlanes(dtype=make.dtype, name="planes")(board, hands)
-    if cfg.features == "attacks":
-        attacks = attack_planes.AttackPlanes(dtype=make.dtype, name="attack_planes")(board)
+    if cfg.features in ("attacks", "tactics"):
+        attacks = attack_planes.AttackPlanes(tactics=cfg.features == "tactics", dtype=make.dtype,
+                                             name="attack_planes")(board)
         x = layers.Concatenate(dtype=make.dtype, name="input_planes")([x, attacks])
     x = make.relu(make.conv(x, cfg.filters, CONV_KERNEL, "stem_conv"), "stem_relu")
     for index in range(cfg.blocks):

@@ -231,9 +231,7 @@ class MetricsLog:
         kept = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
         if len(kept) == len(lines):
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        tmp.replace(self.path)
+        run_files.write_atomic(self.path, "".join(line + "\n" for line in kept))
         self.writer.close()
         shutil.rmtree(self.tb_dir, ignore_errors=True)
         self.writer = tf.summary.create_file_writer(str(self.tb_dir))

@@ -13,7 +13,7 @@ import pytest
 
 from shogi_dnn import cli
 from shogi_dnn.dataset import identity, shards
-from shogi_dnn.analysis import report
+from shogi_dnn.analysis import report, summary
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.errors import RunError
 from tests.support.evalrun import make_random_run
@@ -83,7 +83,7 @@ def test_evaluate_checks_the_split_and_labels_what_it_scores(tmp_path: Path, cap
     assert (f"- data changed at 2026-01-02T12:00:00+0000 (resumed from ckpt-00000008): `/old` manifest 00000000 -> "
             f"`{d}` manifest {trained.manifest[:8]}\n") in text
     assert f"> **WARNING**: DATA CHANGED since training, scored with --allow-changed-data: {detail}" in text
-    assert report.summary_table(run).startswith("WARNING: DATA CHANGED since training")
+    assert summary.summary_table(run).startswith("WARNING: DATA CHANGED since training")
 
     # The run trains on the new folder now (resumed with --data-changed) and is scored on it: same data.
     set_trained_on(run, now)
@@ -115,7 +115,7 @@ def test_report_refuses_an_evaluation_of_data_the_run_no_longer_trains_on(tmp_pa
     same = {**scored, "dataset": new.to_dict(), "warnings": ["only 30 games in validation: ..."]}
     assert report.check_evals(run, {"validation": same}) == {"validation": ["only 30 games in validation: ..."]}
     # An evaluation from before identities: reported, said once.
-    with caplog.at_level("WARNING", logger="shogi_dnn.analysis.report"):
+    with caplog.at_level("WARNING", logger="shogi_dnn.analysis.report_checks"):
         assert report.check_evals(run, {"validation": {"split": "validation"}, "test": {}}) == {
             "validation": [], "test": []}
     assert caplog.messages == [f"{run}: the data of eval-validation.json, eval-test.json cannot be checked against "

@@ -124,7 +124,8 @@ def test_game_sums_are_the_per_game_scores() -> None:
 
 
 def one_game_per_accuracy(correct: list[int], decisive: list[int]) -> scoring.GameSums:
-    """Games with the given correct/decisive counts (no draws): logit +1 for a right call, -1 for a wrong one."""
+    """Games with the given correct/decisive counts (no draws): logit +1 for a right call, -1 for a wrong
+    one."""
     games, x = [], []
     for g, (c, d) in enumerate(zip(correct, decisive)):
         games += [g] * d
@@ -182,7 +183,8 @@ def test_paired_differences_by_hand_and_identical_predictors() -> None:
     boot = scoring.bootstrap_games(sums, [("model", "baseline"), ("model", "same")], resamples=500, seed=11)
     # by hand: the same resamples, totals per resample, the difference of the ratios
     per_game = {n: np.stack([np.bincount(games, weights=w, minlength=40) for w in (
-        scoring.cross_entropy(x, y), np.ones_like(y))]) for n, x in (("model", model_x), ("baseline", base_x))}
+        scoring.cross_entropy(x, y), np.ones_like(y))])
+        for n, x in (("model", model_x), ("baseline", base_x))}
     counts = np.concatenate(list(scoring.resample_counts(40, 500, 11)))
     loss = {n: (counts @ s[0]) / (counts @ s[1]) for n, s in per_game.items()}
     lo, hi = np.percentile(loss["model"] - loss["baseline"], [2.5, 97.5])
@@ -197,7 +199,8 @@ def test_paired_differences_by_hand_and_identical_predictors() -> None:
         assert (same.estimate, same.lo, same.hi, same.resolved) == (0.0, 0.0, 0.0, False)
         interval = boot.intervals["model"][metric]
         assert interval.lo <= interval.estimate <= interval.hi
-    text = scoring.comparison_text("same", {m: i.to_dict() for m, i in boot.differences[("model", "same")].items()})
+    same_pair = boot.differences[("model", "same")]
+    text = scoring.comparison_text("same", {m: i.to_dict() for m, i in same_pair.items()})
     assert text == ("model vs same: accuracy +0.0000 (95% +0.0000..+0.0000 over games: not resolved), "
                     "log loss +0.0000 (95% +0.0000..+0.0000 over games: not resolved)")
 
@@ -227,3 +230,103 @@ def test_comparison_wording() -> None:
         "model vs piece-square: accuracy +0.0040 (95% -0.0100..+0.0180 over games: not resolved), "
         "log loss -0.0500 (95% -0.0700..-0.0300 over games)")
     assert scoring.interval_text(0.6, 0.7, signed=False) == "95% 0.6000..0.7000 over games"
+
+
+# policy: top-k accuracy over the legal moves, per game
+
+# 3 games (ids 0, 4, 2), 7 positions with a move played and a final one (label -1), 6 move labels.
+POLICY_GAMES = np.array([0, 0, 0, 0, 4, 4, 2, 2])
+POLICY_LOGITS = np.array([
+    [5, 1, 0, 0, 0, 0],           # played 0: the first choice                           rank 0
+    [9, 1, 2, 3, 4, 0],           # played 1; 0 is illegal; 2, 3, 4 score higher           rank 3
+    [1, 1, 1, 1, 1, 1],           # played 2; five ties, all counted against it            rank 5
+    [0, 0, 0, 0, 0, 0],           # final position: skipped
+    [0, 3, 3, 0, 0, 0],           # played 1; tied with 2 (3, 4, 5 illegal)                rank 1
+    [0, 0, 0, 0, 0, 7],           # played 5; only 0 and 5 legal                          rank 0
+    [6, 5, 4, 3, 2, 1],           # played 5                                              rank 5
+    [6, 5, 4, 3, 2, 1],           # played 4                                              rank 4
+], np.float64)
+POLICY_LABELS = np.array([0, 1, 2, -1, 1, 5, 5, 4])
+POLICY_LEGAL = np.ones((8, 6), bool)
+POLICY_LEGAL[1, 0] = False
+POLICY_LEGAL[4, 3:] = False
+POLICY_LEGAL[5, 1:5] = False
+
+
+def test_move_ranks_by_hand() -> None:
+    scored = POLICY_LABELS >= 0
+    ranks = scoring.move_ranks(POLICY_LOGITS[scored], POLICY_LABELS[scored], POLICY_LEGAL[scored])
+    np.testing.assert_array_equal(ranks, [0, 3, 5, 1, 0, 5, 4])
+    assert scoring.move_ranks(POLICY_LOGITS[1:2], [1]).tolist() == [4]         # unmasked: 9 counts too
+    with pytest.raises(ValueError, match="position 0: the move played .label 0. is not among"):
+        scoring.move_ranks(POLICY_LOGITS[1:2], [0], POLICY_LEGAL[1:2])
+    with pytest.raises(ValueError, match="labels must lie in 0..5"):
+        scoring.move_ranks(POLICY_LOGITS[:1], [6])
+    nan_illegal = POLICY_LOGITS[1:2].copy()
+    nan_illegal[0, 0] = np.nan                                                   # ignored: illegal
+    assert scoring.move_ranks(nan_illegal, [1], POLICY_LEGAL[1:2]).tolist() == [3]
+    with pytest.raises(ValueError, match="not finite"):
+        scoring.move_ranks(nan_illegal, [1])
+
+
+def test_policy_sums_per_game_by_hand() -> None:
+    sums = scoring.PolicySums()
+    sums.add(POLICY_GAMES[:5], POLICY_LOGITS[:5], POLICY_LABELS[:5], POLICY_LEGAL[:5])
+    other = scoring.PolicySums()
+    other.add(POLICY_GAMES[5:], POLICY_LOGITS[5:], POLICY_LABELS[5:], POLICY_LEGAL[5:])
+    sums.merge(other)                                                            # two towers' parts
+    np.testing.assert_array_equal(sums.game_ids(), [0, 2, 4])
+    np.testing.assert_array_equal(sums.sums[:, [0, 2, 4]], [[3, 2, 2], [1, 0, 1], [2, 1, 2]])
+    assert sums.summary() == {"positions": 7, "games": 3, "top1": pytest.approx(2 / 7),
+                              "top5": pytest.approx(5 / 7)}
+    with pytest.raises(ValueError, match="ids must be >= 0"):
+        sums.add(np.array([-1]), POLICY_LOGITS[:1], np.array([0]))
+    with pytest.raises(ValueError, match="2 game ids, 1 logit rows"):
+        sums.add(np.array([0, 1]), POLICY_LOGITS[:1], np.array([0]))
+
+
+def test_policy_block_and_its_interval_over_games() -> None:
+    sums = scoring.PolicySums()
+    sums.add(POLICY_GAMES, POLICY_LOGITS, POLICY_LABELS, POLICY_LEGAL)
+    block = scoring.policy_block(sums, resamples=400, seed=5)
+    # by hand: the same resamples of the games 0, 2, 4 (positions, top-1, top-5 per game)
+    per_game = np.array([[3, 2, 2], [1, 0, 1], [2, 1, 2]], np.float64)
+    counts = np.concatenate(list(scoring.resample_counts(3, 400, 5)))
+    for row, name in ((1, "top1"), (2, "top5")):
+        expected = np.percentile((counts @ per_game[row]) / (counts @ per_game[0]), [2.5, 97.5])
+        assert block["intervals"][name] == pytest.approx(list(expected))
+        assert block["intervals"][name][0] <= block[name] <= block["intervals"][name][1]
+    assert block["intervals"]["top1"] == pytest.approx([0.0, 0.5])     # all-game-2 draws vs. 2 of 4
+    assert (block["positions"], block["games"], block["top1"], block["top5"]) == (7, 3, 2 / 7, 5 / 7)
+    assert block["bootstrap"] == {"unit": "game", "games": 3, "resamples": 400, "seed": 5, "level": 0.95}
+    lo1, hi1 = block["intervals"]["top1"]
+    lo5, hi5 = block["intervals"]["top5"]
+    assert scoring.policy_text(block) == (f"policy: top-1 0.2857 (95% {lo1:.4f}..{hi1:.4f} over games), "
+                                          f"top-5 0.7143 (95% {lo5:.4f}..{hi5:.4f} over games) "
+                                          "on 7 positions of 3 games")
+    empty = scoring.policy_block(scoring.PolicySums())
+    assert empty == {"positions": 0, "games": 0, "top1": None, "top5": None}
+    assert scoring.policy_text(empty) == "policy: no positions with a move played"
+    with pytest.raises(ValueError, match="no positions"):
+        scoring.bootstrap_policy(scoring.PolicySums())
+
+
+def test_policy_sums_on_encoded_games_with_a_fake_predictor() -> None:
+    from shogi_dnn.dataset import features, policy
+    from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
+    from tests.support.kifugen import random_moves
+
+    record = GameRecord(STANDARD_START_SFEN, tuple(random_moves(4, max_plies=40)), Winner.DRAW,
+                        Ending.JISHOGI, SourceLine("test", 1), "csa")
+    game = features.encode_game(record)
+    labels = policy.move_labels(game.move)
+    legal = policy.legal_label_masks(game.board, game.hands)
+    logits = np.zeros((len(game), policy.NUM_MOVE_LABELS), np.float32)
+    played = labels >= 0
+    logits[np.flatnonzero(played), labels[played]] = 1.0        # a predictor that knows the move played
+    sums = scoring.PolicySums()
+    sums.add(np.zeros(len(game), np.int64), logits, labels, legal)
+    assert sums.summary() == {"positions": len(game) - 1, "games": 1, "top1": 1.0, "top5": 1.0}
+    constant = scoring.PolicySums()                              # every legal move tied: never a hit
+    constant.add(np.zeros(len(game), np.int64), np.zeros_like(logits), labels, legal)
+    assert constant.summary()["top5"] == 0.0

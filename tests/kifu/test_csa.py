@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import STANDARD_START_SFEN, Ending, GameRecord, Winner, read_record_file
-from shogi_dnn.kifu.csa import format_csa, in_check, parse
+from shogi_dnn.kifu.csa import parse
+from shogi_dnn.kifu.csa_writer import format_csa
 from shogi_dnn.kifu.record import SourceLine
+from shogi_dnn.rules import in_check
 from tests.support.paths import DATA
 
 CSA = DATA / "csa"
@@ -121,7 +123,8 @@ def test_summary_used_when_no_percent_ending() -> None:
 def test_summary_entries_matched_by_player_name(name: str, winner: Winner) -> None:
     # No % line; the summary lists White's entry first: the names, not the order, say who won.
     record = read_one(name)
-    assert (record.winner, record.ending, record.black, record.white) == (winner, record.ending, "alice", "bob")
+    assert (record.winner, record.ending, record.black, record.white) == \
+        (winner, record.ending, "alice", "bob")
     assert record.ending in (Ending.TIME_UP, Ending.RESIGN) and record.moves[:2] == ("7g7f", "3c3d")
 
 
@@ -145,7 +148,8 @@ def test_summary_without_matching_names_is_an_error(text: str, expected: str) ->
 def test_summary_draw_with_the_same_name_for_both_players_is_a_draw() -> None:
     # ... but a draw is a draw whatever the order.
     record = parse_one("N+x\nN-x\nPI\n+\n+7776FU\n'summary:sennichite:x draw:x draw\n")
-    assert isinstance(record, GameRecord) and (record.winner, record.ending) == (Winner.DRAW, Ending.SENNICHITE)
+    assert isinstance(record, GameRecord)
+    assert (record.winner, record.ending) == (Winner.DRAW, Ending.SENNICHITE)
 
 
 def test_percent_ending_wins_over_a_summary_naming_other_players() -> None:
@@ -457,45 +461,6 @@ def test_random_legal_games_round_trip(start, length, seed, result, names, ratin
     assert (again.black_rating, again.white_rating) == ratings
 
 
-@pytest.mark.parametrize("defender", [rules.BLACK, rules.WHITE])
-def test_in_check_matches_python_shogi_for_every_single_attacker(defender: int) -> None:
-    """Every attacker type on every free square, with blockers beside the king's lines."""
-    king, blockers = 40, (22, 20, 58)                   # king on 5e; blockers on 5c, 7c, 5g
-    attacker_colour = 1 - defender
-    checks = 0
-    for piece in range(1, 15):
-        for square in range(81):
-            if square == king or square in blockers:
-                continue
-            codes = [0] * 81
-            codes[king] = 8 + 14 * defender
-            for blocker in blockers:
-                codes[blocker] = 5 + 14 * defender      # the defender's golds
-            codes[square] = piece + 14 * attacker_colour
-            board = shogi.Board(_sfen_of(codes, defender))
-            assert in_check(codes, defender) == board.is_check(), (piece, square)
-            checks += board.is_check()
-    assert checks > 100                                  # the loop did exercise checks
-
-
-def _sfen_of(codes: list[int], turn: int) -> str:
-    letters = "PLNSGBRK"
-    rows = []
-    for rank in range(9):
-        row, empty = "", 0
-        for code in codes[rank * 9:rank * 9 + 9]:
-            if not code:
-                empty += 1
-                continue
-            colour, piece = divmod(code - 1, 14)
-            base = piece + 1 if piece < 8 else {9: 1, 10: 2, 11: 3, 12: 4, 13: 6, 14: 7}[piece + 1]
-            text = ("+" if piece >= 8 else "") + letters[base - 1]
-            row += (str(empty) if empty else "") + (text if colour == 0 else text.lower())
-            empty = 0
-        rows.append(row + (str(empty) if empty else ""))
-    return f"{'/'.join(rows)} {'b' if turn == 0 else 'w'} - 1"
-
-
 @pytest.mark.parametrize("token", ["%ERROR", "%FUZUMI"])
 def test_other_v22_special_moves_have_no_result(token: str) -> None:
     record = parse_one(f"PI\n+\n+7776FU\n{token}\n")
@@ -533,8 +498,9 @@ def test_shared_real_csa_games(shared_dir: Path) -> None:
         assert record.winner.value == want, row["local_path"]
 
 
-@pytest.mark.parametrize("name", ["handicap_2piece_pi.csa", "handicap_kyo_board.csa", "board_with_hands_al.csa",
-                                  "ending_tsumi.csa", "floodgate_rust_shogi_sample.csa", "crlf.csa"])
+@pytest.mark.parametrize("name", ["handicap_2piece_pi.csa", "handicap_kyo_board.csa",
+                                  "board_with_hands_al.csa", "ending_tsumi.csa",
+                                  "floodgate_rust_shogi_sample.csa", "crlf.csa"])
 def test_format_csa_is_read_by_cshogi(name: str) -> None:
     """An independent CSA reader gets the same start position and moves from what format_csa writes."""
     cshogi_csa = pytest.importorskip("cshogi.CSA")

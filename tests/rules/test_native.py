@@ -1,7 +1,7 @@
-"""The compiled CSA move checker (rules/native.py, play_csa in shogi_dnn/dataset/_encode.c) is never more lenient
-than the reference rules (python-shogi): on real positions, every candidate move it accepts is legal,
-and it accepts every legal move of a position with both kings (pawn-drop checks included, when the king
-has an escape). What it leaves to the reference reads exactly as before."""
+"""The compiled CSA move checker (rules/native.py, play_csa in shogi_dnn/dataset/_encode.c) is never
+more lenient than the reference rules (python-shogi): on real positions, every candidate move it accepts
+is legal, and it accepts every legal move of a position with both kings (pawn-drop checks included, when
+the king has an escape). What it leaves to the reference reads exactly as before."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import shogi
 
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import read_record_bytes
-from shogi_dnn.kifu.csa import CSA_PIECES, PROMOTED, parse, usi_to_csa_move
-from shogi_dnn.rules import ShogiPosition, native
+from shogi_dnn.kifu.csa import parse
+from shogi_dnn.kifu.csa_board import CSA_PIECES
+from shogi_dnn.kifu.csa_writer import usi_to_csa_move
+from shogi_dnn.rules import PROMOTED, ShogiPosition, native
 from tests.support.paths import DATA, SHARED
 
 pytestmark = pytest.mark.skipif(not native.enabled(), reason="the C extension is not built")
@@ -47,7 +49,8 @@ def _candidates(sfen: str) -> set[str]:
         if code == 0 or (code > 14) != (turn == 1):
             continue
         kind = code - 14 if code > 14 else code
-        names = {CSA_PIECES[kind - 1], "KI", "FU"} | ({CSA_PIECES[PROMOTED[kind] - 1]} if kind in PROMOTED else set())
+        promoted = {CSA_PIECES[PROMOTED[kind] - 1]} if kind in PROMOTED else set()
+        names = {CSA_PIECES[kind - 1], "KI", "FU"} | promoted
         tokens |= {sign + origin + to + name for to in SQUARES for name in names}
     tokens |= {sign + "00" + to + name for to in SQUARES for name in CSA_PIECES}
     return tokens | {other + token[1:] for token in sorted(tokens)[:60]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from shogi_dnn.kifu.csa import format_csa
+from shogi_dnn.kifu.csa_writer import format_csa
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import ShogiPosition
 

@@ -185,7 +185,7 @@ def test_interrupted_export_leaves_the_old_pair(tmp_path, monkeypatch, fmt) -> N
         return real_replace(src, dst)
 
     with monkeypatch.context() as patch:
-        patch.setattr(export.os, "replace", replace_then_die)
+        patch.setattr(os, "replace", replace_then_die)
         with pytest.raises(KeyboardInterrupt):
             export.export_model(new_model, cfg, fmt, path)
     assert not old_sidecar.exists() and export.model_digest(path) != old_digest   # never new + old

@@ -1,0 +1,209 @@
+"""A USI engine process driven from Python: start, options, `go nodes N` with a deadline, restart.
+
+The client speaks the few USI commands annotate needs (the engine side of the protocol is
+engine/protocol.py's docstring):
+
+  usi -> id name ..., option name ..., usiok        once, at start (START_TIMEOUT)
+  setoption name NAME value VALUE                   Threads 1, Hash 16, Contempt 0 (those the engine
+                                                    offers), then the user's --option NAME=VALUE
+  isready -> readyok
+  usinewgame, isready -> readyok                    before every search: clears the hash and history
+                                                    tables, so a score does not depend on the positions
+                                                    searched before it (checked with fairy-stockfish)
+  position sfen SFEN, go nodes N -> info ... score cp X | score mate N ... pv M ..., bestmove M
+
+The score is the last `info` line's (multipv 1), from the side to move's view as USI reports it: `cp X`
+clipped to ±MATE_EVAL, `mate N` as +MATE_EVAL (N > 0, '+') or -MATE_EVAL (N <= 0, '-': the side to move
+is mated). Fairy-Stockfish (Debian `fairy-stockfish`, /usr/games) plays shogi by default in USI mode:
+`usi` selects the USI protocol and UCI_Variant's default is shogi, so no variant option is sent.
+
+An engine that exits, hangs past the per-position timeout or answers something unusable raises
+EngineFailure (kind "crash", "timeout" or "protocol"); the caller kills it (close(): our own child, by
+its pid) and starts another. The engine runs in its own session, so a Ctrl-C at the terminal reaches
+annotate only, which then stops its engines itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import select
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.kifu.evals import MATE_EVAL
+
+DEFAULT_ENGINE = "fairy-stockfish"
+ENGINE_DIRS = ("/usr/games",)          # Debian installs game engines outside the default PATH
+# Sent when the engine offers them: one thread (a fixed-node search is then deterministic), a small
+# hash, no contempt (a score symmetric for both sides).
+DEFAULT_OPTIONS = (("Threads", "1"), ("Hash", "16"), ("Contempt", "0"))
+START_TIMEOUT = 10.0                   # seconds for `usi` -> `usiok` and the first `readyok`
+_SCORE = re.compile(r"\bscore (cp|mate) ([+-]?\d*)")
+_OPTION = re.compile(r"^option name (.+?) type ")
+CRASH, TIMEOUT, PROTOCOL = "crash", "timeout", "protocol"
+
+
+class EngineFailure(Exception):
+    """The engine exited, hung or answered something unusable; `kind` is CRASH, TIMEOUT or PROTOCOL."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """One search: `score` in centipawns from the side to move's view (±MATE_EVAL for a mate), None when
+    the engine printed no score; `bestmove` as USI ('resign', 'win' or '(none)' as the engine said it)."""
+
+    score: int | None
+    bestmove: str
+
+
+def find_engine(name: str = DEFAULT_ENGINE) -> str:
+    """The engine's executable: a path, or a name on PATH or in /usr/games.
+
+    Raises:
+        ConfigError: not found, or not executable.
+    """
+    if os.sep in name:
+        path = Path(name)
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise ConfigError(f"engine {name}: no such executable file")
+        return str(path.resolve())
+    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(ENGINE_DIRS))
+    if found is None:
+        hint = " (Debian/Ubuntu: apt-get install fairy-stockfish)" if name == DEFAULT_ENGINE else ""
+        raise ConfigError(f"engine {name!r} not found on PATH or in {', '.join(ENGINE_DIRS)}{hint}")
+    return found
+
+
+def parse_score(line: str) -> int | None:
+    """The score of an `info` line, side to move's view (module docstring), or None when it has none."""
+    match = _SCORE.search(line)
+    if match is None:
+        return None
+    kind, value = match.groups()
+    if kind == "cp":
+        if value in ("", "+", "-"):
+            return None
+        return max(-MATE_EVAL, min(MATE_EVAL, int(value)))
+    if value in ("+", "-", ""):
+        return MATE_EVAL if value == "+" else -MATE_EVAL
+    return MATE_EVAL if int(value) > 0 else -MATE_EVAL
+
+
+class UsiEngine:
+    """One engine process. Not thread-safe: each worker owns its own."""
+
+    def __init__(self, path: str, options: Sequence[tuple[str, str]] = ()) -> None:
+        """Start the engine and set its options.
+
+        Raises:
+            RunError: it cannot be started, or does not answer `usi`/`isready` within START_TIMEOUT.
+        """
+        self.path = path
+        self.name = ""
+        self.offered: set[str] = set()
+        self._buffer = b""
+        try:
+            self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True)
+        except OSError as exc:
+            raise RunError(f"engine {path}: cannot start it ({exc})") from None
+        try:
+            self._handshake(options)
+        except EngineFailure as exc:
+            self.close()
+            raise RunError(f"engine {path}: not a working USI engine ({exc})") from None
+
+    def _handshake(self, options: Sequence[tuple[str, str]]) -> None:
+        self._send("usi")
+        for line in self._lines_until("usiok", time.monotonic() + START_TIMEOUT):
+            if line.startswith("id name "):
+                self.name = line[len("id name "):].strip()
+            match = _OPTION.match(line)
+            if match:
+                self.offered.add(match.group(1))
+        for name, value in DEFAULT_OPTIONS:
+            if name in self.offered:
+                self._send(f"setoption name {name} value {value}")
+        for name, value in options:
+            self._send(f"setoption name {name} value {value}")
+        self._send("isready")
+        self._lines_until("readyok", time.monotonic() + START_TIMEOUT)
+
+    def search(self, sfen: str, nodes: int, timeout: float) -> SearchResult:
+        """`usinewgame`, then search the position at `nodes` nodes; within `timeout` seconds in all.
+
+        Raises:
+            EngineFailure: the engine exited, did not finish in time or gave no bestmove.
+        """
+        deadline = time.monotonic() + timeout
+        self._send("usinewgame", "isready")
+        self._lines_until("readyok", deadline)
+        self._send(f"position sfen {sfen}", f"go nodes {nodes}")
+        lines = self._lines_until("bestmove", deadline)
+        score = None
+        for line in lines[:-1]:
+            if line.startswith("info ") and " string " not in line and (
+                    " multipv " not in line or " multipv 1 " in line):
+                score = parse_score(line) if _SCORE.search(line) else score
+        parts = lines[-1].split()
+        if len(parts) < 2:
+            raise EngineFailure(PROTOCOL, f"bad bestmove line {lines[-1]!r}")
+        return SearchResult(score, parts[1])
+
+    def _send(self, *lines: str) -> None:
+        try:
+            self.proc.stdin.write("".join(line + "\n" for line in lines).encode())
+        except OSError as exc:
+            raise EngineFailure(CRASH, f"engine exited (rc={self.proc.poll()}): {exc}") from None
+
+    def _readline(self, deadline: float) -> str:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EngineFailure(TIMEOUT, "no answer within the time limit")
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if ready:
+                data = os.read(fd, 65536)
+                if not data:
+                    self.proc.wait()
+                    raise EngineFailure(CRASH, f"engine exited (rc={self.proc.returncode})")
+                self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("utf-8", "replace").rstrip("\r")
+
+    def _lines_until(self, first_word: str, deadline: float) -> list[str]:
+        lines = []
+        while True:
+            lines.append(self._readline(deadline))
+            if lines[-1].split(" ", 1)[0] == first_word:
+                return lines
+
+    def close(self, graceful: bool = True) -> None:
+        """Ask the engine to quit (`graceful`), and kill it (our own child, by its pid) when it has not
+        within a second, or at once (not `graceful`: after a failure)."""
+        if graceful and self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(b"quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=1.0)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass

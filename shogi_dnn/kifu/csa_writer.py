@@ -1,0 +1,97 @@
+"""GameRecord -> CSA V2.2 text (`format_csa`), which kifu/csa.py's `parse` reads back as the same game.
+
+  V2.2, N+/N- names, $EVENT, 'black_rate:/'white_rate: ratings   from the record's fields
+  start position      `PI` (with the removed pieces of a handicap) when it is the even-game board less
+                      some pieces and no hands, else P1..P9 rows with P+/P- hand lines; then `+`/`-`
+  moves               `+7776FU`: the sign of the side to move, the piece after the move
+  ending              the `%` special move (kifu/csa.py's SPECIAL_MOVES) whose implied winner is the
+                      record's; none for Ending.NONE
+"""
+
+from __future__ import annotations
+
+from shogi_dnn import rules
+from shogi_dnn.kifu.csa import SPECIAL_MOVES, special_move_winner
+from shogi_dnn.kifu.csa_board import CSA_PIECES, STANDARD_CODES
+from shogi_dnn.kifu.record import Ending, GameRecord
+from shogi_dnn.rules import HAND_PIECE_TYPES, PROMOTED, SFEN_TYPE
+
+
+def format_csa(record: GameRecord) -> str:
+    """Write `record` as a CSA V2.2 game: names, event, ratings, start position, moves, ending.
+
+    The start position is `PI` (with removed pieces for a standard handicap board) when it is one,
+    else P1..P9 rows with P+/P- hand lines. CSA has no move number, so a start SFEN read back has
+    move number 1. MAX_MOVES is written as `%MAX_MOVES` (the CSA V3.0 marker, read by `parse`).
+
+    Raises:
+        ValueError: a move is illegal, or the winner cannot be expressed with the record's ending
+            (e.g. RESIGN won by the side to move).
+    """
+    lines = ["V2.2", f"N+{record.black}", f"N-{record.white}"]
+    if record.event:
+        lines.append(f"$EVENT:{record.event}")
+    if record.black_rating is not None:
+        lines.append(f"'black_rate:{record.black}:{record.black_rating}")
+    if record.white_rating is not None:
+        lines.append(f"'white_rate:{record.white}:{record.white_rating}")
+    lines += _position_lines(record.start_sfen)
+    position = rules.new_position(record.start_sfen)
+    for usi in record.moves:
+        lines.append(usi_to_csa_move(position, usi))
+        position.push_usi(usi)
+    if record.ending is not Ending.NONE:
+        lines.append(_special_move(record, position))
+    return "\n".join(lines) + "\n"
+
+
+def usi_to_csa_move(position: rules.Position, usi: str) -> str:
+    """`7g7f` -> `+7776FU` (sign of the side to move; the piece after the move), read against `position`."""
+    sign = "+" if position.turn == rules.BLACK else "-"
+    to = f"{usi[2]}{ord(usi[3]) - ord('a') + 1}"
+    if usi[1] == "*":
+        return f"{sign}00{to}{CSA_PIECES[SFEN_TYPE[usi[0]] - 1]}"
+    from_file, from_rank = int(usi[0]), ord(usi[1]) - ord("a") + 1
+    here = position.piece_type_at(rules.square_index(from_file, from_rank))
+    if here is None:
+        raise ValueError(f"move {usi}: no piece on {usi[:2]}")
+    piece = PROMOTED[here[0]] if usi.endswith("+") and here[0] in PROMOTED else here[0]
+    return f"{sign}{from_file}{from_rank}{to}{CSA_PIECES[piece - 1]}"
+
+
+def _position_lines(sfen: str) -> list[str]:
+    _, turn, hand = sfen.split(" ")[:3]
+    turn_line = "+" if turn == "b" else "-"
+    codes = rules.new_position(sfen).piece_codes()
+    if hand == "-" and all(c == s or (c == 0 and s > rules.NUM_PIECE_TYPES)
+                           for c, s in zip(codes, STANDARD_CODES)):
+        removed = "".join(
+            f"{9 - index % 9}{index // 9 + 1}{CSA_PIECES[(s - 1) % rules.NUM_PIECE_TYPES]}"
+            for index, (c, s) in enumerate(zip(codes, STANDARD_CODES)) if c != s)
+        return [f"PI{removed}", turn_line]
+    lines = []
+    for rank in range(9):
+        cells = []
+        for code in codes[rank * 9:(rank + 1) * 9]:
+            if code == 0:
+                cells.append(" * ")
+            else:
+                colour, piece = divmod(code - 1, rules.NUM_PIECE_TYPES)
+                cells.append(("+" if colour == rules.BLACK else "-") + CSA_PIECES[piece])
+        lines.append(f"P{rank + 1}" + "".join(cells))
+    black_hand, white_hand = rules.new_position(sfen).hand_counts()
+    for sign, counts in (("+", black_hand), ("-", white_hand)):
+        pieces = "".join(f"00{CSA_PIECES[t - 1]}" * n for t, n in zip(HAND_PIECE_TYPES, counts))
+        if pieces:
+            lines.append(f"P{sign}{pieces}")
+    return lines + [turn_line]
+
+
+def _special_move(record: GameRecord, position: rules.Position) -> str:
+    """The `%` token for the record's ending whose implied winner is the record's winner."""
+    for token, (ending, loser) in SPECIAL_MOVES.items():
+        if ending is record.ending and special_move_winner(loser, position) is record.winner:
+            return token
+    to_move = "black" if position.turn == rules.BLACK else "white"
+    raise ValueError(f"{record.source}: cannot write ending {record.ending.value} won by "
+                     f"{record.winner.value} as CSA with {to_move} to move")

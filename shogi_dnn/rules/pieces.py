@@ -1,0 +1,77 @@
+"""Piece types and what belongs to each: the one place the package's piece numbers are written.
+
+  type            value  SFEN  promotes to    set count (per kind, both sides together)
+  PAWN            1      P     PROM_PAWN      18
+  LANCE           2      L     PROM_LANCE     4
+  KNIGHT          3      N     PROM_KNIGHT    4
+  SILVER          4      S     PROM_SILVER    4
+  GOLD            5      G     -              4
+  BISHOP          6      B     PROM_BISHOP    2
+  ROOK            7      R     PROM_ROOK      2
+  KING            8      K     -              2
+  PROM_PAWN       9      +P    (counted with its base kind)
+  PROM_LANCE      10     +L
+  PROM_KNIGHT     11     +N
+  PROM_SILVER     12     +S
+  PROM_BISHOP     13     +B    (also HORSE, 馬)
+  PROM_ROOK       14     +R    (also DRAGON, 龍)
+
+The values are python-shogi's numbering and are stored in shards (piece codes: 0 empty, t Black's
+piece of type t, NUM_PIECE_TYPES + t White's; see rules/position.py), so they never change. PieceType
+is an IntEnum: a member is the int it stands for, so code and data that hold plain ints compare equal.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class PieceType(enum.IntEnum):
+    """A piece type: 1..8 unpromoted (P L N S G B R K), 9..14 promoted (+P +L +N +S +B +R)."""
+
+    PAWN = 1
+    LANCE = 2
+    KNIGHT = 3
+    SILVER = 4
+    GOLD = 5
+    BISHOP = 6
+    ROOK = 7
+    KING = 8
+    PROM_PAWN = 9
+    PROM_LANCE = 10
+    PROM_KNIGHT = 11
+    PROM_SILVER = 12
+    PROM_BISHOP = 13
+    PROM_ROOK = 14
+    HORSE = 13           # alias of PROM_BISHOP
+    DRAGON = 14          # alias of PROM_ROOK
+
+
+NUM_PIECE_TYPES = len(PieceType)            # 14 (aliases are not counted)
+# The kinds that can be held in hand, in the order every hand count is stored (P L N S G B R).
+HAND_PIECE_TYPES: tuple[PieceType, ...] = (
+    PieceType.PAWN, PieceType.LANCE, PieceType.KNIGHT, PieceType.SILVER, PieceType.GOLD, PieceType.BISHOP,
+    PieceType.ROOK)
+# The unpromoted kinds, P L N S G B R K (the kinds a set of pieces is counted in).
+BASE_PIECE_TYPES: tuple[PieceType, ...] = (*HAND_PIECE_TYPES, PieceType.KING)
+# Unpromoted type -> its promoted type (gold and king do not promote), and back.
+PROMOTED: dict[PieceType, PieceType] = {
+    PieceType.PAWN: PieceType.PROM_PAWN, PieceType.LANCE: PieceType.PROM_LANCE,
+    PieceType.KNIGHT: PieceType.PROM_KNIGHT, PieceType.SILVER: PieceType.PROM_SILVER,
+    PieceType.BISHOP: PieceType.PROM_BISHOP, PieceType.ROOK: PieceType.PROM_ROOK}
+UNPROMOTED: dict[PieceType, PieceType] = {promoted: base for base, promoted in PROMOTED.items()}
+# Pieces of each unpromoted kind in one set (both sides together); also the most one side can hold.
+SET_COUNT: dict[PieceType, int] = {
+    PieceType.PAWN: 18, PieceType.LANCE: 4, PieceType.KNIGHT: 4, PieceType.SILVER: 4, PieceType.GOLD: 4,
+    PieceType.BISHOP: 2, PieceType.ROOK: 2, PieceType.KING: 2}
+# SFEN letter of each piece type (Black's; White's are lower case), and the type of an unpromoted letter.
+SFEN_PIECE: dict[PieceType, str] = {
+    **{t: "PLNSGBRK"[t - 1] for t in BASE_PIECE_TYPES},
+    **{promoted: "+" + "PLNSGBRK"[base - 1] for base, promoted in PROMOTED.items()}}
+SFEN_TYPE: dict[str, PieceType] = {SFEN_PIECE[t]: t for t in BASE_PIECE_TYPES}
+
+
+def piece_code(piece_type: int, colour: int) -> int:
+    """The piece code of `colour`'s (0 black, 1 white) piece of `piece_type`: t Black's, 14 + t White's
+    (rules/position.py)."""
+    return int(piece_type) + NUM_PIECE_TYPES * colour

@@ -1,0 +1,72 @@
+"""A scripted USI engine for annotate's tests: deterministic answers, and crashes or hangs on demand.
+
+Run as a program (tests write a wrapper script naming it as the engine). Its answer to a position
+depends on the position alone (board, side to move, hands: the SFEN's first three fields):
+`info depth 1 score cp score_of(sfen) pv M` then `bestmove M`, M the legal move move_of(sfen) when the
+config asks for moves (python-shogi), else `resign`. $FAKE_USI_CONFIG names a JSON file:
+  {"moves": bool, "crash": [keys], "hang": [keys], "delay": seconds per search, "mate": [keys]}
+`crash`: exit at once when asked to search a position with that key (position_key); `hang`: never
+answer it; `mate`: answer `score mate -1` for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def position_key(sfen: str) -> str:
+    """A position without its move number: 'board side hands'."""
+    return " ".join(sfen.split()[:3])
+
+
+def _digest(sfen: str) -> int:
+    return int(hashlib.sha1(position_key(sfen).encode()).hexdigest()[:8], 16)
+
+
+def score_of(sfen: str) -> int:
+    """The fake's score of a position, cp, -1000..1000."""
+    return _digest(sfen) % 2001 - 1000
+
+
+def move_of(sfen: str) -> str:
+    """The fake's best move: one of the legal moves (sorted as USI), chosen by the position's digest."""
+    import shogi
+    moves = sorted(m.usi() for m in shogi.Board(sfen).legal_moves)
+    return moves[_digest(sfen) % len(moves)] if moves else "resign"
+
+
+def main() -> None:
+    path = os.environ.get("FAKE_USI_CONFIG")
+    config = json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
+    sfen = ""
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "usi":
+            print("id name FakeUSI 1\noption name Threads type spin default 1 min 1 max 8\nusiok", flush=True)
+        elif words[0] == "isready":
+            print("readyok", flush=True)
+        elif words[0] == "position":
+            sfen = " ".join(words[2:6]) if words[1] == "sfen" else ""
+        elif words[0] == "go":
+            key = position_key(sfen)
+            if key in config.get("crash", ()):
+                os._exit(3)
+            if key in config.get("hang", ()):
+                time.sleep(3600)
+            time.sleep(config.get("delay", 0.0))
+            move = move_of(sfen) if config.get("moves") else "resign"
+            score = "mate -1" if key in config.get("mate", ()) else f"cp {score_of(sfen)}"
+            print(f"info depth 1 score {score} pv {move}\nbestmove {move}", flush=True)
+        elif words[0] == "quit":
+            return
+
+
+if __name__ == "__main__":
+    main()

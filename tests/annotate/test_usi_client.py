@@ -1,0 +1,62 @@
+"""usi_client: scores as the side to move sees them, and an engine that crashes or hangs as EngineFailure."""
+
+from __future__ import annotations
+
+import pytest
+
+from shogi_dnn.annotate import usi_client
+from shogi_dnn.annotate.usi_client import EngineFailure, UsiEngine, parse_score
+from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.kifu.evals import MATE_EVAL
+from tests.annotate import fake_usi
+
+SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
+
+
+@pytest.mark.parametrize("line, score", [
+    ("info depth 5 score cp -254 upperbound nodes 1000 pv 3a3b", -254),
+    ("info depth 5 score cp 40000 pv 3a3b", MATE_EVAL),
+    ("info depth 9 score mate 3 pv 3a3b", MATE_EVAL),
+    ("info depth 9 score mate -2 pv 3a3b", -MATE_EVAL),
+    ("info depth 0 score mate 0", -MATE_EVAL),
+    ("info depth 9 score mate + pv 3a3b", MATE_EVAL),
+    ("info depth 9 score mate - pv 3a3b", -MATE_EVAL),
+    ("info depth 9 nodes 100", None),
+])
+def test_parse_score(line: str, score: int | None) -> None:
+    assert parse_score(line) == score
+
+
+def test_search_gives_the_engines_score_and_move(fake_engine) -> None:
+    engine = UsiEngine(fake_engine(moves=True))
+    try:
+        assert engine.name == "FakeUSI 1"
+        result = engine.search(SFEN, 100, 10.0)
+        assert result.score == fake_usi.score_of(SFEN)
+        assert result.bestmove == fake_usi.move_of(SFEN)
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("kind", ["crash", "hang"])
+def test_a_crash_or_a_hang_is_an_engine_failure(fake_engine, kind: str) -> None:
+    engine = UsiEngine(fake_engine(**{kind: [fake_usi.position_key(SFEN)]}))
+    try:
+        with pytest.raises(EngineFailure) as failure:
+            engine.search(SFEN, 100, 0.5)
+        assert failure.value.kind == (usi_client.CRASH if kind == "crash" else usi_client.TIMEOUT)
+    finally:
+        engine.close(graceful=False)
+    assert engine.proc.poll() is not None          # killed, not left behind
+
+
+def test_a_missing_engine_or_one_that_is_not_usi_is_one_error(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        usi_client.find_engine("no-such-engine-here")
+    with pytest.raises(ConfigError, match="no such executable"):
+        usi_client.find_engine(str(tmp_path / "missing"))
+    silent = tmp_path / "silent"
+    silent.write_text("#!/bin/sh\necho hello\n")
+    silent.chmod(0o755)
+    with pytest.raises(RunError, match="not a working USI engine"):
+        UsiEngine(str(silent))
