@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from shogi_dnn.dataset import shards
-from shogi_dnn.analysis import scoring
+from shogi_dnn.analysis import scoring, tactics
 
-KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME)
+KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME,
+        shards.KEY_MOVE)
 PHASES = ((0, 40), (40, 80), (80, 10**6))
 
 
@@ -56,17 +57,33 @@ def game_signatures(data: dict[str, np.ndarray]) -> dict[int, bytes]:
 
 
 def predict(run_dir: Path, paths: list[Path], out: Path) -> None:
+    """RUN's mirror-averaged value logits ([N] float32) and, for a model with a policy head, the rank of the
+    move played among the legal moves ([N] int32, -1 where no move follows; scoring.move_ranks)."""
     from shogi_dnn.analysis.run_model import load_run_model
+    from shogi_dnn.dataset import policy
     from shogi_dnn.training import model as model_lib
     model = load_run_model(run_dir)
-    logits = []
+    has_policy = model_lib.has_policy_head(model) if hasattr(model_lib, "has_policy_head") else False
+    logits, ranks = [], []
     for p in paths:
-        arr = shards.read_positions(p, keys=(shards.KEY_BOARD, shards.KEY_HANDS)).arrays
+        arr = shards.read_positions(p, keys=(shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_MOVE)).arrays
         for s in range(0, len(arr[shards.KEY_BOARD]), 8192):
             b, h = arr[shards.KEY_BOARD][s:s + 8192], arr[shards.KEY_HANDS][s:s + 8192]
             logits.append(np.asarray(model_lib.value_logits(model, b, h, mirror_average=True)))
+            if has_policy:
+                labels = policy.move_labels(arr[shards.KEY_MOVE][s:s + 8192])
+                rank = np.full(len(labels), -1, np.int32)
+                have = labels >= 0
+                if have.any():
+                    pl = np.asarray(model_lib.policy_logits(model, b[have], h[have], mirror_average=True))
+                    legal = policy.legal_label_masks(b[have], h[have])
+                    rank[have] = scoring.move_ranks(pl, labels[have], legal)
+                ranks.append(rank)
+    arrays = {"logit": np.concatenate(logits).astype(np.float32)}
+    if has_policy:
+        arrays["rank"] = np.concatenate(ranks)
     tmp = out.with_suffix(".tmp.npz")
-    np.savez(tmp, logit=np.concatenate(logits).astype(np.float32))
+    np.savez(tmp, **arrays)
     tmp.replace(out)
 
 
@@ -129,10 +146,18 @@ def cmd_table(args: argparse.Namespace) -> int:
     games = data[shards.KEY_GAME][keep]
     rows: dict[str, list[dict[str, float]]] = {}
     probs: dict[str, list[np.ndarray]] = {}
+    free, _ = tactics.free_captures(data[shards.KEY_BOARD][keep])
     for pred in sorted(args.sweep.glob(f"*/pred-{args.split}.npz")):
         name = pred.parent.name.rsplit("-s", 1)[0]
-        logits = np.load(pred)["logit"].astype(np.float64)[keep]
-        rows.setdefault(name, []).append(scores(logits, win, ply))
+        with np.load(pred) as saved:
+            logits = saved["logit"].astype(np.float64)[keep]
+            rank = saved["rank"][keep] if "rank" in saved.files else None
+        row = scores(logits, win, ply)
+        row["free_p"] = float(scoring.sigmoid(logits[free]).mean()) if free.any() else float("nan")
+        if rank is not None:
+            moved = rank >= 0
+            row["top1"], row["top5"] = float((rank[moved] < 1).mean()), float((rank[moved] < 5).mean())
+        rows.setdefault(name, []).append(row)
         probs.setdefault(name, []).append(scoring.sigmoid(logits))
     base = bl.fit_baselines(train_paths)             # material, piece-square and the engine's a, fitted once
     board, hands = data[shards.KEY_BOARD][keep], data[shards.KEY_HANDS][keep]
@@ -141,8 +166,12 @@ def cmd_table(args: argparse.Namespace) -> int:
         baselines["engine evaluation (fitted a)"] = base.engine_logits(data[shards.KEY_EVAL][keep])
     baselines["piece-square baseline"] = base.piece_square.logits(board, hands)
     print(f"{args.split}: {len(np.unique(games))} games, {len(win)} positions ({int((win != 0.5).sum())} decisive)")
-    print("| option | runs | accuracy | log loss | ECE | acc. ply 0-40 | 40-80 | 80+ | acc. - material (games 95%) | loss - material |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"free capture (analysis/tactics.py): {int(free.sum())} positions ({free.mean():.1%}), result rate "
+          f"there {win[free].mean():.4f}" + (f", engine {scoring.sigmoid(baselines['engine evaluation (fitted a)'][free]).mean():.4f}"
+                                              if "engine evaluation (fitted a)" in baselines else ""))
+    print("| option | runs | accuracy | log loss | ECE | acc. ply 0-40 | 40-80 | 80+ | acc. - material (games 95%) "
+          "| loss - material | P(win) at a free capture | policy top-1 | top-5 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     def fmt(vals: list[float]) -> str:
         return f"{np.mean(vals):.4f}" + (f" ({min(vals):.4f}-{max(vals):.4f})" if len(vals) > 1 else "")
     for name, rs in list(rows.items()) + [(k, [scores(v, win, ply)]) for k, v in baselines.items()]:
@@ -155,6 +184,10 @@ def cmd_table(args: argparse.Namespace) -> int:
                       f"{diff['loss'].lo:+.3f}..{diff['loss'].hi:+.3f}"]
         else:
             cells += ["", ""]
+        free_p = [r["free_p"] if "free_p" in r else float(scoring.sigmoid(baselines[name][free]).mean())
+                  for r in rs]
+        cells.append(fmt(free_p))
+        cells += [fmt([r[k] for r in rs]) if all(k in r for r in rs) else "" for k in ("top1", "top5")]
         print(f"| {name} | {len(rs)} | " + " | ".join(cells) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
