@@ -195,3 +195,34 @@ def test_the_rules_reject_an_upward_import_and_a_cycle() -> None:
     finally:
         GRAPH["shogi_dnn.kifu.record"].discard("shogi_dnn.training.model")
         GRAPH["shogi_dnn.errors"].discard("shogi_dnn.config")
+
+
+def _folder_map() -> dict[str, set[str]]:
+    """docs/architecture.md's folder map: folder ('' for the top) -> the module files it names there."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("## Folder map", 1)[1].split("```", 2)[1]
+    named: dict[str, set[str]] = {}
+    folder = ""
+    for line in block.splitlines()[2:]:
+        head = line[:15]
+        if line.startswith("  ") and head.strip().endswith("/"):
+            folder = head.strip().rstrip("/")
+        elif line.startswith("  ") and not line.startswith("   ") and head.strip():
+            folder = ""
+        for word in line[2:].split():
+            if word.endswith((".py", ".c")):
+                named.setdefault(folder, set()).add(word)
+    return named
+
+
+def test_the_folder_map_names_every_module_where_it_lives() -> None:
+    named = _folder_map()
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.c")):
+        rel = path.relative_to(PACKAGE)
+        if rel.name == "__init__.py" and len(rel.parts) > 1:
+            continue
+        folder = "/".join(rel.parts[:-1])
+        if rel.name not in named.get(folder, set()):
+            missing.append(str(rel))
+    assert not missing, f"docs/architecture.md's folder map does not name: {missing}"
