@@ -40,7 +40,8 @@ class RunError(ShogiDnnError, RuntimeError):
 
 
 class OutputError(ShogiDnnError, OSError):
-    """An output folder cannot be written: read-only, not a folder, no permission (run_files.check_writable)."""
+    """An output folder cannot be written: read-only, not a folder, no permission
+    (run_files.check_writable)."""
 
 
 class DiskFullError(ShogiDnnError, OSError):

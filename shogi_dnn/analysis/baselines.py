@@ -56,13 +56,16 @@ FEATURE_NAMES = tuple([SFEN_PIECE[t] for t in BOARD_KINDS] + [f"{SFEN_PIECE[t]}*
 READ_ROWS = 65536            # positions read per slice when streaming a shard
 L2 = 1.0                     # ridge penalty on the piece values (not the bias): keeps tiny fits finite
 PROB_CLIP = 1e-6
-BASELINES_VERSION = 2        # Baselines.to_dict's layout (2: piece_square and engine): part of evaluate's cache key
-BOARD_CODES = NUM_PIECE_CODES - 1                 # 28 piece codes a square can hold (0, empty, is the reference)
+# Baselines.to_dict's layout (2: piece_square and engine): part of evaluate's cache key
+BASELINES_VERSION = 2
+# 28 piece codes a square can hold (0, empty, is the reference)
+BOARD_CODES = NUM_PIECE_CODES - 1
 SQUARE_COLUMNS = NUM_SQUARES * BOARD_CODES        # 2268 one-hot (square, code) columns
 COUNT_COLUMNS = SQUARE_COLUMNS                    # then 28 columns: squares holding each code
 HAND_COLUMNS = COUNT_COLUMNS + BOARD_CODES        # then 14 hand counts
 NUM_PIECE_SQUARE_FEATURES = HAND_COLUMNS + HAND_SIZE                    # 2310, then the bias
-PIECE_SQUARE_L2 = 300.0      # ridge penalty of the (square, code) weights: the deviations from the piece values
+# ridge penalty of the (square, code) weights: the deviations from the piece values
+PIECE_SQUARE_L2 = 300.0
 NEWTON_ROWS = 16384          # positions a batch in the piece-square passes (bounds the sparse temporaries)
 NEWTON_PASSES = 30           # passes over the training shards at most (one Newton step, or one halving, each)
 NEWTON_TOLERANCE = 1e-7      # stop when a Newton step would lower the mean loss by less than this (nats)
@@ -117,16 +120,19 @@ def material_features(board: np.ndarray, hands: np.ndarray) -> np.ndarray:
     return np.concatenate([own - opp, hand], axis=1).astype(np.int8)
 
 
-def piece_square_features(board: np.ndarray, hands: np.ndarray, bias: bool = False) -> scipy.sparse.csr_matrix:
+def piece_square_features(board: np.ndarray, hands: np.ndarray,
+                          bias: bool = False) -> scipy.sparse.csr_matrix:
     """The piece-square design matrix: one-hot (square, piece code), piece counts per code, hand counts.
 
     Args:
-        board: [N, 81] uint8 piece codes (side to move's view); hands: [N, 14] uint8 counts (own, then opponent).
+        board: [N, 81] uint8 piece codes (side to move's view); hands: [N, 14] uint8 counts (own,
+            then opponent).
         bias: append a column of ones (the intercept) as column NUM_PIECE_SQUARE_FEATURES.
     Returns:
         [N, 2310 (+1)] float64 CSR with sorted indices: column s * 28 + c - 1
         is 1 when square s holds code c (1..28; an empty square has no column); column 2268 + c - 1 counts
-        the squares holding code c; column 2296 + k is the count of hand kind k (HAND_PIECE_TYPES order, own first).
+        the squares holding code c; column 2296 + k is the count of hand kind k (HAND_PIECE_TYPES order,
+        own first).
         About 36 square entries, 12 count entries and a few hand entries a row.
     """
     n = board.shape[0]
@@ -138,7 +144,8 @@ def piece_square_features(board: np.ndarray, hands: np.ndarray, bias: bool = Fal
     value = slots.reshape(-1)[flat]
     on_board = slot < NUM_SQUARES
     # board slot s holding code c -> column s * 28 + c - 1; every later slot -> its own column, in order
-    columns = np.where(on_board, slot * BOARD_CODES + value.astype(np.int64) - 1, slot - NUM_SQUARES + SQUARE_COLUMNS)
+    columns = np.where(on_board, slot * BOARD_CODES + value.astype(np.int64) - 1,
+                       slot - NUM_SQUARES + SQUARE_COLUMNS)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.count_nonzero(slots, axis=1), out=indptr[1:])
     matrix = scipy.sparse.csr_matrix((np.where(on_board, 1.0, value), columns.astype(np.int32), indptr),
@@ -183,7 +190,8 @@ class PieceSquare:
         weights = tuple(float(w) for w in data["weights"])
         if len(weights) != NUM_PIECE_SQUARE_FEATURES:
             raise ValueError(f"{len(weights)} piece-square weights, expected {NUM_PIECE_SQUARE_FEATURES}")
-        return cls(weights, float(data["bias"]), float(data["l2"]), int(data["passes"]), bool(data["converged"]))
+        return cls(weights, float(data["bias"]), float(data["l2"]), int(data["passes"]),
+                   bool(data["converged"]))
 
 
 def piece_square_penalty(l2: float = PIECE_SQUARE_L2, value_l2: float = L2) -> np.ndarray:
@@ -204,9 +212,9 @@ def fit_piece_square(train_paths: Sequence[str | Path], l2: float = PIECE_SQUARE
     [2311] and the exact Hessian [2311, 2311] (X^T diag(p(1-p)) X of the sparse batch matrix), then takes
     one Newton step (a Cholesky solve); a step that raised the objective is halved on the next pass
     instead. Memory: the dense Hessian (2311^2 float64, 43 MB), two copies of it for the solve and one
-    NEWTON_ROWS batch: about 180 MB measured, whatever the number of positions. Time: passes (about 5) x (read + sparse X^T W X, ~50^2 products a position) + a solve on
-    the columns the training positions use (at most 2311^3 / 3 a pass). Stops after max_passes with
-    converged False (the latest iterate).
+    NEWTON_ROWS batch: about 180 MB measured, whatever the number of positions. Time: passes (about 5)
+    x (read + sparse X^T W X, ~50^2 products a position) + a solve on the columns the training positions
+    use (at most 2311^3 / 3 a pass). Stops after max_passes with converged False (the latest iterate).
 
     Raises:
         ValueError: no positions, or l2 <= 0 (weights of squares no piece visits would be undetermined).
@@ -310,7 +318,8 @@ class Baselines:
         """Raises KeyError, TypeError or ValueError for a dict of another layout (an older cache)."""
         engine = data["engine"]
         return cls(float(data["side_to_move_rate"]), tuple(float(w) for w in data["weights"]),
-                   float(data["bias"]), int(data["train_positions"]), PieceSquare.from_dict(data["piece_square"]),
+                   float(data["bias"]), int(data["train_positions"]),
+                   PieceSquare.from_dict(data["piece_square"]),
                    None if engine is None else evalfit.EvalFit.from_dict(engine))
 
 
@@ -358,7 +367,8 @@ def _fit_logistic(x: np.ndarray, count: np.ndarray, label_sum: np.ndarray, l2: f
     for _ in range(iterations):
         p = scoring.sigmoid(design @ theta)
         gradient = design.T @ (count * p - label_sum) + penalty * theta
-        hessian = (design * (count * p * (1 - p))[:, None]).T @ design + np.diag(penalty) + 1e-9 * np.eye(len(theta))
+        hessian = ((design * (count * p * (1 - p))[:, None]).T @ design + np.diag(penalty)
+                   + 1e-9 * np.eye(len(theta)))
         step = np.linalg.solve(hessian, gradient)
         theta -= step
         if np.max(np.abs(step)) < 1e-9:
@@ -405,18 +415,22 @@ def score_baselines_by_game(baselines: Baselines, paths: Sequence[str | Path]
             evaluated += int(has_eval.sum())
         for name, x in logits.items():
             scorers[name].add(x, win)
-            games[name].add(game, x, win, predicted_win=np.ones(win.size, bool) if name == "side_to_move" else None)
+            games[name].add(game, x, win,
+                            predicted_win=np.ones(win.size, bool) if name == "side_to_move" else None)
         side_wins += int((win == scoring.LABEL_WIN).sum())
         decisive += int((win != scoring.LABEL_DRAW).sum())
-    rows = {name: {k: scorer.summary(with_buckets=False)[k] for k in SCORE_KEYS} for name, scorer in scorers.items()}
-    rows["side_to_move"]["accuracy"] = side_wins / decisive if decisive else None   # always "the side to move wins"
+    rows = {name: {k: scorer.summary(with_buckets=False)[k] for k in SCORE_KEYS}
+            for name, scorer in scorers.items()}
+    # always "the side to move wins"
+    rows["side_to_move"]["accuracy"] = side_wins / decisive if decisive else None
     rows["side_to_move"]["rate"] = baselines.side_to_move_rate
     rows["material"].update(piece_values=baselines.piece_values(), bias=baselines.bias)
     rows["piece_square"].update(l2=baselines.piece_square.l2, passes=baselines.piece_square.passes)
     if baselines.engine is not None and evaluated:
         rows["engine"].update(scale=baselines.engine.scale, coverage=evaluated / rows["engine"]["positions"],
                               train_coverage=baselines.engine.coverage,
-                              evaluated={"positions": evaluated, "games": games["engine_evaluated"].summary()["games"],
+                              evaluated={"positions": evaluated,
+                                         "games": games["engine_evaluated"].summary()["games"],
                                          "engine": games["engine_evaluated"].summary()})
     else:
         rows.pop("engine", None)

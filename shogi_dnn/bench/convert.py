@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shard-size", type=int, default=100_000, help="positions per shard")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
     parser.add_argument("--peer", action="store_true",
-                        help="compare `convert --workers 1` with a dlshogi-style converter on cshogi (see above)")
+                        help="compare `convert --workers 1` with a dlshogi-style converter on cshogi "
+                             "(see above)")
     parser.add_argument("--peer-script", metavar="PATH", default=None,
                         help="the peer to run instead of the built-in one: `PATH OUT FILES...`, printing "
                              "'N positions in S s' (e.g. a reference copy kept beside the repository)")
@@ -169,7 +170,8 @@ def _csa_corpus(corpus: list[str], scratch: Path) -> list[str]:
         else:
             files += [str(p) for p in csa_files([item]) if p.suffix.lower() == ".csa"]
     if not files:
-        raise ConfigError(f"bench convert --peer: no CSA file in {', '.join(corpus)} (the peer reads CSA only)")
+        raise ConfigError(f"bench convert --peer: no CSA file in {', '.join(corpus)} "
+                          "(the peer reads CSA only)")
     return files
 
 
@@ -206,14 +208,16 @@ def format_peer(result: dict[str, Any], script: str | None) -> str:
              f"{'ours pos/cpu-s':>16}{'ratio':>7}"]
     for i, run in enumerate(result["runs"], 1):
         peer, ours = run["peer"], run["ours"]
-        lines.append(f"{i:>4}{peer['positions']:>16,}{peer['positions_per_s']:>12,.0f}{ours['positions']:>16,}"
+        lines.append(f"{i:>4}{peer['positions']:>16,}{peer['positions_per_s']:>12,.0f}"
+                     f"{ours['positions']:>16,}"
                      f"{ours['positions_per_s']:>12,.0f}{ours['positions_per_cpu_s']:>16,.0f}"
                      f"{ours['positions_per_s'] / peer['positions_per_s']:>7.2f}")
     lines += [f"peer ({peer_name}): min {result['peer']['min']:,.0f}, median {result['peer']['median']:,.0f} "
               "positions/s, one core",
               f"shogi-dnn convert --workers 1: min {result['ours']['min']:,.0f}, median "
               f"{result['ours']['median']:,.0f} positions/s, one core",
-              f"ours / peer: {result['ratio_of_medians']:.2f} (medians), {result['ratio_of_mins']:.2f} (mins)"]
+              f"ours / peer: {result['ratio_of_medians']:.2f} (medians), "
+              f"{result['ratio_of_mins']:.2f} (mins)"]
     return "\n".join(lines)
 
 
@@ -222,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     corpus = args.corpus or [str(DEFAULT_CORPUS)]
     missing = [c for c in corpus if not Path(c).exists()]
     if missing:
-        raise ConfigError(f"{missing[0]}: no such file or folder (CORPUS defaults to the bundled {DEFAULT_CORPUS.name})")
+        raise ConfigError(f"{missing[0]}: no such file or folder "
+                          f"(CORPUS defaults to the bundled {DEFAULT_CORPUS.name})")
     try:      # 0: `auto`, convert's own choice (convert.worker.plan_workers)
         workers = [0 if w.strip() == "auto" else int(w) for w in args.workers.split(",") if w.strip()]
     except ValueError as exc:

@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
         return 2
     positions, seconds = convert(args[0], args[1:])
-    print(f"{positions} positions in {seconds:.4f} s: {positions / max(seconds, 1e-9):.0f} positions/s (1 core)")
+    print(f"{positions} positions in {seconds:.4f} s: "
+          f"{positions / max(seconds, 1e-9):.0f} positions/s (1 core)")
     return 0
 
 

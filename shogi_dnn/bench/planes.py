@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     with tf.device("/CPU:0"):
         for mode, wrap in (("eager", lambda f: f), ("graph", tf.function),
                            ("xla", lambda f: tf.function(f, jit_compile=True))):
-            ms = {name: _median_ms(wrap(fn), fn_args, args.repeats) for name, (fn, fn_args) in targets.items()}
+            ms = {name: _median_ms(wrap(fn), fn_args, args.repeats)
+                  for name, (fn, fn_args) in targets.items()}
             print(f"mode={mode} batch={args.batch} expand_planes_ms={ms['expand_planes']:.1f} "
                   f"attack_planes_ms={ms['attack_planes']:.1f} "
                   f"ratio={ms['attack_planes'] / ms['expand_planes']:.1f}")

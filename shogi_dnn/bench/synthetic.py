@@ -82,7 +82,8 @@ def write_synthetic_dataset(root: str | Path, shard_sizes: Mapping[str, list[int
             name = f"{split}-{i:05d}.h5"
             games = _games_table(positions[shards.KEY_GAME])
             digest = shards.write_shard(root / name, split, positions, games, chunk_rows=chunk_rows)
-            infos.append(shards.shard_info(root / name, split, size, len(games["game_id"]), digest, games["game_id"]))
+            infos.append(shards.shard_info(root / name, split, size, len(games["game_id"]), digest,
+                                           games["game_id"]))
     totals = {split: sum(sizes) for split, sizes in shard_sizes.items()}
     shards.write_manifest(root, infos, {"synthetic": True, "seed": seed}, totals)
     return shards.read_manifest(root)

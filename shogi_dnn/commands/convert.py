@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="The first few skipped games are printed as file:line: reason (all of them in "
                "DIR/convert-report.json). Exit status: 0 when at least one game was converted, 1 when none "
                "was (no record, or every game skipped), 2 on a usage error, 130 when interrupted.")
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="record files, folders (recursive) or archives")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT",
+                        help="record files, folders (recursive) or archives")
     parser.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write")
     parser.add_argument("--min-rating", type=float, default=None, help="drop games below this rating")
     parser.add_argument("--rating-of", choices=RATING_OF, default="both",
@@ -39,16 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shard-size", type=int, default=defaults.shard_size,
                         help=f"positions per shard (default {defaults.shard_size}; shards hold whole games)")
     parser.add_argument("--row-order", choices=("game", "shuffled"), default=defaults.row_order,
-                        help="rows of a shard in game order (default: compresses 2.2x better; training shuffles "
-                             "chunks and buffers) or shuffled with --seed")
+                        help="rows of a shard in game order (default: compresses 2.2x better; training "
+                             "shuffles chunks and buffers) or shuffled with --seed")
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="seed of the within-shard shuffle (--row-order shuffled)")
     parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=defaults.dedup,
-                        help="drop a game whose start position and moves equal an earlier one's, across files "
-                             "and formats (the CSA and KIF copies of a game, a file copied twice); counted as "
-                             "skipped 'duplicate' (default: on; --no-dedup keeps every copy)")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes; 1: in-process; more than the CPU cores: capped at the cores (default: "
-                             "in-process on 1-2 cores or for inputs under 8 MB, else cores - 1)")
+                        help="drop a game whose start position and moves equal an earlier one's, across "
+                             "files and formats (the CSA and KIF copies of a game, a file copied twice); "
+                             "counted as skipped 'duplicate' (default: on; --no-dedup keeps every copy)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker processes; 1: in-process; more than the CPU cores: capped at the cores "
+                             "(default: in-process on 1-2 cores or for inputs under 8 MB, else cores - 1)")
     parser.add_argument("--backend", default="auto", choices=("auto", "python-shogi", "cshogi"),
                         help="move-rules backend (default auto: cshogi when installed); same output")
     parser.add_argument("--overwrite", action="store_true", help="replace a dataset already in DIR")

@@ -1,5 +1,6 @@
 """`shogi-dnn evaluate --run-dir RUN [--data DIR] [--split validation|test|train|all] [--checkpoint NAME]
-[--simulate-devices N] [--no-mirror-average] [--verify-shards] [--allow-changed-data]`: score a run on a split, write RUN/eval-<split>.json and print a table."""
+[--simulate-devices N] [--no-mirror-average] [--verify-shards] [--allow-changed-data]`: score a run on a
+split, write RUN/eval-<split>.json and print a table."""
 
 from __future__ import annotations
 
@@ -16,19 +17,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
     parser.add_argument("--data", default=None, help="dataset folder (default: the run's data_dir)")
     parser.add_argument("--split", default="validation", help="validation (default), test, train or all")
-    parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--simulate-devices", type=int, default=None, metavar="N",
                         help="split the CPU into N logical devices and evaluate on N towers")
     parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
-                        help="the model's probability is the mean over each position and its left-right mirror "
-                             "(two model runs per position; on by default: lower log loss and Brier on every run "
-                             "measured, docs/accuracy.md)")
+                        help="the model's probability is the mean over each position and its left-right "
+                             "mirror (two model runs per position; on by default: lower log loss and Brier "
+                             "on every run measured, docs/accuracy.md)")
     parser.add_argument("--verify-shards", action="store_true",
                         help="check every shard's sha256 against the manifest first (always checked: size, "
                              "schema, split, row and game counts, shapes)")
     parser.add_argument("--allow-changed-data", action="store_true",
                         help="score even though the split's games differ from those the run was trained with "
-                             "(the folder converted again, or another --data); the output is labelled DATA CHANGED")
+                             "(the folder converted again, or another --data); the output is labelled "
+                             "DATA CHANGED")
     args = parser.parse_args(argv)
     if args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
         raise ConfigError(f"--split {args.split!r}: must be one of {', '.join(EVAL_SPLITS)}")
@@ -39,7 +42,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     from shogi_dnn.analysis import evaluate  # TensorFlow is imported only once the arguments are good
 
-    result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint, args.simulate_devices,
+    result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint,
+                                   args.simulate_devices,
                                    mirror_average=args.mirror_average, verify_shards=args.verify_shards,
                                    allow_changed_data=args.allow_changed_data)
     print(evaluate.format_table(result))

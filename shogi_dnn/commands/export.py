@@ -21,7 +21,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--format", required=True, choices=FORMATS, help="onnx (onnxruntime) or savedmodel")
     parser.add_argument("--out", default=None, help="output file (onnx) or directory (savedmodel); default "
                                                     "RUN/export/model.onnx or RUN/export/saved_model")
-    parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--batch", type=int, default=None,
                         help="a fixed batch size (default: dynamic, any batch)")
     parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,

@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "record: of every readable game, numbered from 1 in the file; the label is "
                              f"'{inspect.NO_LABEL}' when the game's result is unknown, e.g. SFEN lines)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--verify", action="store_true", help="check every shard's sha256 against the manifest")
+    parser.add_argument("--verify", action="store_true",
+                        help="check every shard's sha256 against the manifest")
     return parser
 
 

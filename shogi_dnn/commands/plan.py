@@ -34,13 +34,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--devices", default=",".join(map(str, plan.DEFAULT_DEVICES)),
                         help="device counts to plan for (default %(default)s)")
     parser.add_argument("--pipeline-rate", type=float, default=None, metavar="POS_PER_S",
-                        help="input pipeline positions/s measured here (`shogi-dnn bench train`'s pipeline figure)")
+                        help="input pipeline positions/s measured here "
+                             "(`shogi-dnn bench train`'s pipeline figure)")
     parser.add_argument("--target-cores", type=int, default=0, help="CPU cores of the target machine")
     parser.add_argument("--this-cores", type=int, default=0,
                         help="CPU cores the pipeline rate was measured with (default: this machine's, "
                              "when --target-cores is given)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON instead of the table")
-    parser.add_argument("--plot", default=None, metavar="PNG", help="write time and cost against device count")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="write time and cost against device count")
     return parser.parse_args(argv)
 
 

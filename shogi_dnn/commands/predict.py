@@ -20,16 +20,20 @@ from shogi_dnn.errors import ShogiDnnError
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="shogi-dnn predict", description=__doc__.split(":", 1)[1].strip())
     parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
-    parser.add_argument("--checkpoint", default=None, help="a checkpoint of the run (default: the final model)")
-    parser.add_argument("--game", type=int, default=1, help="which game of a multi-game record file (1-based)")
-    parser.add_argument("--out", default=None, help="PNG of a record's graph (default: RUN/predict-<name>.png)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="a checkpoint of the run (default: the final model)")
+    parser.add_argument("--game", type=int, default=1,
+                        help="which game of a multi-game record file (1-based)")
+    parser.add_argument("--out", default=None,
+                        help="PNG of a record's graph (default: RUN/predict-<name>.png)")
     parser.add_argument("--data", default=None, help="the run's dataset folder, to say whether the game was "
                                                      "trained on (default: run.json's data_dir)")
     parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
                         help="the probability is the mean over the position and its left-right mirror "
                              "(on by default)")
-    parser.add_argument("target", nargs="+", help="'startpos moves ...', 'sfen ... [moves ...]', a bare SFEN, "
-                                                  "or a record file (CSA, KIF, KI2, SFEN lines)")
+    parser.add_argument("target", nargs="+",
+                        help="'startpos moves ...', 'sfen ... [moves ...]', a bare SFEN, "
+                             "or a record file (CSA, KIF, KI2, SFEN lines)")
     return parser.parse_args(argv)
 
 
@@ -60,8 +64,8 @@ def main(argv: list[str]) -> int:
         out = Path(args.out) if args.out else run_dir / f"predict-{choice.path.stem}.png"
         run_files.check_writable(out.parent, "--out" if args.out else "--run-dir", out)
     what = f"{len(record.moves) + 1} positions of {choice.describe()}" if choice else "the position"
-    print(f"predict: loading {run_model.model_name(run_dir, args.checkpoint)} (TensorFlow starts, a few seconds), "
-          f"then {what}", file=sys.stderr, flush=True)
+    print(f"predict: loading {run_model.model_name(run_dir, args.checkpoint)} "
+          f"(TensorFlow starts, a few seconds), then {what}", file=sys.stderr, flush=True)
     model = run_model.load_run_model(run_dir, args.checkpoint)  # TensorFlow only once the input is known good
     if args.mirror_average:
         from shogi_dnn.training.model import mirror_averaged

@@ -79,7 +79,8 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
     def __init__(self, verbose: bool) -> None:
         self.verbose = verbose
 
-    def find_spec(self, name: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, name: str, path: object = None,
+                  target: object = None) -> importlib.machinery.ModuleSpec | None:
         if name != "tensorflow":
             return None
         sys.meta_path.remove(self)            # once: the real finders answer from here on

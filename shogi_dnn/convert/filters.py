@@ -88,7 +88,8 @@ class ConvertSettings:
     dedup: bool = True                 # drop a game whose start position and moves equal an earlier one's
 
     def __post_init__(self) -> None:
-        if not (0 <= self.val_fraction and 0 <= self.test_fraction and self.val_fraction + self.test_fraction < 1):
+        if not (0 <= self.val_fraction and 0 <= self.test_fraction
+                and self.val_fraction + self.test_fraction < 1):
             raise ConfigError(f"--val-fraction {self.val_fraction} + --test-fraction {self.test_fraction}: "
                               "each must be >= 0 and their sum < 1")
         if self.row_order not in ROW_ORDERS:
@@ -145,7 +146,8 @@ class Deduplicator:
 
 
 def assign_split(key: bytes, val_fraction: float, test_fraction: float) -> str:
-    """'train', 'validation' or 'test' from the game key: a uniform number in [0, 1) from its first 8 bytes."""
+    """'train', 'validation' or 'test' from the game key: a uniform number in [0, 1) from its first
+    8 bytes."""
     u = int.from_bytes(key[:8], "big") / 2.0 ** 64
     if u < test_fraction:
         return "test"
@@ -158,7 +160,8 @@ MIN_SPLIT_GAMES = 100            # fewer games in validation or test: too few to
 MAX_SUGGESTED_FRACTION = 0.3     # the largest share of games small_split_warnings suggests holding out
 
 
-def small_split_warnings(games: dict[str, int], positions: dict[str, int], settings: ConvertSettings) -> list[str]:
+def small_split_warnings(games: dict[str, int], positions: dict[str, int],
+                         settings: ConvertSettings) -> list[str]:
     """One line per held-out split (validation, test) asked for but given fewer than MIN_SPLIT_GAMES games,
     with the fraction that would give enough, from the number of games converted: e.g. "validation: 3 games
     (313 positions): too few to compare models (want >= 100); only 88 games in all: --val-fraction 0.3 would
@@ -171,11 +174,12 @@ def small_split_warnings(games: dict[str, int], positions: dict[str, int], setti
         count = games.get(split, 0)
         if fraction <= 0 or not total or count >= MIN_SPLIT_GAMES:
             continue
-        head = (f"{split}: {plural(count, 'game')} ({plural(positions.get(split, 0), 'position')}): too few to "
-                f"compare models (want >= {MIN_SPLIT_GAMES})")
+        head = (f"{split}: {plural(count, 'game')} ({plural(positions.get(split, 0), 'position')}): "
+                f"too few to compare models (want >= {MIN_SPLIT_GAMES})")
         wanted = math.ceil(100 * 1.2 * MIN_SPLIT_GAMES / total) / 100     # 20% above: the share is drawn
         if wanted <= MAX_SUGGESTED_FRACTION:
-            lines.append(f"{head}; {flag} {wanted:g} would give ~{round(wanted * total):,} of the {total:,} games")
+            lines.append(f"{head}; {flag} {wanted:g} would give ~{round(wanted * total):,} "
+                         f"of the {total:,} games")
         else:
             most = MAX_SUGGESTED_FRACTION
             lines.append(f"{head}; only {total:,} games in all: {flag} {most:g} would give "

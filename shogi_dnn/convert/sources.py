@@ -212,7 +212,8 @@ def _iter_tar(path: Path) -> Iterator[SourceFile | KifuError]:
                 # a member's data must be decompressed to reach the next one: past the ratio, stop here
                 _check_size(member.size, archive_size if compressed else None)
                 handle = archive.extractfile(member)
-                data = _read_capped(handle, archive_size if compressed else None) if handle is not None else b""
+                data = (_read_capped(handle, archive_size if compressed else None) if handle is not None
+                        else b"")
             except _TooLarge as exc:
                 if compressed and member.size > MAX_RATIO * max(archive_size, 1):
                     yield KifuError(name, 0, f"{exc}; the rest of the archive is not read")
@@ -274,7 +275,8 @@ def _drain_7z(archive, path: Path) -> Iterator[SourceFile | KifuError]:
                     self.too_large, self.parts = str(exc), []
             if self.length > RATIO_FLOOR_BYTES and self.length > MAX_RATIO * max(archive_size, 1):
                 # time bounded: past the ratio the archive is abandoned
-                raise _Bomb(f"{path}:{self.name}", f"skipped: decompresses to more than {MAX_RATIO} times the "
+                raise _Bomb(f"{path}:{self.name}",
+                            f"skipped: decompresses to more than {MAX_RATIO} times the "
                             f"archive's size ({archive_size:,} bytes; sources.MAX_RATIO), a decompression "
                             "bomb?; the rest of the archive is not read")
             return len(s)

@@ -8,7 +8,8 @@ converters spend on a whole position. The C loops replay a game in ~0.1 us and p
 position. (numba did the same work as fast, but loading it cost ~0.7 s in every process, the whole
 conversion time of a small corpus.)
 
-  replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> int
+  replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces,
+              promoted]) -> int
       start_board [81] uint8 codes and start_hands [14] uint8 (Black's, then White's) from Black's
       view; first_turn 0 or 1; moves [M] int64 *absolute* move codes (features.absolute_move_code:
       Black's view whoever moves); writes board [M + 1, 81], hands [M + 1, 14] (side to move's view)

@@ -65,7 +65,8 @@ class Holder:
     def describe(self) -> str:
         """e.g. 'train, pid 1234 on host h since 12:03:04' (the date too when not today)."""
         when = time.localtime(self.started)
-        fmt = "%H:%M:%S" if time.strftime("%Y-%m-%d", when) == time.strftime("%Y-%m-%d") else "%Y-%m-%d %H:%M:%S"
+        fmt = ("%H:%M:%S" if time.strftime("%Y-%m-%d", when) == time.strftime("%Y-%m-%d")
+               else "%Y-%m-%d %H:%M:%S")
         return f"{self.command}, pid {self.pid} on host {self.host} since {time.strftime(fmt, when)}"
 
     def alive(self) -> bool | None:
@@ -187,8 +188,8 @@ def _acquire_exclusive(path: Path, command: str, folder: Path, instead: str) -> 
 
 def _refusal(folder: Path, path: Path, holder: Holder | None, instead: str) -> LockedError:
     if holder is None:
-        return LockedError(f"{folder} is being written by another process (lock file {path}, unreadable); wait "
-                           f"for it or {instead} (delete {path} if no shogi-dnn process writes there)")
+        return LockedError(f"{folder} is being written by another process (lock file {path}, unreadable); "
+                           f"wait for it or {instead} (delete {path} if no shogi-dnn process writes there)")
     gone = ""
     if holder.mode == EXCLUSIVE and holder.alive() is None:
         gone = f" (if that process is gone, delete {path})"

@@ -22,7 +22,8 @@ MARKS = {"▲": BLACK, "☗": BLACK, "▼": BLACK, "△": WHITE, "☖": WHITE, "
 _TOKEN = re.compile(r"([▲△☗☖▼▽])\s*([^▲△☗☖▼▽\s]+)")
 _SAME = re.compile(r"同[\s　]+")
 _KI2_MOVE = re.compile(
-    rf"^(?:(?P<file>[1-9１-９])(?P<rank>[1-9１-９一二三四五六七八九])|(?P<same>同))(?P<piece>{ja.PIECE_PATTERN})"
+    r"^(?:(?P<file>[1-9１-９])(?P<rank>[1-9１-９一二三四五六七八九])|(?P<same>同))"
+    rf"(?P<piece>{ja.PIECE_PATTERN})"
     r"(?P<side>[右左])?(?P<motion>[直上寄引行入])?(?P<act>成|不成|生|打)?$")
 
 

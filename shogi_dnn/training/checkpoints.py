@@ -86,7 +86,8 @@ def read_state(path: Path) -> tuple[TrainState, Config]:
         return TrainState.from_dict(raw["state"], origin), from_dict(raw["config"], origin=origin)
     except ShogiDnnError:
         raise                    # already one line naming the file (RunError, ConfigError)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:   # also bad UTF-8, non-dict JSON
+    # also bad UTF-8, non-dict JSON
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RunError(f"{origin}: unreadable checkpoint state ({_first_line(exc)})") from exc
 
 

@@ -169,8 +169,8 @@ def _epoch(cfg: Config, groups: Sequence[int], fit: ThroughputFit, devices: int,
     updates = []
     for positions in groups:
         if positions < update_batch:
-            raise ConfigError(f"{devices} device(s): a sample group has {positions} positions, fewer than one "
-                              f"update ({update_batch} = global batch x micro-batches)")
+            raise ConfigError(f"{devices} device(s): a sample group has {positions} positions, fewer than "
+                              f"one update ({update_batch} = global batch x micro-batches)")
         n = positions // update_batch
         updates.append(min(n, cfg.train.max_steps_per_stage) if cfg.train.max_steps_per_stage > 0 else n)
     epoch_seconds = sum(updates) * update_seconds
@@ -211,7 +211,8 @@ def make_plan(manifest: shards.Manifest, cfg: Config, fits: Mapping[int, Through
         speedup = single["epoch_seconds"] / e["epoch_seconds"]
         rows.append(Row(
             devices=n, fit_devices=measured, v0=fit.v0, t=fit.t, global_batch=e["global_batch"],
-            per_gpu_batch=per_gpu, per_gpu_b90=fit.per_replica_b90, fraction_v0=fit.fraction(e["global_batch"]),
+            per_gpu_batch=per_gpu, per_gpu_b90=fit.per_replica_b90,
+            fraction_v0=fit.fraction(e["global_batch"]),
             update_batch=e["update_batch"], gpu_rate=e["gpu_rate"], pipeline_rate=e["pipeline_rate"],
             rate=e["rate"], updates_per_epoch=e["updates"], stage_seconds=e["stage_seconds"],
             epoch_seconds=e["epoch_seconds"], run_seconds=run_seconds, price_per_hour=price,
@@ -219,7 +220,8 @@ def make_plan(manifest: shards.Manifest, cfg: Config, fits: Mapping[int, Through
             run_cost=None if price is None else price * run_seconds / 3600,
             speedup=speedup, efficiency=speedup / n, lr=config_lib.scaled_lr(cfg.optim, e["update_batch"]),
             flags=tuple(flags)))
-    return Plan(str(manifest.root), sum(groups), groups, cfg.train.epochs, cfg.train.micro_batches, tuple(rows))
+    return Plan(str(manifest.root), sum(groups), groups, cfg.train.epochs, cfg.train.micro_batches,
+                tuple(rows))
 
 
 def _money(value: float | None) -> str:
@@ -247,7 +249,8 @@ def format_plan(plan: Plan) -> str:
                                for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip())
     notes = []
     if any(FLAG_BATCH in r.flags for r in plan.rows):
-        notes.append(f"{FLAG_BATCH}: the per-GPU batch is below the one reaching 90% of v0 (b90/GPU): GPUs wait")
+        notes.append(f"{FLAG_BATCH}: the per-GPU batch is below the one reaching 90% of v0 (b90/GPU): "
+                     "GPUs wait")
     if any(FLAG_INPUT in r.flags for r in plan.rows):
         notes.append(f"{FLAG_INPUT}: the input pipeline is slower than the GPUs; pos/s is the pipeline's")
     if any(r.fit_devices != r.devices for r in plan.rows):
@@ -275,8 +278,8 @@ def plan_figure(plan: Plan):
     ax.plot(devices, times, "o-", color="tab:blue", label=f"{unit} per epoch")
     for n, y, row in zip(devices, times, plan.rows, strict=True):
         last = n == devices[-1]            # its label left of the point: inside the frame
-        ax.annotate(format_duration(row.epoch_seconds), (n, y), xytext=(-4 if last else 4, 4), ha="right" if last
-                    else "left", textcoords="offset points", fontsize=8, color="tab:blue")
+        ax.annotate(format_duration(row.epoch_seconds), (n, y), xytext=(-4 if last else 4, 4),
+                    ha="right" if last else "left", textcoords="offset points", fontsize=8, color="tab:blue")
     ax.set_xlabel("devices")
     ax.set_ylabel(f"{unit} per epoch", color="tab:blue")
     ax.set_xticks(devices)

@@ -69,15 +69,16 @@ def split_groups(shard_infos: Sequence[shards.ShardInfo], num_groups: int) -> li
     """
     total = sum(s.positions for s in shard_infos)
     if num_groups < 1 or num_groups > total:
-        raise ConfigError(f"data.num_groups = {num_groups}, but the training split has {plural(total, 'position')} "
-                          f"(need 1 <= groups <= positions)")
+        raise ConfigError(f"data.num_groups = {num_groups}, but the training split has "
+                          f"{plural(total, 'position')} (need 1 <= groups <= positions)")
     offsets = np.concatenate([[0], np.cumsum([s.positions for s in shard_infos])]).astype(np.int64)
     groups = []
     for k in range(num_groups):
         start, stop = k * total // num_groups, (k + 1) * total // num_groups
         first = int(np.searchsorted(offsets, start, side="right") - 1)
         last = int(np.searchsorted(offsets, stop, side="left"))        # shards [first, last) overlap
-        groups.append(Group(tuple(shard_infos[first:last]), (start - int(offsets[first]), stop - int(offsets[first]))))
+        groups.append(Group(tuple(shard_infos[first:last]),
+                            (start - int(offsets[first]), stop - int(offsets[first]))))
     return groups
 
 
@@ -140,7 +141,8 @@ def list_chunks(paths: Sequence[Path], rows: tuple[int, int] | None = None) -> l
 def plan_buffers(paths: Sequence[Path], seed: int, shuffle_buffer: int,
                  rows: tuple[int, int] | None = None) -> list[tuple[Chunk, ...]]:
     """The shuffle buffers of one pass (over `rows` of the shards, default all): the seeded chunk
-    permutation cut into groups of chunks holding at least `shuffle_buffer` rows each (the last may hold fewer)."""
+    permutation cut into groups of chunks holding at least `shuffle_buffer` rows each (the last may
+    hold fewer)."""
     chunks = list_chunks(paths, rows)
     order = np.random.default_rng([check_seed(seed), SEED_CHUNK_ORDER]).permutation(len(chunks))
     buffers, current, rows = [], [], 0
@@ -177,9 +179,11 @@ def resolve_lanes(read_lanes: int, num_workers: int, global_batch: int, skip_sam
         raise ConfigError(f"data.read_lanes = {read_lanes} must be >= 0 (0 = one lane per worker)")
     lanes = read_lanes or num_workers
     if lanes % num_workers:
-        raise ConfigError(f"{lanes} read lanes (data.read_lanes) are not a multiple of the {num_workers} workers")
+        raise ConfigError(f"{lanes} read lanes (data.read_lanes) are not a multiple of the "
+                          f"{num_workers} workers")
     if global_batch % lanes:
-        raise ConfigError(f"global_batch = {global_batch} is not divisible by {lanes} read lanes (data.read_lanes)")
+        raise ConfigError(f"global_batch = {global_batch} is not divisible by {lanes} read lanes "
+                          "(data.read_lanes)")
     if skip_samples % lanes:
         raise ConfigError(f"skip_samples = {skip_samples} is not a multiple of the {lanes} read lanes "
                           f"(each lane skips skip_samples / lanes rows)")
@@ -215,6 +219,7 @@ def count_batches(paths: Sequence[Path], global_batch: int, skip_samples: int = 
         total = count_positions(paths, rows)
         check_skip(skip_samples, total)
         return (total - skip_samples) // global_batch
-    per_lane = lane_rows(plan_buffers([Path(p) for p in paths], check_seed(seed), shuffle_buffer, rows), lanes)
+    per_lane = lane_rows(plan_buffers([Path(p) for p in paths], check_seed(seed), shuffle_buffer, rows),
+                         lanes)
     check_skip(skip_samples, sum(per_lane))
     return full_batches(per_lane, global_batch, skip_samples)

@@ -100,15 +100,17 @@ def check_group_size(positions: int, num_groups: int, update_batch: int) -> None
         most = positions // update_batch
         fix = (f"set data.num_groups to at most {most}" if most >= 1
                else f"lower train.global_batch (or train.micro_batches) to at most {positions}")
-        raise ConfigError(f"data.num_groups = {num_groups} sample groups of at least one update ({update_batch} "
-                          f"positions = global batch x micro-batches) need {num_groups * update_batch:,} training "
-                          f"positions, the dataset has {positions:,}: {fix}, or convert more games")
+        raise ConfigError(f"data.num_groups = {num_groups} sample groups of at least one update "
+                          f"({update_batch} positions = global batch x micro-batches) need "
+                          f"{num_groups * update_batch:,} training positions, the dataset has "
+                          f"{positions:,}: {fix}, or convert more games")
 
 
 class StagePlan:
     """The stages of a run: groups of the training split, per-epoch order, stream seeds."""
 
-    def __init__(self, manifest: shards.Manifest, config: Config, update_batch: int, num_workers: int = 1) -> None:
+    def __init__(self, manifest: shards.Manifest, config: Config, update_batch: int,
+                 num_workers: int = 1) -> None:
         # Effective read lanes: data.read_lanes, or one per worker (pipeline.make_train_dataset reads them).
         self.lanes = schedule.resolve_lanes(config.data.read_lanes, num_workers, update_batch)
         self.shuffle_buffer = config.data.shuffle_buffer
@@ -140,8 +142,8 @@ class StagePlan:
                                          shuffle_buffer=self.shuffle_buffer, rows=rows)
         if self.max_steps > 0:
             updates = min(updates, self.max_steps)
-        return Stage(epoch, index, group, paths, seed, updates, self.update_batch, self.shuffle_buffer, self.lanes,
-                     rows)
+        return Stage(epoch, index, group, paths, seed, updates, self.update_batch, self.shuffle_buffer,
+                     self.lanes, rows)
 
     def initial_state(self) -> TrainState:
         """The state of a new run: epoch 0, first stage, nothing consumed."""
