@@ -1,6 +1,8 @@
-/* shogi_dnn._encode: compiled kernels of features.py (see shogi_dnn/fast_encoding.py for the contract).
+/* shogi_dnn.dataset._encode: compiled kernels of features.py (see shogi_dnn/dataset/fast_encoding.py
+ * for the contract).
  *
- * replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> int
+ * replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces,
+ *             promoted]) -> int
  * pack_rows(board, hands, pieces, promoted) -> int
  *
  * Arguments are C-contiguous buffers (numpy arrays): uint8 boards [.., 81] and hands [.., 14] in the
@@ -121,8 +123,8 @@ typedef struct {
     uint64_t flags[2];
 } PackedViews;
 
-static inline void refill(PackedViews *packed, const KindLists *lists, const uint8_t *squares, const uint8_t *held,
-                          int kind) {
+static inline void refill(PackedViews *packed, const KindLists *lists, const uint8_t *squares,
+                          const uint8_t *held, int kind) {
     for (int view = 0; view < 2; view++)
         fill_kind(lists, squares, held, view, kind, packed->row[view], &packed->flags[view]);
 }
@@ -182,7 +184,8 @@ static long replay(const uint8_t *start_board, const uint8_t *start_hands, int t
             move_codes[ply] = (uint16_t)code;
         } else {
             int view_origin = origin >= NUM_SQUARES ? origin : NUM_SQUARES - 1 - origin;
-            move_codes[ply] = (uint16_t)(((view_origin * NUM_SQUARES) + NUM_SQUARES - 1 - destination) * 2 + promote);
+            move_codes[ply] = (uint16_t)(((view_origin * NUM_SQUARES) + NUM_SQUARES - 1 - destination) * 2
+                                         + promote);
         }
         int offset = NUM_TYPES * turn;
         uint8_t target = squares[destination];
@@ -249,7 +252,8 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
     long result = -2;
     Py_ssize_t count = moves.len / (Py_ssize_t)sizeof(int64_t);
     int packing = pieces.obj != NULL;
-    if (check_size(&start_board, NUM_SQUARES, "start_board") && check_size(&start_hands, 2 * HAND_KINDS, "start_hands")
+    if (check_size(&start_board, NUM_SQUARES, "start_board")
+        && check_size(&start_hands, 2 * HAND_KINDS, "start_hands")
         && check_size(&moves, count * (Py_ssize_t)sizeof(int64_t), "moves")
         && check_size(&board, (count + 1) * NUM_SQUARES, "board")
         && check_size(&hands, (count + 1) * 2 * HAND_KINDS, "hands")
@@ -260,8 +264,9 @@ static PyObject *replay_game(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "first_turn must be 0 or 1");
         } else {
             Py_BEGIN_ALLOW_THREADS
-            result = replay(start_board.buf, start_hands.buf, first_turn, moves.buf, count, board.buf, hands.buf,
-                            move_codes.buf, packing ? pieces.buf : NULL, packing ? promoted.buf : NULL);
+            result = replay(start_board.buf, start_hands.buf, first_turn, moves.buf, count, board.buf,
+                            hands.buf, move_codes.buf, packing ? pieces.buf : NULL,
+                            packing ? promoted.buf : NULL);
             Py_END_ALLOW_THREADS
         }
     } else if (packing && promoted.obj == NULL && !PyErr_Occurred()) {
@@ -300,10 +305,13 @@ static inline uint32_t kind_mask(const uint8_t *kinds, int kind, uint64_t *lo) {
     __m128i k = _mm_set1_epi8((char)kind);
     uint64_t m = 0;
     for (int b = 0; b < 4; b++)
-        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 16 * b)), k)) << (16 * b);
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(
+                 _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 16 * b)), k)) << (16 * b);
     *lo = m;
-    return (uint32_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 64)), k))
-           | (uint32_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 80)), k)) << 16;
+    return (uint32_t)(uint16_t)_mm_movemask_epi8(
+               _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 64)), k))
+           | (uint32_t)(uint16_t)_mm_movemask_epi8(
+                 _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(kinds + 80)), k)) << 16;
 }
 #else
 static inline uint32_t kind_mask(const uint8_t *kinds, int kind, uint64_t *lo) {
@@ -320,7 +328,8 @@ static inline uint32_t kind_mask(const uint8_t *kinds, int kind, uint64_t *lo) {
 
 /* Each kind's board pieces go to its slots in square order (walking the bits of its square mask),
  * then its pieces in the own hand, in the opponent's hand, and absent pieces. */
-static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *pieces, uint8_t *promoted, Py_ssize_t n) {
+static Py_ssize_t pack(const uint8_t *board, const uint8_t *hands, uint8_t *pieces, uint8_t *promoted,
+                       Py_ssize_t n) {
     uint8_t kinds[96] = {0};
     for (Py_ssize_t r = 0; r < n; r++) {
         const uint8_t *row = board + r * NUM_SQUARES, *hand = hands + r * 2 * HAND_KINDS;
@@ -379,7 +388,8 @@ static PyObject *pack_rows(PyObject *self, PyObject *args) {
         return NULL;
     Py_ssize_t n = board.len / NUM_SQUARES, result = -2;
     if (check_size(&board, n * NUM_SQUARES, "board") && check_size(&hands, n * 2 * HAND_KINDS, "hands")
-        && check_size(&pieces, n * SLOTS, "pieces") && check_size(&promoted, n * PROMOTED_BYTES, "promoted")) {
+        && check_size(&pieces, n * SLOTS, "pieces")
+        && check_size(&promoted, n * PROMOTED_BYTES, "promoted")) {
         Py_BEGIN_ALLOW_THREADS
         result = pack(board.buf, hands.buf, pieces.buf, promoted.buf, n);
         Py_END_ALLOW_THREADS
@@ -410,9 +420,12 @@ static const int DR[8] = {-1, -1, 0, 1, 1, 1, 0, -1};
 static const int DC[8] = {0, 1, 1, 1, 0, -1, -1, -1};
 /* Directions a piece steps (one square) and slides (any distance), in its owner's orientation:
  * bit d = direction d above for Black (0 forward, 2 right, 4 back, 6 left); White's are turned by 4. */
-static const uint8_t STEP[15] = {0, 0x01, 0x00, 0x00, 0xAB, 0xD7, 0x00, 0x00, 0xFF, 0xD7, 0xD7, 0xD7, 0xD7, 0x55, 0xAA};
-static const uint8_t SLIDE[15] = {0, 0x00, 0x01, 0x00, 0x00, 0x00, 0xAA, 0x55, 0x00, 0x00, 0x00, 0x00, 0x00, 0xAA, 0x55};
-static const char *CSA_NAMES[15] = {"", "FU", "KY", "KE", "GI", "KI", "KA", "HI", "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
+static const uint8_t STEP[15] = {0, 0x01, 0x00, 0x00, 0xAB, 0xD7, 0x00, 0x00,
+                                 0xFF, 0xD7, 0xD7, 0xD7, 0xD7, 0x55, 0xAA};
+static const uint8_t SLIDE[15] = {0, 0x00, 0x01, 0x00, 0x00, 0x00, 0xAA, 0x55,
+                                  0x00, 0x00, 0x00, 0x00, 0x00, 0xAA, 0x55};
+static const char *CSA_NAMES[15] = {"", "FU", "KY", "KE", "GI", "KI", "KA", "HI",
+                                    "OU", "TO", "NY", "NK", "NG", "UM", "RY"};
 
 static inline int colour_of(uint8_t code) { return code > NUM_TYPES; }
 static inline int type_of(uint8_t code) { return code > NUM_TYPES ? code - NUM_TYPES : code; }
@@ -519,7 +532,8 @@ static int can_escape(uint8_t *board, int king, int pawn, int defender) {
     uint8_t pawn_code = board[pawn];
     for (int s = 0; s < NUM_SQUARES; s++) {
         uint8_t code = board[s];
-        if (code == 0 || colour_of(code) != defender || type_of(code) == 8 || !reaches(board, s, pawn, type_of(code), defender))
+        if (code == 0 || colour_of(code) != defender || type_of(code) == 8
+            || !reaches(board, s, pawn, type_of(code), defender))
             continue;
         board[s] = 0;
         board[pawn] = code;
@@ -555,7 +569,8 @@ static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token
         return 0;                                                 /* left to the reference */
     uint8_t target = board[to];
     if (f1 == 0 && r1 == 0) {                                     /* a drop */
-        if (named > 7 || target != 0 || held[HAND_KINDS * turn + named - 1] == 0 || !can_stay(named, to_row, turn))
+        if (named > 7 || target != 0 || held[HAND_KINDS * turn + named - 1] == 0
+            || !can_stay(named, to_row, turn))
             return 0;
         if (named == 1) {
             for (int r = 0; r < 9; r++)                           /* two pawns on a file */
@@ -568,9 +583,10 @@ static int play_token(uint8_t *board, uint8_t *held, int turn, const char *token
             return 0;
         }
         int ahead = to + (turn == 0 ? -9 : 9);                    /* a pawn that gives check: mate? */
-        if (named == 1 && board[ahead] == 8 + NUM_TYPES * (1 - turn) && !can_escape(board, ahead, to, 1 - turn)) {
+        if (named == 1 && board[ahead] == 8 + NUM_TYPES * (1 - turn)
+            && !can_escape(board, ahead, to, 1 - turn)) {
             board[to] = 0;
-            return 0;                                             /* maybe a pawn-drop mate: the reference's */
+            return 0;                                             /* pawn-drop mate? left to the reference */
         }
         held[HAND_KINDS * turn + named - 1]--;
         *code = ((int64_t)(NUM_SQUARES + named - 1) * NUM_SQUARES + to) * 2;
@@ -622,7 +638,8 @@ static PyObject *play_csa(PyObject *self, PyObject *args) {
         return NULL;
     Py_ssize_t count = tokens.len / 8, played = -2;
     if (check_size(&board, NUM_SQUARES, "board") && check_size(&hands, 2 * HAND_KINDS, "hands")
-        && check_size(&tokens, count * 8, "tokens") && check_size(&codes, count * (Py_ssize_t)sizeof(int64_t), "codes")) {
+        && check_size(&tokens, count * 8, "tokens")
+        && check_size(&codes, count * (Py_ssize_t)sizeof(int64_t), "codes")) {
         if (turn != 0 && turn != 1) {
             PyErr_SetString(PyExc_ValueError, "turn must be 0 or 1");
         } else {
@@ -673,7 +690,8 @@ static PyObject *csa_move_lines(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
-     "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, promoted]) -> -1 or a ply"},
+     "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, "
+     "promoted]) -> -1 or a ply"},
     {"pack_rows", pack_rows, METH_VARARGS, "pack_rows(board, hands, pieces, promoted) -> -1 or a row"},
     {"csa_move_lines", csa_move_lines, METH_VARARGS,
      "csa_move_lines(text, offset) -> consecutive well-formed CSA move lines from offset"},
@@ -682,8 +700,8 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_encode", "Compiled kernels of shogi_dnn.features.", -1,
-                                    methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_encode",
+                                    "Compiled kernels of shogi_dnn.features.", -1, methods};
 
 PyMODINIT_FUNC PyInit__encode(void) {
     init_tables();
