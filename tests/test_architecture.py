@@ -1,12 +1,14 @@
 """The package's import rules (docs/architecture.md): dependencies point down the layers, there is no
 import cycle, and the data side never imports TensorFlow. Read from the source (every import statement,
-including those inside functions), and checked once more by importing the data side for real."""
+including those inside functions), and checked once more by importing the data side for real. Also: no
+source line is longer than pyproject.toml's line-length."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -226,3 +228,35 @@ def test_the_folder_map_names_every_module_where_it_lives() -> None:
         if rel.name not in named.get(folder, set()):
             missing.append(str(rel))
     assert not missing, f"docs/architecture.md's folder map does not name: {missing}"
+
+
+# Files that still hold lines over the limit: other branches are editing them now, and the coordinator
+# empties this list once those merges are in. Every other file's long line fails the test below.
+LONG_LINES_ALLOWED = frozenset({
+    "analysis/evaluate.py", "analysis/predict.py", "bench/games.py", "bench/train.py", "commands/usi.py",
+    "config.py", "engine/players.py", "engine/protocol.py", "engine/search.py", "training/export.py",
+    "training/pipeline.py",
+})
+
+
+def _line_width(line: str) -> int:
+    """A line's length as ruff's E501 counts it: East Asian wide and full-width characters count 2."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def test_no_line_over_the_configured_length() -> None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:     # Python 3.10: pytest's own dependency
+        import tomli as tomllib
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    limit = pyproject["tool"]["ruff"]["line-length"]
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.c")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in LONG_LINES_ALLOWED:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if _line_width(line) > limit:
+                too_long.append(f"shogi_dnn/{rel}:{number} ({_line_width(line)})")
+    assert not too_long, f"lines longer than pyproject.toml's line-length = {limit}: {too_long}"

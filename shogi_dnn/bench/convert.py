@@ -209,15 +209,15 @@ def format_peer(result: dict[str, Any], script: str | None) -> str:
     for i, run in enumerate(result["runs"], 1):
         peer, ours = run["peer"], run["ours"]
         lines.append(f"{i:>4}{peer['positions']:>16,}{peer['positions_per_s']:>12,.0f}"
-                     f"{ours['positions']:>16,}"
-                     f"{ours['positions_per_s']:>12,.0f}{ours['positions_per_cpu_s']:>16,.0f}"
+                     f"{ours['positions']:>16,}{ours['positions_per_s']:>12,.0f}"
+                     f"{ours['positions_per_cpu_s']:>16,.0f}"
                      f"{ours['positions_per_s'] / peer['positions_per_s']:>7.2f}")
     lines += [f"peer ({peer_name}): min {result['peer']['min']:,.0f}, median {result['peer']['median']:,.0f} "
               "positions/s, one core",
               f"shogi-dnn convert --workers 1: min {result['ours']['min']:,.0f}, median "
               f"{result['ours']['median']:,.0f} positions/s, one core",
-              f"ours / peer: {result['ratio_of_medians']:.2f} (medians), "
-              f"{result['ratio_of_mins']:.2f} (mins)"]
+              (f"ours / peer: {result['ratio_of_medians']:.2f} (medians), "
+               f"{result['ratio_of_mins']:.2f} (mins)")]
     return "\n".join(lines)
 
 
