@@ -10,8 +10,7 @@ import pytest
 
 from shogi_dnn.engine import protocol
 from shogi_dnn.rules import new_position
-from tests.engine.support import Lines, SlowEvaluator, material
-from tests.engine.test_search import DECLARE, MATE_IN_ONE
+from tests.engine.support import DECLARE, MATE_IN_ONE, Lines, SlowEvaluator, material
 
 
 def engine(evaluator=None) -> tuple[protocol.UsiEngine, Lines]:
