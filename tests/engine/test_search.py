@@ -149,7 +149,6 @@ def _after(position, move: str):
     return child
 
 
-@pytest.mark.slow                  # the brute force over every move: ~15 s on the shared CPU
 def test_mate_in_three_is_the_shortest() -> None:
     position = position_factory()(MATE_IN_THREE)
     assert not _mate_in(position, 1) and _mate_in(position, 3)
