@@ -32,7 +32,8 @@ whose children all exist and are won for their movers is lost (the longest); a w
 again while another move is open; the value backed up through a proven node is its exact 0 or 1.
 A proven root ends the search; `score mate N` is reported only for proofs.
 
-The move: a child proven lost for the opponent (the shortest mate), else the most visited (ties by Q);
+The root's children are all created when it is expanded, so a mate in one (or a repetition or a
+declaration one ply away) is known before the first playout. The move: a child proven lost for the opponent (the shortest mate), else the most visited (ties by Q);
 with `temperature` T > 0, a move drawn with probability proportional to n_i^(1/T) (varied games).
 The tree is kept between moves (`subtree`): after our move and the opponent's reply the node reached is the
 next root, its statistics kept.
@@ -256,6 +257,8 @@ class Search:
         self._start = time.monotonic()
         self.evaluator.load()
         self._policy = has_policy(self.evaluator)
+        if self.tree.expanded:                              # a kept tree
+            self._create_children(self.tree)
         last_report = self._start
         first = True
         while first or not self._done():
@@ -389,6 +392,16 @@ class Search:
             leaf.expand(priors[k] if priors is not None else np.full(size, 1.0 / size))
             leaf.pending = False
             self._back_up(path, leaf, value)
+            if leaf is self.tree:
+                self._create_children(leaf)
+
+    def _create_children(self, root: Node) -> None:
+        """Every child of the root at once: a mate in one, a repetition or a declaration there is known
+        before the first playout (a child is cheap next to an evaluation; deeper nodes get theirs lazily)."""
+        for i in range(len(root.legal)):
+            if root.children[i] is None:
+                root.children[i] = self._new_child(root, i, [(root, i)])
+            self._prove(root, i)
 
     def _values(self, positions: list[Position]) -> np.ndarray:
         board, hands = quiescence.encode(positions)
