@@ -216,16 +216,19 @@ class OnnxEvaluator:
         if self._session is not None:
             return
         if not self.path.is_file():
-            raise RunError(f"{self.path}: no such ONNX model (make one with `shogi-dnn export --format onnx`)")
+            raise RunError(f"{self.path}: no such ONNX model "
+                           "(make one with `shogi-dnn export --format onnx`)")
         try:
             import onnxruntime
         except ImportError as exc:
-            raise RunError(f"an ONNX model needs onnxruntime: pip install 'shogi-dnn[export]' ({exc})") from exc
+            raise RunError(f"an ONNX model needs onnxruntime: pip install 'shogi-dnn[export]' "
+                           f"({exc})") from exc
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         try:
-            session = onnxruntime.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(str(self.path), options,
+                                                   providers=["CPUExecutionProvider"])
         except Exception as exc:        # onnxruntime raises its own (Fail, InvalidGraph, ...) types
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise RunError(f"{self.path}: not a readable ONNX model ({first})") from exc

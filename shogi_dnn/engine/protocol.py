@@ -4,7 +4,8 @@ Threads: the caller's thread reads commands line by line (run()); `go` starts th
 thread, so `stop`, `ponderhit`, `isready` and `quit` are answered while it thinks. Output lines are
 written whole under a lock. A search started by `go infinite` or `go ponder` holds its `bestmove` until
 `stop` (or `ponderhit`, which starts the clock of a ponder search), as USI requires. The evaluator loads
-in a thread of its own from `usi` on; `isready` waits for it (and its warm-up batch), then `readyok`.
+in a thread of its own from the start (run_usi) or from `usi` on; `isready` waits for it (and its warm-up
+batch), then `readyok`.
 
 Commands (anything else is ignored; an error in a command is one `info string` line, never a crash):
   usi                         id name/author, the options below, usiok; starts loading the evaluator
@@ -13,7 +14,8 @@ Commands (anything else is ignored; an error in a command is one `info string` l
   usinewgame, gameover ...    stop any search; forget the kept tree
   position startpos|sfen S [moves ...]   an illegal position or move: one info string, no position
   go [btime wtime binc winc byoyomi movetime nodes depth infinite ponder]   searches, then
-                              info depth .. seldepth .. score cp|mate .. nodes .. nps .. time .. [multipv k] pv ..
+                              info depth .. seldepth .. score cp|mate .. nodes .. nps .. time ..
+                                   [multipv k] pv ..
                               and bestmove MOVE [ponder MOVE] | bestmove resign | bestmove win
                               A malformed value or an unknown word (`go byoyomi 1e9`, `go btime soon`) is one
                               info string and is skipped: the rest of the line is searched and answered.
@@ -91,7 +93,8 @@ class Options:
     def settings(self) -> search_lib.Settings:
         """The search settings these options give."""
         return search_lib.Settings(c_puct=self.CPuct / 100, batch_size=self.BatchSize,
-                                   quiescence_plies=self.QuiescencePlies, quiescence_width=self.QuiescenceWidth,
+                                   quiescence_plies=self.QuiescencePlies,
+                                   quiescence_width=self.QuiescenceWidth,
                                    entering_king_rule=self.EnteringKingRule)
 
 
@@ -148,7 +151,8 @@ def parse_go(tokens: list[str], problems: list[str] | None = None) -> Go:
                 continue
             if problems is not None:
                 problems.append(f"go {word} {value!r}: not an integer, ignored")
-            i += 2 if value and value not in GO_INT_ARGS and value not in ("infinite", "ponder", "mate") else 1
+            a_word = value in GO_INT_ARGS or value in ("infinite", "ponder", "mate")
+            i += 2 if value and not a_word else 1              # a following keyword is read next
             continue
         if word in ("infinite", "ponder", "mate"):
             values[word] = True
@@ -176,7 +180,8 @@ def parse_position(tokens: list[str], factory: Callable[[str], Position]) -> Pos
     return parse_game(tokens, factory)[0]
 
 
-def parse_game(tokens: list[str], factory: Callable[[str], Position]) -> tuple[Position, str, tuple[str, ...]]:
+def parse_game(tokens: list[str],
+               factory: Callable[[str], Position]) -> tuple[Position, str, tuple[str, ...]]:
     """`position` arguments -> (the position after the moves, the start SFEN, the moves).
     Raises ValueError (bad SFEN or move)."""
     if not tokens:
@@ -211,7 +216,8 @@ def format_info(info: search_lib.SearchInfo) -> list[str]:
         score = f"mate {line.mate}" if line.mate is not None else f"cp {line.cp}"
         multipv = f" multipv {k}" if len(info.lines) > 1 else ""
         lines.append(f"info depth {max(1, len(line.pv))} seldepth {info.seldepth}{multipv} score {score} "
-                     f"nodes {info.nodes} nps {info.nps} time {int(info.seconds * 1000)} pv {' '.join(line.pv)}")
+                     f"nodes {info.nodes} nps {info.nps} time {int(info.seconds * 1000)} "
+                     f"pv {' '.join(line.pv)}")
     return lines
 
 
@@ -362,7 +368,9 @@ class UsiEngine:
             return
         seconds = move_seconds(go, self.position.turn, self.options.NetworkDelay)
         # From now on the ponder search is a normal one: its clock starts here.
-        deadline = None if seconds is None else time.monotonic() + max(MIN_SECONDS, seconds - self.stop_margin())
+        deadline = None
+        if seconds is not None:
+            deadline = time.monotonic() + max(MIN_SECONDS, seconds - self.stop_margin())
         search.limits = dataclasses.replace(search.limits, infinite=False, deadline=deadline)
         self._ponder_go = None
         self._release.set()
@@ -454,7 +462,8 @@ class UsiEngine:
             return "bestmove resign"
         best = info.lines[0]
         resign = self.options.ResignValue
-        if resign and ((best.mate is not None and best.mate < 0) or (best.mate is None and best.cp < -resign)):
+        mated = best.mate is not None and best.mate < 0
+        if resign and (mated or (best.mate is None and best.cp < -resign)):
             return "bestmove resign"
         line = best
         move_number = int(self.position.sfen().split()[-1])
@@ -481,5 +490,8 @@ class UsiEngine:
 
 def run_usi(evaluator: Evaluator, stdin: TextIO, stdout: TextIO, name: str = "shogi-dnn",
             backend: str | None = None) -> int:
-    """Speak USI on stdin/stdout until `quit` or end of input."""
-    return UsiEngine(evaluator, stdout, name=name, backend=backend).run(stdin)
+    """Speak USI on stdin/stdout until `quit` or end of input. The evaluator starts loading at once, so
+    that TensorFlow's import overlaps the GUI's handshake."""
+    engine = UsiEngine(evaluator, stdout, name=name, backend=backend)
+    engine.start_loading()
+    return engine.run(stdin)

@@ -33,8 +33,9 @@ again while another move is open; the value backed up through a proven node is i
 A proven root ends the search; `score mate N` is reported only for proofs.
 
 The root's children are all created when it is expanded, so a mate in one (or a repetition or a
-declaration one ply away) is known before the first playout. The move: a child proven lost for the opponent (the shortest mate), else the most visited (ties by Q);
-with `temperature` T > 0, a move drawn with probability proportional to n_i^(1/T) (varied games).
+declaration one ply away) is known before the first playout. The move: a child proven lost for the
+opponent (the shortest mate), else the most visited (ties by Q); with `temperature` T > 0, a move drawn
+with probability proportional to n_i^(1/T) (varied games).
 The tree is kept between moves (`subtree`): after our move and the opponent's reply the node reached is the
 next root, its statistics kept.
 
@@ -383,8 +384,9 @@ class Search:
             self.nodes += len(nodes)
             values, priors = result.win, result.priors
         else:
-            values = quiescence.values([n.position for n in nodes], self._values, self.settings.quiescence_plies,
-                                       self.settings.quiescence_width, self._expired, [n.legal for n in nodes])
+            settings = self.settings
+            values = quiescence.values([n.position for n in nodes], self._values, settings.quiescence_plies,
+                                       settings.quiescence_width, self._expired, [n.legal for n in nodes])
             priors = None
         values = np.clip(values, PROB_CLIP, 1 - PROB_CLIP)
         for k, ((path, leaf), value) in enumerate(zip(leaves, values.tolist())):
@@ -540,6 +542,7 @@ def declaration_win(position: Position, rule: str = "CSARule27") -> bool:
         return False
     others = [t for t in own if t != king]
     hand = position.hand_counts()[turn]
-    points = sum(5 if t in _BIG_PIECES else 1 for t in others) + sum(n * w for n, w in zip(hand, _HAND_POINTS))
+    points = sum(5 if t in _BIG_PIECES else 1 for t in others) + \
+        sum(n * w for n, w in zip(hand, _HAND_POINTS))
     needed = 31 if rule == "CSARule24" else (28 if turn == BLACK else 27)
     return len(others) >= 10 and points >= needed
