@@ -31,6 +31,7 @@ from shogi_dnn.engine.players import Evaluator
 from shogi_dnn.engine.search import (
     MAX_TREE_NODES,
     PROB_CLIP,
+    STEP_MARGIN,
     Limits,
     RootLine,
     SearchInfo,
@@ -88,6 +89,7 @@ class BestFirst:
         self.multipv = max(1, multipv)
         self.settings = settings or Settings(quiescence_plies=0)
         self._last_expansion = 0.0
+        self._per_position = 0.0                 # the slowest evaluation seen, seconds a position
         self.root = Node(root.copy(), root.legal_usi())
         self.nodes = 0
         self.seldepth = 0
@@ -158,14 +160,18 @@ class BestFirst:
     def _values(self, positions: list[Position]) -> np.ndarray:
         board, hands = quiescence.encode(positions)
         self.nodes += len(positions)
-        return np.asarray(self.evaluator.win_probability(board, hands), np.float64)
+        begin = time.monotonic()
+        values = np.asarray(self.evaluator.win_probability(board, hands), np.float64)
+        self._per_position = max(self._per_position, (time.monotonic() - begin) / len(positions))
+        return values
 
-    def _expired(self) -> bool:
-        """The clock is out (quiescence stops adding capture levels)."""
+    def _expired(self, positions: int = 0) -> bool:
+        """An evaluator call on `positions` would end past the deadline (quiescence stops there)."""
         limits = self.limits
         ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
                 if d is not None]
-        return bool(ends) and not limits.infinite and time.monotonic() >= min(ends)
+        step = STEP_MARGIN * self._per_position * positions
+        return bool(ends) and not limits.infinite and time.monotonic() + step >= min(ends)
 
     def info(self) -> SearchInfo:
         """Root moves best first (at most multipv of them), with their PVs."""

@@ -14,8 +14,9 @@ every capture, so a capture only counts when it does better than the static valu
   q(node) = max(static(node), max over kept captures c of (1 - q(c)))
 
 A node searched for captures that has no legal move at all is mated: q = 0 exactly. Checks and their
-evasions are not searched (stand-pat even in check), the usual simplification. A deadline (`expired()`)
-is checked before each level: an expired search stops there and backs up what it has, so a level is never
+evasions are not searched (stand-pat even in check), the usual simplification. The clock
+(`expired(positions)`: would a call on that many positions end too late?) is asked before each capture
+level with the level's size: then the search stops there and backs up what it has, so a level is never
 started that the clock cannot pay for.
 """
 
@@ -63,7 +64,7 @@ class _Node:
 
 def values(positions: Sequence[Position], evaluate: Callable[[list[Position]], np.ndarray],
            plies: int = DEFAULT_PLIES, width: int = DEFAULT_WIDTH,
-           expired: Callable[[], bool] = lambda: False,
+           expired: Callable[[int], bool] = lambda positions: False,
            legal: Sequence[Sequence[str]] | None = None) -> np.ndarray:
     """Quiescence values of `positions` (module docstring).
 
@@ -71,7 +72,8 @@ def values(positions: Sequence[Position], evaluate: Callable[[list[Position]], n
         positions: the leaves (not changed: captures are played on copies).
         evaluate: positions -> [len] float64 P(the side to move wins), one batch per call.
         plies: capture plies (0: the static values). width: captures kept per node.
-        expired: True when the clock says stop (checked before each capture level).
+        expired: positions -> True when evaluating that many would end past the deadline (asked before
+            each capture level).
         legal: the leaves' legal moves when the caller has them (saves generating them again).
     Returns:
         [len(positions)] float64 values of the leaves, for their side to move.
@@ -84,7 +86,7 @@ def values(positions: Sequence[Position], evaluate: Callable[[list[Position]], n
     frontier = roots
     known = list(legal) if legal is not None else None
     for _ in range(plies):
-        if not frontier or expired():
+        if not frontier:
             break
         children: list[tuple[_Node, _Node]] = []
         for i, node in enumerate(frontier):
@@ -97,7 +99,7 @@ def values(positions: Sequence[Position], evaluate: Callable[[list[Position]], n
                 child.push_usi(move)
                 children.append((node, _Node(child)))
         known = None
-        if not children:
+        if not children or expired(len(children)):
             break
         for (_, child), value in zip(children, evaluate([c.position for _, c in children])):
             child.static = float(value)

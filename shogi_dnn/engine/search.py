@@ -41,9 +41,9 @@ next root, its statistics kept.
 
 Time: the search stops at the first of `stop`, the node budget (positions evaluated, quiescence
 included), a proven root, or the deadline; the deadline is checked between leaf batches and inside the
-quiescence (before each capture level), each time against the time the next step is expected to take (the
-longest of the last evaluator calls, times STEP_MARGIN), so a batch is never started that would end after
-the deadline.
+quiescence (before each capture level), each time against the time that call is expected to take (the
+slowest of the last evaluator calls scaled to the call's number of positions, times STEP_MARGIN), so a
+batch is never started that would end after the deadline.
 
 Scores: cp = round(EVAL_SCALE * logit(p)) with EVAL_SCALE = 756 (evalfit.DEFAULT_SCALE, dlshogi's and
 ponanza's scale: p = sigmoid(cp / 756)), clipped to +-MAX_CP; p = 0.5 is 0, p = 0.79 about +1000,
@@ -248,7 +248,7 @@ class Search:
         self.tree_nodes = 1
         self.seldepth = 0
         self._start = 0.0
-        self._steps: list[float] = []
+        self._steps: list[tuple[float, int]] = []      # (seconds, positions) of recent calls
         self._policy = False
 
     # -- the loop ---------------------------------------------------------------------------------------
@@ -276,14 +276,19 @@ class Search:
                 if d is not None]
         return min(ends) if ends else None
 
-    def expected_step(self) -> float:
-        """Seconds the next evaluator call is expected to take (the slowest recent one, with a margin)."""
-        return STEP_MARGIN * max(self._steps, default=0.0)
+    def expected_step(self, positions: int) -> float:
+        """Seconds an evaluator call on `positions` positions is expected to take: the slowest of the
+        recent calls scaled up to that many positions (never down), times STEP_MARGIN."""
+        return STEP_MARGIN * max((seconds * max(1.0, positions / count) for seconds, count in self._steps),
+                                 default=0.0)
 
-    def _expired(self) -> bool:
+    def _expired(self, positions: int | None = None) -> bool:
+        """True when an evaluator call on `positions` (default: a batch) would end after the deadline."""
         deadline = self.deadline()
-        return deadline is not None and not self.limits.infinite and \
-            time.monotonic() + self.expected_step() >= deadline
+        if deadline is None or self.limits.infinite:
+            return False
+        step = self.expected_step(self.settings.batch_size if positions is None else positions)
+        return time.monotonic() + step >= deadline
 
     def _done(self) -> bool:
         limits = self.limits
@@ -380,7 +385,7 @@ class Search:
             labels = [legal_labels(n.position, n.legal) for n in nodes]
             begin = time.monotonic()
             result = evaluate(self.evaluator, board, hands, labels)
-            self._timed(begin)
+            self._timed(begin, len(nodes))
             self.nodes += len(nodes)
             values, priors = result.win, result.priors
         else:
@@ -409,12 +414,12 @@ class Search:
         board, hands = quiescence.encode(positions)
         begin = time.monotonic()
         values = np.asarray(self.evaluator.win_probability(board, hands), np.float64)
-        self._timed(begin)
+        self._timed(begin, len(positions))
         self.nodes += len(positions)
         return values
 
-    def _timed(self, begin: float) -> None:
-        self._steps = (self._steps + [time.monotonic() - begin])[-RECENT_STEPS:]
+    def _timed(self, begin: float, positions: int) -> None:
+        self._steps = (self._steps + [(time.monotonic() - begin, max(1, positions))])[-RECENT_STEPS:]
 
     def _undo(self, path: list[tuple[Node, int]]) -> None:
         for node, i in path:

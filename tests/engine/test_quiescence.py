@@ -119,5 +119,5 @@ def test_an_expired_clock_stops_before_the_next_level() -> None:
         calls.append(len(batch))
         return _static(evaluator, batch)
 
-    got = quiescence.values(positions, evaluate, plies=3, expired=lambda: True)
+    got = quiescence.values(positions, evaluate, plies=3, expired=lambda positions: positions > 0)
     assert got == pytest.approx(_static(evaluator, positions)) and len(calls) == 1
