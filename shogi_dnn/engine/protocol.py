@@ -39,10 +39,13 @@ Options:
 
 The clock. Time per move (no movetime): remaining / MOVES_TO_GO + increment + byoyomi - NetworkDelay, at most
 the time left plus byoyomi and increment minus NetworkDelay, and at least MIN_SECONDS; every clock value
-is capped at MAX_CLOCK_MS first. The deadline counts from the moment the `go` line was read, less the
-engine's own stop latency (the longest recent time from the search's end to the bestmove written, plus
-any overshoot of the previous deadlines: `stop_margin`); the search checks it between leaf batches and
-inside the quiescence against the time its next evaluator call is expected to take (search.py).
+is capped at MAX_CLOCK_MS first. The search's deadline counts from the moment the `go` line was read: the
+budget less SAFETY_FRACTION of it and less the engine's own stop latency (the longest recent time from
+the search's end to the bestmove written, plus any overshoot of the previous deadlines: `stop_margin`);
+the search checks it between leaf batches and inside the quiescence against the time its next evaluator
+call is expected to take (search.py). A watchdog thread answers for the search at the full budget (read
+time + budget) if the search has not answered by then (an evaluator call stretched by the machine's load):
+the move is the tree's best as it stands, the search stops after its call.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ MIN_SECONDS = 0.01
 MAX_CLOCK_MS = 86_400_000             # a clock value above a day is read as a day (an absurd `go`)
 RECENT_LAGS = 16                      # moves whose stop latency sets the margin
 MAX_STOP_MARGIN = 0.5                 # seconds: the margin never takes more than this
+SAFETY_FRACTION = 0.1                 # of every budget, kept for a loaded machine's scheduling delays
 GO_INT_ARGS = ("btime", "wtime", "binc", "winc", "byoyomi", "movetime", "nodes", "depth", "movestogo")
 
 
@@ -245,6 +249,9 @@ class UsiEngine:
         self._ponder_go: Go | None = None
         self._search: search_lib.Search | minimax.BestFirst | None = None
         self._tree: tuple[tuple[str, tuple[str, ...]], search_lib.Node] | None = None   # (game, root)
+        self._hard_deadline: float | None = None        # the watchdog answers for the search then
+        self._answered = False                          # the current search's bestmove was sent
+        self._answer_lock = threading.Lock()
 
     def send(self, line: str) -> None:
         with self._lock:
@@ -370,7 +377,9 @@ class UsiEngine:
         # From now on the ponder search is a normal one: its clock starts here.
         deadline = None
         if seconds is not None:
-            deadline = time.monotonic() + max(MIN_SECONDS, seconds - self.stop_margin())
+            now = time.monotonic()
+            deadline = now + self.search_seconds(seconds)
+            self._hard_deadline = now + seconds
         search.limits = dataclasses.replace(search.limits, infinite=False, deadline=deadline)
         self._ponder_go = None
         self._release.set()
@@ -399,15 +408,24 @@ class UsiEngine:
             self._release.set()
         self._ponder_go = go if go.ponder else None
         limits = self._limits(go, received)
+        seconds = None if go.ponder else move_seconds(go, self.position.turn, self.options.NetworkDelay)
+        self._hard_deadline = None if seconds is None or go.infinite else received + seconds
         self._search = self._new_search(limits)
-        self._thread = threading.Thread(target=self._think, args=(self._search,), daemon=True)
+        self._answered = False
+        finished = threading.Event()
+        self._thread = threading.Thread(target=self._think, args=(self._search, finished), daemon=True)
         self._thread.start()
+        threading.Thread(target=self._watch, args=(self._search, finished), daemon=True).start()
 
     # -- searching -----------------------------------------------------------------------------------
 
     def stop_margin(self) -> float:
         """Seconds kept back for the engine's own stop latency (module docstring)."""
         return min(MAX_STOP_MARGIN, max(self.lags, default=0.0))
+
+    def search_seconds(self, seconds: float) -> float:
+        """The search's own time out of a budget of `seconds`: less SAFETY_FRACTION and the stop margin."""
+        return max(MIN_SECONDS, seconds * (1 - SAFETY_FRACTION) - self.stop_margin())
 
     def _limits(self, go: Go, received: float) -> search_lib.Limits:
         depth = go.depth or self.options.DepthLimit or None
@@ -416,7 +434,7 @@ class UsiEngine:
         infinite = go.infinite or go.ponder
         if seconds is None and depth is None and nodes is None and not infinite:
             depth = 1                                      # a bare `go`: the one-ply answer
-        deadline = None if seconds is None else received + max(MIN_SECONDS, seconds - self.stop_margin())
+        deadline = None if seconds is None else received + self.search_seconds(seconds)
         return search_lib.Limits(nodes=nodes, depth=depth, infinite=infinite, deadline=deadline)
 
     def _new_search(self, limits: search_lib.Limits) -> search_lib.Search | minimax.BestFirst:
@@ -434,27 +452,57 @@ class UsiEngine:
         return search_lib.Search(self.evaluator, self.position, limits, self._stop, report=report,
                                  multipv=self.options.MultiPV, settings=settings, history=history, tree=tree)
 
-    def _think(self, search: search_lib.Search | minimax.BestFirst) -> None:
+    def _think(self, search: search_lib.Search | minimax.BestFirst, finished: threading.Event) -> None:
         try:
             info = search.run()
-            move = self._choose(search, info)
         except Exception as exc:        # noqa: BLE001 - report, answer, stay alive
+            finished.set()
             self.send(f"info string error: search: {exc}")
             self._release.wait()
-            self.send("bestmove resign")
+            self._answer(search, None)
             return
-        returned, released = time.monotonic(), self._release.is_set()
-        for line in format_info(info):
-            self.send(line)
+        finished.set()
+        self._answer(search, info)
+
+    def _watch(self, search: search_lib.Search | minimax.BestFirst, finished: threading.Event) -> None:
+        """The hard deadline (the clock's budget, without the stop margin): when the search has not
+        answered by then (an evaluator call that the machine's load stretched), answer for it from the
+        tree as it stands; the search thread stops after its call and its answer is dropped."""
+        while not finished.is_set():
+            hard = self._hard_deadline
+            left = None if hard is None else hard - time.monotonic()
+            if left is not None and left <= 0 and self._release.is_set():
+                self._stop.set()
+                self._answer(search, search.info())
+                return
+            finished.wait(0.05 if left is None else min(max(left, 0.001), 0.05))
+
+    def _answer(self, search: search_lib.Search | minimax.BestFirst,
+                info: search_lib.SearchInfo | None) -> None:
+        """Send the final info lines and the bestmove of `search`, once (the search thread or the
+        watchdog, whichever comes first); record the stop latency."""
+        returned = time.monotonic()
+        released = self._release.is_set()
+        try:
+            move = "bestmove resign" if info is None else self._choose(search, info)
+        except Exception as exc:        # noqa: BLE001 - report, answer, stay alive
+            self.send(f"info string error: search: {exc}")
+            move = "bestmove resign"
         self._release.wait()               # go infinite / ponder: not before stop or ponderhit
-        self.send(move)
+        with self._answer_lock:
+            if self._answered or search is not self._search:
+                return
+            self._answered = True
+            for line in [] if info is None else format_info(info):
+                self.send(line)
+            self.send(move)
         sent = time.monotonic()
         if isinstance(search, search_lib.Search):
             self._tree = (self.game, search.tree)
-        deadline = search.limits.deadline
-        if released and deadline is not None and not search.limits.infinite:
-            # what the engine needed after the search decided, and any lateness: the next margin
-            self.lags = (self.lags + [sent - returned + max(0.0, sent - deadline)])[-RECENT_LAGS:]
+        if released and search.limits.deadline is not None and not search.limits.infinite:
+            # what the engine needed after the search decided: the next margin (a late move from a stalled
+            # machine is the watchdog's, it would only shrink the next moves' time)
+            self.lags = (self.lags + [sent - returned])[-RECENT_LAGS:]
 
     def _choose(self, search: search_lib.Search | minimax.BestFirst, info: search_lib.SearchInfo) -> str:
         """The bestmove line: resign, or the search's move (drawn with Temperature early in the game)."""
