@@ -248,7 +248,8 @@ class UsiEngine:
         self._release = threading.Event()      # bestmove may be sent (not pondering / infinite)
         self._ponder_go: Go | None = None
         self._search: search_lib.Search | minimax.BestFirst | None = None
-        self._tree: tuple[tuple[str, tuple[str, ...]], search_lib.Node] | None = None   # (game, root)
+        # the kept tree: (game, root, a bound on its size)
+        self._tree: tuple[tuple[str, tuple[str, ...]], search_lib.Node, int] | None = None
         self._hard_deadline: float | None = None        # the watchdog answers for the search then
         self._answered = False                          # the current search's bestmove was sent
         self._answer_lock = threading.Lock()
@@ -444,13 +445,15 @@ class UsiEngine:
             return minimax.BestFirst(self.evaluator, self.position, limits, self._stop, report=report,
                                      multipv=self.options.MultiPV, settings=settings)
         start, moves = self.game
-        tree = None
-        if self._tree is not None and self._tree[0][0] == start and moves[:len(self._tree[0][1])] == \
-                self._tree[0][1]:
-            tree = search_lib.subtree(self._tree[1], moves[len(self._tree[0][1]):])
+        tree, size = None, 1
+        if self._tree is not None:
+            (old_start, old_moves), old_root, size = self._tree
+            if old_start == start and moves[:len(old_moves)] == old_moves:
+                tree = search_lib.subtree(old_root, moves[len(old_moves):])
         _, history = search_lib.game_history(self.factory(start), moves)
         return search_lib.Search(self.evaluator, self.position, limits, self._stop, report=report,
-                                 multipv=self.options.MultiPV, settings=settings, history=history, tree=tree)
+                                 multipv=self.options.MultiPV, settings=settings, history=history, tree=tree,
+                                 tree_nodes=size)
 
     def _think(self, search: search_lib.Search | minimax.BestFirst, finished: threading.Event) -> None:
         try:
@@ -498,7 +501,7 @@ class UsiEngine:
             self.send(move)
         sent = time.monotonic()
         if isinstance(search, search_lib.Search):
-            self._tree = (self.game, search.tree)
+            self._tree = (self.game, search.tree, search.tree_nodes)
         if released and search.limits.deadline is not None and not search.limits.infinite:
             # what the engine needed after the search decided: the next margin (a late move from a stalled
             # machine is the watchdog's, it would only shrink the next moves' time)

@@ -74,7 +74,8 @@ from shogi_dnn.rules import BLACK, NUM_PIECE_TYPES, Position
 EVAL_SCALE = evalfit.DEFAULT_SCALE        # cp = EVAL_SCALE * logit(p)
 MAX_CP = 30000                            # |cp| reported at most (USI GUIs treat larger values as mates)
 PROB_CLIP = 1e-6                          # evaluated values stay inside (0, 1): 0 and 1 mean proven
-MAX_TREE_NODES = 2_000_000                # a bound on the tree's memory
+MAX_TREE_NODES = 200_000                  # the search stops here: about 6 KB a node (1.2 GB), most of it
+                                          # the legal moves' strings
 STEP_MARGIN = 1.5                         # the next step is expected to take this times the slowest recent
 RECENT_STEPS = 8                          # evaluator calls remembered for that estimate
 ENTERING_KING_RULES = ("NoEnteringKing", "CSARule27", "CSARule24")
@@ -226,12 +227,14 @@ def subtree(root: Node | None, moves: Sequence[str]) -> Node | None:
 
 class Search:
     """One PUCT search from `root` (the position is copied, never changed), or from a kept `tree` node of
-    that position. Call run() once; then `tree` is the root node (to keep for the next move)."""
+    that position (`tree_nodes`: the old tree's size, a bound on the kept part's). Call run() once; then
+    `tree` is the root node (to keep for the next move) and `tree_nodes` a bound on its size."""
 
     def __init__(self, evaluator: Evaluator, root: Position, limits: Limits,
                  stop: threading.Event | None = None, report: Callable[[SearchInfo], None] | None = None,
                  report_every: float = 0.5, multipv: int = 1, settings: Settings | None = None,
-                 history: Sequence[tuple[str, bool]] = (), tree: Node | None = None) -> None:
+                 history: Sequence[tuple[str, bool]] = (), tree: Node | None = None,
+                 tree_nodes: int = 1) -> None:
         self.evaluator = evaluator
         self.limits = limits
         self.stop = stop or threading.Event()
@@ -245,7 +248,7 @@ class Search:
         for index, (key, _) in enumerate(self.history):
             self._history_at[key] = index                  # the latest occurrence
         self.nodes = 0
-        self.tree_nodes = 1
+        self.tree_nodes = tree_nodes if tree is not None else 1     # a kept tree: at most its old size
         self.seldepth = 0
         self._start = 0.0
         self._steps: list[tuple[float, int]] = []      # (seconds, positions) of recent calls

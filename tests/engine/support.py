@@ -24,7 +24,8 @@ WEIGHTS = (0.1, 0.3, 0.35, 0.5, 0.55, 0.8, 1.0, 0.55, 0.55, 0.55, 0.55, 1.1, 1.3
 
 def material(bias: float = 0.0) -> MaterialEvaluator:
     """A material evaluator with fixed piece values."""
-    return MaterialEvaluator(Baselines(0.5, WEIGHTS, bias, 1, piece_square=None, engine=None))  # material only
+    # material only: no piece-square table, no engine fit
+    return MaterialEvaluator(Baselines(0.5, WEIGHTS, bias, 1, piece_square=None, engine=None))
 
 
 class SlowEvaluator:

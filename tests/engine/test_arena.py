@@ -74,21 +74,23 @@ def test_tally_and_csa_records(tmp_path: Path) -> None:
     assert first.moves == mate[:4] and first.ending is Ending.INTERRUPTED
     assert paths[0].read_text().endswith("'arena result: BLACK_WIN\n")
     second = next(iter(kifu.read_record_file(paths[1])))  # White to move resigns
-    assert (second.winner, second.ending, second.black, second.white) == (Winner.BLACK, Ending.RESIGN, "mat", "net")
+    assert (second.winner, second.ending, second.black, second.white) == \
+        (Winner.BLACK, Ending.RESIGN, "mat", "net")
     third = next(iter(kifu.read_record_file(paths[2])))
     assert (third.winner, third.ending) == (Winner.DRAW, Ending.MAX_MOVES)
     # the times: T lines after the moves, read back per player
     assert "+7776FU\nT0.150\n-3334FU\nT2.040\n" in paths[0].read_text()
     assert arena.move_times(paths[0]) == [("net", 0.15), ("mat", 2.04), ("net", 0.199)]
-    assert arena.over_deadline(paths, "net", 199) == (0, 2) and arena.over_deadline(paths, "mat", 2000) == (1, 1)
+    assert arena.over_deadline(paths, "net", 199) == (0, 2)
+    assert arena.over_deadline(paths, "mat", 2000) == (1, 1)
     assert arena.over_deadline(paths, "net", 150) == (1, 2)
 
 
 def test_material_same_takes_our_search_and_limit(material_run: Path) -> None:
     from shogi_dnn.bench import games
 
-    args = games.parse_args(["--run-dir", str(material_run), "--opponent", "material:same", "--movetime", "200",
-                             "--c-puct", "1.5", "--temperature", "0.5", "--out", "x"])
+    args = games.parse_args(["--run-dir", str(material_run), "--opponent", "material:same",
+                             "--movetime", "200", "--c-puct", "1.5", "--temperature", "0.5", "--out", "x"])
     ours = arena.Player("network", ("x",), games.engine_options(args), games.engine_limit(args))
     assert ours.options == {"ResignValue": 3000, "CPuct": 150, "Temperature": 50, "TemperatureMoves": 16}
     same = games.opponent_player("material:same", material_run, ours)
@@ -108,8 +110,8 @@ def _usi_process(run_dir: Path) -> subprocess.Popen:
     # stdin read strictly, as under a UTF-8 locale (the C locale would escape bad bytes)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8:strict"}
     return subprocess.Popen([sys.executable, "-m", "shogi_dnn", "usi", "--run-dir", str(run_dir), "--player",
-                             "material"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=REPO)
+                             "material"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
 
 def _read_until(process: subprocess.Popen, prefix: str) -> list[str]:
@@ -167,8 +169,8 @@ def test_command_line_errors(material_run: Path, tmp_path: Path, capsys: pytest.
     assert "no such run directory or model file" in capsys.readouterr().err
     assert cli.main(["usi", "--model", str(tmp_path), "--player", "material"]) == 2
     assert "needs --run-dir" in capsys.readouterr().err
-    assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "material", "--games", "3",
-                     "--out", str(tmp_path / "m")]) == 2
+    assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "material",
+                     "--games", "3", "--out", str(tmp_path / "m")]) == 2
     assert "must be even" in capsys.readouterr().err
     assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "gnushogi",
                      "--out", str(tmp_path / "m")]) == 2

@@ -84,7 +84,8 @@ def test_stop_and_node_limits() -> None:
 
 
 def test_multipv_lines_are_ordered() -> None:
-    info = minimax.BestFirst(material(), position_factory()(HANGING), search.Limits(nodes=400), multipv=4).run()
+    position = position_factory()(HANGING)
+    info = minimax.BestFirst(material(), position, search.Limits(nodes=400), multipv=4).run()
     assert len(info.lines) == 4
     values = [line.p for line in info.lines]
     assert values == sorted(values, reverse=True) and all(line.pv[0] == line.move for line in info.lines)

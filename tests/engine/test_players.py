@@ -54,7 +54,8 @@ def _tiny_onnx(path: Path, weight: float = 0.1) -> Path:
 
 
 def _policy_onnx(path: Path, seed: int = 0) -> tuple[Path, np.ndarray]:
-    """An ONNX graph with two outputs: win_probability as _tiny_onnx's, and policy [batch, 2187] = board . W."""
+    """An ONNX graph with two outputs: win_probability as _tiny_onnx's, and policy [batch, 2187] =
+    board . W."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
@@ -110,7 +111,8 @@ def test_the_search_uses_the_policy(tmp_path: Path) -> None:
     run = search.Search(evaluator, position, search.Limits(nodes=64))
     run.run()
     board, hands = features.encode_position(position)
-    want = players.evaluate(evaluator, board[None], hands[None], [players.legal_labels(position, run.tree.legal)])
+    labels = [players.legal_labels(position, run.tree.legal)]
+    want = players.evaluate(evaluator, board[None], hands[None], labels)
     assert run.tree.priors == pytest.approx(want.priors[0])
     assert 64 <= run.nodes < 64 + search.Settings().batch_size              # no quiescence with a policy
 
@@ -130,13 +132,15 @@ def test_onnx_evaluator_without_tensorflow(tmp_path: Path) -> None:
     got = evaluator.win_probability(board, hands)
     assert got.shape == (len(board),) and got.dtype == np.float64
     assert got == pytest.approx(scoring.sigmoid(0.1 * hands.sum(axis=1)), abs=1e-6)
-    code = ("import sys; from pathlib import Path; from shogi_dnn.engine import players, protocol; import io; "
+    code = ("import sys; from pathlib import Path; from shogi_dnn.engine import players, protocol; "
+            "import io; "
             f"e = players.make_evaluator('network', Path({str(path)!r})); out = io.StringIO(); "
             "protocol.UsiEngine(e, out).run(iter(['isready', 'position startpos', 'go depth 1', 'quit'])); "
             "print(out.getvalue().split()[-1], 'tensorflow' in sys.modules, 'keras' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     move, tf_loaded, keras_loaded = done.stdout.split()
-    assert move in new_position(STANDARD_START_SFEN).legal_usi() and (tf_loaded, keras_loaded) == ("False", "False")
+    assert move in new_position(STANDARD_START_SFEN).legal_usi()
+    assert (tf_loaded, keras_loaded) == ("False", "False")
 
 
 def test_a_broken_onnx_file_is_one_error(tmp_path: Path) -> None:
@@ -151,7 +155,8 @@ def test_keras_evaluator_is_the_mirror_averaged_model(tmp_path: Path) -> None:
     from shogi_dnn.config import ModelConfig
     from shogi_dnn.training import model as model_lib
 
-    model = model_lib.build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, features="attacks"), seed=3)
+    config = ModelConfig(blocks=1, filters=8, value_hidden=8, features="attacks")
+    model = model_lib.build_model(config, seed=3)
     model.save(tmp_path / "model.keras")
     board, hands = _children()
     want = scoring.sigmoid(np.asarray(model_lib.value_logits(model, board, hands, mirror_average=True),
@@ -204,7 +209,8 @@ def test_keras_evaluator_with_a_policy_output(tmp_path: Path) -> None:
     evaluator.load()
     assert evaluator.has_policy
     v, p = (np.asarray(t, np.float64) for t in model({"board": board, "hands": hands}))
-    mv, mp = (np.asarray(t, np.float64) for t in model({"board": features.mirror_board(board), "hands": hands}))
+    mirrored = model({"board": features.mirror_board(board), "hands": hands})
+    mv, mp = (np.asarray(t, np.float64) for t in mirrored)
     win, got = evaluator.evaluate_logits(board, hands)
     assert win == pytest.approx((scoring.sigmoid(v[:, 0]) + scoring.sigmoid(mv[:, 0])) / 2, abs=1e-5)
     mirror = policy.mirror_labels(np.arange(policy.NUM_MOVE_LABELS))

@@ -127,7 +127,8 @@ def test_multipv_and_mate_in_one() -> None:
     usi.handle("position startpos")
     usi.handle("go depth 1")
     out.wait_for("bestmove")
-    assert {line.split(" multipv ")[1].split()[0] for line in out.lines if " multipv " in line} == {"1", "2", "3"}
+    ranks = {line.split(" multipv ")[1].split()[0] for line in out.lines if " multipv " in line}
+    assert ranks == {"1", "2", "3"}
     start = len(out.lines)
     usi.handle("setoption name MultiPV value 1")
     usi.handle(f"position sfen {MATE_IN_ONE}")
@@ -250,7 +251,8 @@ def test_the_clock_under_cpu_load() -> None:
         usi.handle("setoption name NetworkDelay value 120")
         usi.handle("isready")
         taken = []
-        for moves in ("", " moves 7g7f", " moves 7g7f 3c3d", " moves 2g2f", " moves 2g2f 8c8d", " moves 5g5f"):
+        games = ("", " moves 7g7f", " moves 7g7f 3c3d", " moves 2g2f", " moves 2g2f 8c8d", " moves 5g5f")
+        for moves in games:
             usi.handle(f"position startpos{moves}")
             start = len(out.lines)
             began = time.monotonic()

@@ -61,10 +61,10 @@ def test_captures_are_the_moves_onto_opponent_pieces() -> None:
     assert quiescence.captures(start, start.legal_usi()) == []
     for position in _random_positions(20, seed=5):
         codes, turn = position.piece_codes(), position.turn
-        want = [m for m in position.legal_usi() if m[1] != "*"
-                and codes[quiescence.square_of(m[2:4])] and (codes[quiescence.square_of(m[2:4])] > 14) != turn]
+        targets = {m: codes[quiescence.square_of(m[2:4])] for m in position.legal_usi() if m[1] != "*"}
+        want = [m for m, code in targets.items() if code and (code > 14) != turn]
         assert quiescence.captures(position, position.legal_usi()) == want
-    assert quiescence.square_of("9a") == 0 and quiescence.square_of("1i") == 80 and quiescence.square_of("5e") == 40
+    assert [quiescence.square_of(s) for s in ("9a", "1i", "5e")] == [0, 80, 40]
 
 
 @pytest.mark.parametrize("plies", [1, 2, 3])
