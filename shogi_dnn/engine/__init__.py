@@ -1,7 +1,10 @@
 """The network as a USI engine, and the glue that measures it in games.
 
-  players.py    evaluators: the run's network (Keras or ONNX) or the material baseline -> win probabilities
-  search.py     one ply in one batch, or best-first minimax over batched evaluations; cp scale; declarations
+  players.py    evaluators: the run's network (Keras or ONNX) or the material baseline -> win probabilities,
+                and policy priors over the legal moves when the network has a policy head
+  search.py     PUCT tree search over batched evaluations; limits, lines, cp scale, declarations
+  quiescence.py capture quiescence search at the leaves (a network without a policy head)
+  minimax.py    best-first minimax to a depth (`go depth D`; 1: the one-ply player)
   protocol.py   USI on stdin/stdout: the command loop, a search thread, time management, options
   arena.py      matches through ShogiArena (a USI tournament runner): configs, results, Elo, CSA records
 

@@ -11,12 +11,20 @@ What a match writes under its folder OUT:
   OUT/arena.log              ShogiArena's console output
   OUT/games/NNNN.csa         every game as CSA V2.2 (csa_writer.format_csa), the arena's result in a final
                              comment line (`'arena result: BLACK_WIN`); an ending CSA cannot express (a win
-                             adjudicated with the winner to move, a forfeit) is written %CHUDAN
-  OUT/summary.json           the result table below
+                             adjudicated with the winner to move, a forfeit) is written %CHUDAN; after each
+                             move a `T` line with the time the mover took as ShogiArena measured it (from
+                             `go` sent to `bestmove` read), in seconds with milliseconds (`T0.213`, the
+                             CSA V3.0 fraction)
+  OUT/summary.json           the result table below, with the moves over the deadline per player
 
 Games are read from OUT/arena/game.db: table `game` (game_name, game_result = rsshogi GameResult name,
 black_player_id, white_player_id, initial_position_sfen), table `player` (id, player_name), table
-`game_move` (game_id, ply, next_move = rsshogi 16-bit move, its MOVE_END code ending the list), ordered by id.
+`game_move` (game_id, ply, next_move = rsshogi 16-bit move, its MOVE_END code ending the list,
+next_move_time_ms = the mover's time), ordered by id.
+
+Moves over the deadline (`over_deadline`): read back from the CSA records' `T` lines, a player's moves that
+took longer than its fixed time per move (time_control fixed_time_ms, our `--movetime`); ShogiArena itself
+forfeits a move only past that plus its expiry margin, a server forfeits at the limit.
 
 Colours alternate and openings vary: ShogiArena plays each opening twice, once with each player as Black
 (`flip_policy: pair_both`). Elo: the score s = (W + D/2) / N; Elo = -400 log10(1/s - 1); its 95% interval
@@ -33,6 +41,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -96,6 +105,7 @@ class ArenaGame:
     start_sfen: str
     moves: tuple[str, ...]
     result: str
+    times_ms: tuple[int | None, ...] = ()          # each move's time as the arena measured it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +119,7 @@ class MatchResult:
     losses: int
     not_played: int
     complete: bool = True          # False: stopped at the timeout, the games finished by then
+    over_deadline: tuple[tuple[str, int, int, int], ...] = ()   # (player, limit ms, moves over, timed moves)
 
     @property
     def games(self) -> int:
@@ -127,6 +138,8 @@ class MatchResult:
         return {"player": self.player, "opponent": self.opponent, "games": self.games, "wins": self.wins,
                 "draws": self.draws, "losses": self.losses, "not_played": self.not_played,
                 "complete": self.complete,
+                "over_deadline": {name: {"limit_ms": limit, "over": over, "moves": moves}
+                                  for name, limit, over, moves in self.over_deadline},
                 "score": self.score, "elo": elo, "elo_low": low, "elo_high": high}
 
 
@@ -279,8 +292,12 @@ def run_match(out: Path, player: Player, opponent: Player, games: int, opening_p
     if not (arena_dir / GAME_DB).is_file() or (complete and returncode != 0):
         raise RunError(f"shogiarena exited with status {returncode} (see {out / ARENA_LOG})")
     played = read_games(arena_dir / GAME_DB)
-    write_csa(played, out / GAMES_DIR)
-    result = dataclasses.replace(tally(played, player.name, opponent.name), complete=complete)
+    paths = write_csa(played, out / GAMES_DIR)
+    limits = {p.name: p.time_control["fixed_time_ms"] for p in (player, opponent)
+              if p.time_control.get("fixed_time_ms")}
+    deadlines = tuple((name, limit, *over_deadline(paths, name, limit)) for name, limit in limits.items())
+    result = dataclasses.replace(tally(played, player.name, opponent.name), complete=complete,
+                                 over_deadline=deadlines)
     if not result.games:
         raise RunError(f"no game finished (see {out / ARENA_LOG} and {arena_dir / 'failures'})")
     run_files.write_json_atomic(out / SUMMARY_JSON, {**result.to_dict(), "time_control": {
@@ -300,8 +317,11 @@ def read_games(db: Path) -> list[ArenaGame]:
             rows = connection.execute("SELECT id, game_name, game_result, black_player_id, white_player_id, "
                                       "initial_position_sfen FROM game ORDER BY id").fetchall()
             moves: dict[int, list[int]] = {}
-            for game_id, code in connection.execute("SELECT game_id, next_move FROM game_move ORDER BY id"):
+            times: dict[int, list[int | None]] = {}
+            for game_id, code, ms in connection.execute("SELECT game_id, next_move, next_move_time_ms "
+                                                        "FROM game_move ORDER BY id"):
                 moves.setdefault(game_id, []).append(int(code))
+                times.setdefault(game_id, []).append(None if ms is None else int(ms))
     except sqlite3.Error as exc:
         raise RunError(f"{db}: not a readable ShogiArena database ({exc})") from exc
     games = []
@@ -309,7 +329,8 @@ def read_games(db: Path) -> list[ArenaGame]:
         codes = moves.get(game_id, [])
         codes = codes[:codes.index(end)] if end in codes else codes
         games.append(ArenaGame(name, names[black], names[white], sfen,
-                               tuple(Move(c).to_usi() for c in codes), result))
+                               tuple(Move(c).to_usi() for c in codes), result,
+                               tuple(times.get(game_id, [])[:len(codes)])))
     return games
 
 
@@ -356,8 +377,44 @@ def write_csa(games: Sequence[ArenaGame], folder: Path) -> list[Path]:
         except ValueError:              # e.g. adjudicated after the loser's move: no CSA token says so
             text = csa_writer.format_csa(
                 dataclasses.replace(record, winner=Winner.UNKNOWN, ending=Ending.INTERRUPTED))
-        text += f"'arena result: {game.result}\n"
+        text = _with_times(text, game.times_ms) + f"'arena result: {game.result}\n"
         path = folder / f"{number:04d}.csa"
         _write_text(path, text)
         paths.append(path)
     return paths
+
+
+_CSA_MOVE = re.compile(r"[+-]\d{4}[A-Z]{2}$")
+
+
+def _with_times(text: str, times_ms: Sequence[int | None]) -> str:
+    """CSA text with a `T` line after the k-th move line for each known times_ms[k]."""
+    lines, k = [], 0
+    for line in text.splitlines():
+        lines.append(line)
+        if _CSA_MOVE.match(line):
+            if k < len(times_ms) and times_ms[k] is not None:
+                lines.append(f"T{times_ms[k] / 1000:.3f}")
+            k += 1
+    return "\n".join(lines) + "\n"
+
+
+def move_times(path: Path) -> list[tuple[str, float]]:
+    """(the mover's name, seconds) of every timed move of a CSA record written by write_csa."""
+    names = {"+": "", "-": ""}
+    timed, mover = [], None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line[:2] in ("N+", "N-"):
+            names[line[1]] = line[2:]
+        elif _CSA_MOVE.match(line):
+            mover = names[line[0]]
+        elif line.startswith("T") and mover is not None:
+            timed.append((mover, float(line[1:])))
+            mover = None
+    return timed
+
+
+def over_deadline(paths: Sequence[Path], player: str, limit_ms: int) -> tuple[int, int]:
+    """(moves of `player` that took longer than limit_ms, its timed moves) over the CSA records."""
+    times = [seconds for path in paths for name, seconds in move_times(path) if name == player]
+    return sum(seconds * 1000 > limit_ms for seconds in times), len(times)

@@ -4,37 +4,49 @@ does (side to move's view):
 
   win_probability(board [N, 81] uint8, hands [N, 14] uint8) -> [N] float64 P(the side to move wins)
 
+and a network with a policy head (a model with a second output, [N, 2187] logits in dataset/policy.py's
+labels) answers a second one, `evaluate_logits(board, hands) -> (win [N] float64, logits [N, 2187] float32
+or None)`; `has_policy` tells, after load(), whether the logits come. `evaluate(evaluator, board, hands,
+labels)` is what the search calls: the win probabilities, and the priors over each position's legal moves
+(a softmax of the logits at the legal moves' labels, `legal_priors`) when the evaluator has a policy,
+else None (the search then uses uniform priors and a capture quiescence search).
+
   KerasEvaluator     a run's model (RUN/model.keras or a checkpoint); mirror-averaged as evaluate and predict
-                     (training.model.value_logits); TensorFlow is imported by load(), not before
+                     (training.model.value_logits; the policy logits as the mean of the position's and of
+                     its mirror's, relabelled with policy.mirror_labels); TensorFlow is imported by load()
   OnnxEvaluator      a `shogi-dnn export --format onnx` file on onnxruntime (no TensorFlow); the export's
-                     output is already the probability (mirror-averaged unless exported without)
+                     output is already the probability (mirror-averaged unless exported without); a second
+                     output of shape [batch, 2187] (or named `policy*`) is read as the policy logits
   MaterialEvaluator  the material baseline (analysis/baselines.py) fitted on the run's training split:
                      sigmoid(piece values . material balance + bias), the floor of the strength ladder
 
 load() does the slow part (TensorFlow, the model file, onnxruntime's session) and warm_up() runs one batch,
-so a USI engine does both at `isready`, never at the first `go`.
+so a USI engine does both before `readyok`, never at the first `go`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from shogi_dnn.dataset import features
+from shogi_dnn.dataset import features, policy
 from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.errors import RunError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
-from shogi_dnn.rules import NUM_SQUARES, new_position
+from shogi_dnn.rules import NUM_SQUARES, Position, new_position
 
 KINDS = ("network", "material")
 ONNX_SUFFIX = ".onnx"
 
 
 class Evaluator(Protocol):
-    """Batched win probabilities for the side to move (see the module docstring)."""
+    """Batched win probabilities for the side to move (see the module docstring). An evaluator may also
+    have `has_policy` and `evaluate_logits` (the network evaluators do); `evaluate` asks for them."""
 
     name: str
 
@@ -43,6 +55,67 @@ class Evaluator(Protocol):
 
     def win_probability(self, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
         """[N, 81] uint8 boards, [N, 14] uint8 hands -> [N] float64 probabilities."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """What the search gets for a batch of N positions.
+
+    Attributes:
+        win: [N] float64 P(the side to move wins).
+        priors: None (no policy), or N arrays, the i-th [M_i] float64 summing to 1: the prior of each
+            legal move of position i, in the order of the labels given to `evaluate`.
+    """
+
+    win: np.ndarray
+    priors: list[np.ndarray] | None
+
+
+def legal_labels(position: Position, moves: Sequence[str]) -> np.ndarray:
+    """The policy labels of `moves` (USI, legal in `position`): [M] int64 (dataset/policy.py)."""
+    turn = position.turn
+    codes = np.fromiter((features.encode_move(move, turn) for move in moves), np.int64, len(moves))
+    return policy.move_labels(codes).astype(np.int64)
+
+
+def legal_priors(logits: np.ndarray, labels: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Softmax of each position's logits over its legal moves' labels.
+
+    Args:
+        logits: [N, NUM_MOVE_LABELS] policy logits (any float dtype).
+        labels: N arrays of labels, [M_i] int each.
+    Returns:
+        N arrays [M_i] float64 summing to 1 (an empty array where M_i = 0).
+    """
+    priors = []
+    for row, moves in zip(np.asarray(logits, np.float64), labels):
+        x = row[np.asarray(moves, np.int64)]
+        if x.size:
+            x = np.exp(x - x.max())
+            x /= x.sum()
+        priors.append(x)
+    return priors
+
+
+def has_policy(evaluator: Evaluator) -> bool:
+    """True when the (loaded) evaluator gives policy logits."""
+    return bool(getattr(evaluator, "has_policy", False))
+
+
+def evaluate(evaluator: Evaluator, board: np.ndarray, hands: np.ndarray,
+             labels: Sequence[np.ndarray] | None = None) -> Evaluation:
+    """Win probabilities of a batch, and priors over `labels` when the evaluator has a policy.
+
+    Args:
+        board: [N, 81] uint8; hands: [N, 14] uint8 (features.encode_position).
+        labels: None (no priors wanted), or N arrays [M_i] int: the legal moves' labels (legal_labels).
+    """
+    if labels is not None and has_policy(evaluator):
+        win, logits = evaluator.evaluate_logits(board, hands)
+        if logits is not None:
+            return Evaluation(np.asarray(win, np.float64).reshape(-1), legal_priors(logits, labels))
+        return Evaluation(np.asarray(win, np.float64).reshape(-1), None)
+    return Evaluation(np.asarray(evaluator.win_probability(board, hands), np.float64).reshape(-1), None)
 
 
 def warm_up(evaluator: Evaluator) -> None:
@@ -60,13 +133,15 @@ def warm_up(evaluator: Evaluator) -> None:
 
 
 class KerasEvaluator:
-    """A run's Keras model. `mirror_average`: the mean over the position and its left-right mirror."""
+    """A run's Keras model. `mirror_average`: the mean over the position and its left-right mirror. A model
+    with two outputs (value logit [B, 1], policy logits [B, 2187], told apart by their width) has a policy."""
 
     def __init__(self, run_dir: Path, checkpoint: str | None = None, mirror_average: bool = True) -> None:
         self.run_dir = Path(run_dir)
         self.checkpoint = checkpoint
         self.mirror_average = mirror_average
         self.name = f"{self.run_dir.name}" + (f"@{checkpoint}" if checkpoint else "")
+        self.has_policy = False
         self._function = None
 
     def load(self) -> None:
@@ -77,53 +152,104 @@ class KerasEvaluator:
         import tensorflow as tf
 
         from shogi_dnn.training import model as model_lib
-        signature = [tf.TensorSpec((None, NUM_SQUARES), tf.uint8), tf.TensorSpec((None, features.HAND_SIZE), tf.uint8)]
+        signature = [tf.TensorSpec((None, NUM_SQUARES), tf.uint8),
+                     tf.TensorSpec((None, features.HAND_SIZE), tf.uint8)]
         mirror = self.mirror_average
+        self.has_policy = len(model.outputs) == 2
+        if not self.has_policy:
+            @tf.function(input_signature=signature)      # one trace for every batch size
+            def probability(board, hands):
+                return tf.sigmoid(model_lib.value_logits(model, board, hands, mirror_average=mirror)), None
 
-        @tf.function(input_signature=signature)      # one trace for every batch size
-        def probability(board, hands):
-            return tf.sigmoid(model_lib.value_logits(model, board, hands, mirror_average=mirror))
+            self._function = probability
+            return
+        mirrored = tf.constant(policy.mirror_labels(np.arange(policy.NUM_MOVE_LABELS)), tf.int32)
+        inputs = (model_lib.INPUT_BOARD, model_lib.INPUT_HANDS)
 
-        self._function = probability
+        @tf.function(input_signature=signature)
+        def both(board, hands):
+            if mirror:
+                board = tf.concat([board, model_lib.mirror_board(board)], axis=0)
+                hands = tf.concat([hands, hands], axis=0)
+            value, logits = _value_and_policy(model(dict(zip(inputs, (board, hands)))))
+            win = tf.sigmoid(tf.reshape(tf.cast(value, tf.float32), (-1,)))
+            logits = tf.cast(logits, tf.float32)
+            if mirror:                       # the mirror's move labels back to the position's
+                win = tf.reduce_mean(tf.reshape(win, (2, -1)), axis=0)
+                own, other = tf.split(logits, 2, axis=0)
+                logits = (own + tf.gather(other, mirrored, axis=1)) / 2
+            return win, logits
+
+        self._function = both
+
+    def evaluate_logits(self, board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """[N] float64 win probabilities and [N, 2187] float32 policy logits (None without a policy)."""
+        self.load()
+        win, logits = self._function(board, hands)
+        return np.asarray(win, np.float64).reshape(-1), None if logits is None else np.asarray(logits)
 
     def win_probability(self, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
-        self.load()
-        return np.asarray(self._function(board, hands), np.float64).reshape(-1)
+        return self.evaluate_logits(board, hands)[0]
+
+
+def _value_and_policy(outputs) -> tuple:
+    """(value [B, 1], policy [B, 2187]) of a two-output model's outputs (a list or a dict), by width."""
+    outputs = list(outputs.values()) if isinstance(outputs, dict) else list(outputs)
+    if outputs[0].shape[-1] == policy.NUM_MOVE_LABELS:
+        outputs.reverse()
+    return outputs[0], outputs[1]
 
 
 class OnnxEvaluator:
-    """An exported ONNX model (training/export.py: inputs board, hands; output win_probability)."""
+    """An exported ONNX model (training/export.py: inputs board, hands; output win_probability; a second
+    output [batch, 2187] or named policy*: the policy logits)."""
 
     def __init__(self, path: Path, threads: int = 1) -> None:
         self.path = Path(path)
         self.threads = threads
         self.name = self.path.stem
+        self.has_policy = False
         self._session = None
+        self._outputs: list[str] = []
 
     def load(self) -> None:
         if self._session is not None:
             return
         if not self.path.is_file():
-            raise RunError(f"{self.path}: no such ONNX model (make one with `shogi-dnn export --format onnx`)")
+            raise RunError(f"{self.path}: no such ONNX model "
+                           "(make one with `shogi-dnn export --format onnx`)")
         try:
             import onnxruntime
         except ImportError as exc:
-            raise RunError(f"an ONNX model needs onnxruntime: pip install 'shogi-dnn[export]' ({exc})") from exc
+            raise RunError(f"an ONNX model needs onnxruntime: pip install 'shogi-dnn[export]' "
+                           f"({exc})") from exc
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         try:
-            self._session = onnxruntime.InferenceSession(str(self.path), options,
-                                                         providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(str(self.path), options,
+                                                   providers=["CPUExecutionProvider"])
         except Exception as exc:        # onnxruntime raises its own (Fail, InvalidGraph, ...) types
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise RunError(f"{self.path}: not a readable ONNX model ({first})") from exc
+        outputs = session.get_outputs()
+        policies = [o.name for o in outputs if o.name.startswith("policy")
+                    or (o.shape and o.shape[-1] == policy.NUM_MOVE_LABELS)]
+        values = [o.name for o in outputs if o.name not in policies]
+        self._outputs = values[:1] + policies[:1]
+        self.has_policy = bool(policies)
+        self._session = session
+
+    def evaluate_logits(self, board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """[N] float64 win probabilities and [N, 2187] float32 policy logits (None without a policy)."""
+        self.load()
+        out = self._session.run(self._outputs, {"board": np.ascontiguousarray(board, np.uint8),
+                                                "hands": np.ascontiguousarray(hands, np.uint8)})
+        win = np.asarray(out[0], np.float64).reshape(-1)
+        return win, (np.asarray(out[1], np.float32).reshape(len(win), -1) if self.has_policy else None)
 
     def win_probability(self, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
-        self.load()
-        out = self._session.run(None, {"board": np.ascontiguousarray(board, np.uint8),
-                                       "hands": np.ascontiguousarray(hands, np.uint8)})[0]
-        return np.asarray(out, np.float64).reshape(-1)
+        return self.evaluate_logits(board, hands)[0]
 
 
 class MaterialEvaluator:

@@ -3,41 +3,62 @@
 Threads: the caller's thread reads commands line by line (run()); `go` starts the search in its own
 thread, so `stop`, `ponderhit`, `isready` and `quit` are answered while it thinks. Output lines are
 written whole under a lock. A search started by `go infinite` or `go ponder` holds its `bestmove` until
-`stop` (or `ponderhit`, which starts the clock of a ponder search), as USI requires.
+`stop` (or `ponderhit`, which starts the clock of a ponder search), as USI requires. The evaluator loads
+in a thread of its own from the start (run_usi) or from `usi` on; `isready` waits for it (and its warm-up
+batch), then `readyok`.
 
 Commands (anything else is ignored; an error in a command is one `info string` line, never a crash):
-  usi                         id name/author, the options below, usiok
+  usi                         id name/author, the options below, usiok; starts loading the evaluator
   setoption name N [value V]  sets an option (an unknown name or bad value: one info string)
-  isready                     loads and warms the evaluator (the slow part happens here), readyok
-  usinewgame, gameover ...    stop any search; nothing else to reset
+  isready                     waits for the evaluator (loaded and warmed once), readyok
+  usinewgame, gameover ...    stop any search; forget the kept tree
   position startpos|sfen S [moves ...]   an illegal position or move: one info string, no position
   go [btime wtime binc winc byoyomi movetime nodes depth infinite ponder]   searches, then
-                              info depth .. seldepth .. score cp|mate .. nodes .. nps .. time .. [multipv k] pv ..
+                              info depth .. seldepth .. score cp|mate .. nodes .. nps .. time ..
+                                   [multipv k] pv ..
                               and bestmove MOVE [ponder MOVE] | bestmove resign | bestmove win
+                              A malformed value or an unknown word (`go byoyomi 1e9`, `go btime soon`) is one
+                              info string and is skipped: the rest of the line is searched and answered.
   go mate ...                 checkmate notimplemented
   stop, ponderhit, quit
 
 Options:
-  USI_Ponder check, USI_Hash spin        accepted for GUIs (the tree lives only during one search)
+  USI_Ponder check, USI_Hash spin        accepted for GUIs (the tree is bounded by search.MAX_TREE_NODES)
   MultiPV spin 1..MAX_MULTIPV            root moves reported, best first
-  DepthLimit spin 0..64                  0 none; 1 plays the one-ply player (every reply in one batch)
-  NodesLimit spin 0..                    0 none; else positions evaluated per move
+  DepthLimit spin 0..64                  0 none; D > 0 plays the best-first search to D plies (1: the
+                                         one-ply player), engine/minimax.py, instead of the PUCT search
+  NodesLimit spin 0..                    0 none; else positions evaluated per move (quiescence included)
+  CPuct spin (hundredths)                c_puct of the PUCT search (100 = 1.0)
+  BatchSize spin                         leaves evaluated in one evaluator call
+  QuiescencePlies, QuiescenceWidth spin  without a policy head: capture plies at the leaves, captures kept
+  Temperature spin (hundredths)          > 0: the move drawn with probability ~ visits^(1/T) ...
+  TemperatureMoves spin                  ... while the game's move number is at most this (varied games)
   ResignValue spin 0..30000              resign when the best score is below -ResignValue cp (0 never)
   EnteringKingRule combo                 search.ENTERING_KING_RULES: declare `bestmove win` when allowed
   NetworkDelay spin ms                   kept back from every time budget (GUI and pipe latency)
-Time per move (no movetime): remaining / MOVES_TO_GO + increment + byoyomi - NetworkDelay, at most the
-time left plus byoyomi and increment minus NetworkDelay, and at least MIN_SECONDS.
+
+The clock. Time per move (no movetime): remaining / MOVES_TO_GO + increment + byoyomi - NetworkDelay, at most
+the time left plus byoyomi and increment minus NetworkDelay, and at least MIN_SECONDS; every clock value
+is capped at MAX_CLOCK_MS first. The search's deadline counts from the moment the `go` line was read: the
+budget less SAFETY_FRACTION of it and less the engine's own stop latency (the longest recent time from
+the search's end to the bestmove written, plus any overshoot of the previous deadlines: `stop_margin`);
+the search checks it between leaf batches and inside the quiescence against the time its next evaluator
+call is expected to take (search.py). A watchdog thread answers for the search at the full budget (read
+time + budget) if the search has not answered by then (an evaluator call stretched by the machine's load):
+the move is the tree's best as it stands, the search stops after its call.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from shogi_dnn import __version__
+from shogi_dnn.engine import minimax
 from shogi_dnn.engine import search as search_lib
 from shogi_dnn.engine.players import Evaluator, warm_up
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
@@ -47,6 +68,10 @@ AUTHOR = "shogi-dnn"
 MAX_MULTIPV = 32
 MOVES_TO_GO = 30
 MIN_SECONDS = 0.01
+MAX_CLOCK_MS = 86_400_000             # a clock value above a day is read as a day (an absurd `go`)
+RECENT_LAGS = 16                      # moves whose stop latency sets the margin
+MAX_STOP_MARGIN = 0.5                 # seconds: the margin never takes more than this
+SAFETY_FRACTION = 0.1                 # of every budget, kept for a loaded machine's scheduling delays
 GO_INT_ARGS = ("btime", "wtime", "binc", "winc", "byoyomi", "movetime", "nodes", "depth", "movestogo")
 
 
@@ -60,12 +85,27 @@ class Options:
     ResignValue: int = 0
     EnteringKingRule: str = "CSARule27"
     NetworkDelay: int = 120
+    CPuct: int = 100
+    BatchSize: int = 8
+    QuiescencePlies: int = 2
+    QuiescenceWidth: int = 4
+    Temperature: int = 0
+    TemperatureMoves: int = 0
     USI_Ponder: bool = False
     USI_Hash: int = 16
 
+    def settings(self) -> search_lib.Settings:
+        """The search settings these options give."""
+        return search_lib.Settings(c_puct=self.CPuct / 100, batch_size=self.BatchSize,
+                                   quiescence_plies=self.QuiescencePlies,
+                                   quiescence_width=self.QuiescenceWidth,
+                                   entering_king_rule=self.EnteringKingRule)
+
 
 _SPIN_RANGES = {"MultiPV": (1, MAX_MULTIPV), "DepthLimit": (0, 64), "NodesLimit": (0, 1 << 40),
-                "ResignValue": (0, search_lib.MAX_CP), "NetworkDelay": (0, 10000), "USI_Hash": (1, 1 << 20)}
+                "ResignValue": (0, search_lib.MAX_CP), "NetworkDelay": (0, 10000), "CPuct": (1, 10000),
+                "BatchSize": (1, 1024), "QuiescencePlies": (0, 8), "QuiescenceWidth": (1, 64),
+                "Temperature": (0, 1000), "TemperatureMoves": (0, 1000), "USI_Hash": (1, 1 << 20)}
 
 
 def option_lines(defaults: Options) -> list[str]:
@@ -100,21 +140,28 @@ class Go:
         return any((self.btime, self.wtime, self.binc, self.winc, self.byoyomi, self.movetime))
 
 
-def parse_go(tokens: list[str]) -> Go:
-    """`go` arguments -> Go. Raises ValueError naming a bad value; unknown words are skipped."""
+def parse_go(tokens: list[str], problems: list[str] | None = None) -> Go:
+    """`go` arguments -> Go. A malformed value (not a non-negative integer) or an unknown word is skipped
+    and named in `problems` (when given); clock values are capped at MAX_CLOCK_MS. Never raises."""
     values: dict[str, object] = {}
     i = 0
     while i < len(tokens):
         word = tokens[i]
-        if word in GO_INT_ARGS and i + 1 < len(tokens):
-            try:
-                values[word] = max(0, int(tokens[i + 1]))
-            except ValueError:
-                raise ValueError(f"go {word} {tokens[i + 1]!r}: not an integer") from None
-            i += 2
+        if word in GO_INT_ARGS:
+            value = tokens[i + 1] if i + 1 < len(tokens) else ""
+            if value.isdigit():
+                values[word] = min(int(value), MAX_CLOCK_MS) if word not in ("nodes", "depth") else int(value)
+                i += 2
+                continue
+            if problems is not None:
+                problems.append(f"go {word} {value!r}: not an integer, ignored")
+            a_word = value in GO_INT_ARGS or value in ("infinite", "ponder", "mate")
+            i += 2 if value and not a_word else 1              # a following keyword is read next
             continue
         if word in ("infinite", "ponder", "mate"):
             values[word] = True
+        elif problems is not None and word != "searchmoves":
+            problems.append(f"go {word!r}: unknown, ignored")
         i += 1
     return Go(**values)
 
@@ -134,6 +181,13 @@ def move_seconds(go: Go, turn: int, delay_ms: int) -> float | None:
 
 def parse_position(tokens: list[str], factory: Callable[[str], Position]) -> Position:
     """`position` arguments -> the position after the moves. Raises ValueError (bad SFEN or move)."""
+    return parse_game(tokens, factory)[0]
+
+
+def parse_game(tokens: list[str],
+               factory: Callable[[str], Position]) -> tuple[Position, str, tuple[str, ...]]:
+    """`position` arguments -> (the position after the moves, the start SFEN, the moves).
+    Raises ValueError (bad SFEN or move)."""
     if not tokens:
         raise ValueError("position: nothing after 'position'")
     if tokens[0] == "startpos":
@@ -156,7 +210,7 @@ def parse_position(tokens: list[str], factory: Callable[[str], Position]) -> Pos
             position.push_usi(move)
         except IllegalMoveError:
             raise ValueError(f"position: move {ply} {move!r} is illegal") from None
-    return position
+    return position, sfen, tuple(rest[1:])
 
 
 def format_info(info: search_lib.SearchInfo) -> list[str]:
@@ -166,28 +220,39 @@ def format_info(info: search_lib.SearchInfo) -> list[str]:
         score = f"mate {line.mate}" if line.mate is not None else f"cp {line.cp}"
         multipv = f" multipv {k}" if len(info.lines) > 1 else ""
         lines.append(f"info depth {max(1, len(line.pv))} seldepth {info.seldepth}{multipv} score {score} "
-                     f"nodes {info.nodes} nps {info.nps} time {int(info.seconds * 1000)} pv {' '.join(line.pv)}")
+                     f"nodes {info.nodes} nps {info.nps} time {int(info.seconds * 1000)} "
+                     f"pv {' '.join(line.pv)}")
     return lines
 
 
 class UsiEngine:
-    """The protocol state machine. `evaluator` is loaded at the first `isready`."""
+    """The protocol state machine. `evaluator` starts loading at `usi` (in a thread) or at `isready`."""
 
     def __init__(self, evaluator: Evaluator, out: TextIO, name: str = "shogi-dnn",
-                 backend: str | None = None, options: Options | None = None) -> None:
+                 backend: str | None = None, options: Options | None = None, seed: int | None = None) -> None:
         self.evaluator = evaluator
         self.out = out
         self.name = name
         self.factory = position_factory(backend)
         self.options = options or Options()
         self.position: Position | None = self.factory(STANDARD_START_SFEN)
+        self.game: tuple[str, tuple[str, ...]] = (STANDARD_START_SFEN, ())
+        self.lags: list[float] = []            # recent stop latencies, seconds (stop_margin)
+        self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self._loader: threading.Thread | None = None
+        self._load_error: BaseException | None = None
         self._ready = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._release = threading.Event()      # bestmove may be sent (not pondering / infinite)
         self._ponder_go: Go | None = None
-        self._search: search_lib.Search | None = None
+        self._search: search_lib.Search | minimax.BestFirst | None = None
+        # the kept tree: (game, root, a bound on its size)
+        self._tree: tuple[tuple[str, tuple[str, ...]], search_lib.Node, int] | None = None
+        self._hard_deadline: float | None = None        # the watchdog answers for the search then
+        self._answered = False                          # the current search's bestmove was sent
+        self._answer_lock = threading.Lock()
 
     def send(self, line: str) -> None:
         with self._lock:
@@ -204,6 +269,7 @@ class UsiEngine:
 
     def handle(self, raw: str) -> bool:
         """One command line; False after `quit`. Never raises on input."""
+        received = time.monotonic()
         tokens = raw.strip().split()
         if not tokens:
             return True
@@ -214,10 +280,38 @@ class UsiEngine:
         if handler is None:
             return True                                    # unknown commands are ignored (USI)
         try:
-            handler(args)
+            if command == "go":
+                self._cmd_go(args, received)
+            else:
+                handler(args)
         except Exception as exc:        # noqa: BLE001 - a GUI's input must never kill the engine
             self.send(f"info string error: {command}: {exc}")
         return True
+
+    # -- loading -------------------------------------------------------------------------------------
+
+    def start_loading(self) -> None:
+        """Load and warm the evaluator in a thread (once)."""
+        if self._loader is None:
+            self._loader = threading.Thread(target=self._load, daemon=True, name="load")
+            self._loader.start()
+
+    def _load(self) -> None:
+        try:
+            warm_up(self.evaluator)
+        except BaseException as exc:    # noqa: BLE001 - reported at isready / go, in the reader's thread
+            self._load_error = exc
+
+    def wait_loaded(self) -> None:
+        """Wait for the evaluator; raises what loading raised (then a later call tries again)."""
+        if self._ready:
+            return
+        self.start_loading()
+        self._loader.join()
+        if self._load_error is not None:
+            error, self._load_error, self._loader = self._load_error, None, None
+            raise error
+        self._ready = True
 
     # -- commands ------------------------------------------------------------------------------------
 
@@ -227,11 +321,10 @@ class UsiEngine:
         for line in option_lines(Options()):
             self.send(line)
         self.send("usiok")
+        self.start_loading()
 
     def _cmd_isready(self, args: list[str]) -> None:
-        if not self._ready:
-            warm_up(self.evaluator)
-            self._ready = True
+        self.wait_loaded()
         self.send("readyok")
 
     def _cmd_setoption(self, args: list[str]) -> None:
@@ -259,15 +352,18 @@ class UsiEngine:
 
     def _cmd_usinewgame(self, args: list[str]) -> None:
         self._finish_search()
+        self._tree = None
 
     def _cmd_gameover(self, args: list[str]) -> None:
         self._finish_search()
+        self._tree = None
 
     def _cmd_position(self, args: list[str]) -> None:
         self._finish_search()
         self.position = None
         try:
-            self.position = parse_position(args, self.factory)
+            self.position, start, moves = parse_game(args, self.factory)
+            self.game = (start, moves)
         except ValueError as exc:
             self.send(f"info string illegal position: {exc}")
 
@@ -278,22 +374,28 @@ class UsiEngine:
         search, go = self._search, self._ponder_go
         if search is None or go is None:
             return
-        seconds = move_seconds(go, search.root.position.turn, self.options.NetworkDelay)
+        seconds = move_seconds(go, self.position.turn, self.options.NetworkDelay)
         # From now on the ponder search is a normal one: its clock starts here.
-        elapsed = time.monotonic() - search._start
-        search.limits = dataclasses.replace(search.limits, infinite=False,
-                                            seconds=None if seconds is None else elapsed + seconds)
+        deadline = None
+        if seconds is not None:
+            now = time.monotonic()
+            deadline = now + self.search_seconds(seconds)
+            self._hard_deadline = now + seconds
+        search.limits = dataclasses.replace(search.limits, infinite=False, deadline=deadline)
         self._ponder_go = None
         self._release.set()
 
-    def _cmd_go(self, args: list[str]) -> None:
+    def _cmd_go(self, args: list[str], received: float | None = None) -> None:
+        received = time.monotonic() if received is None else received
         self._finish_search()
-        go = parse_go(args)
+        problems: list[str] = []
+        go = parse_go(args, problems)
+        for problem in problems:
+            self.send(f"info string {problem}")
         if go.mate:
             self.send("checkmate notimplemented")
             return
-        if not self._ready:
-            self._cmd_isready_quietly()
+        self.wait_loaded()
         if self.position is None:
             self.send("info string no valid position; resigning")
             self.send("bestmove resign")
@@ -306,50 +408,123 @@ class UsiEngine:
         if not (go.infinite or go.ponder):
             self._release.set()
         self._ponder_go = go if go.ponder else None
-        limits = self._limits(go)
-        self._search = search_lib.Search(self.evaluator, self.position, limits, self._stop,
-                                         report=lambda info: [self.send(s) for s in format_info(info)],
-                                         multipv=self.options.MultiPV)
-        self._thread = threading.Thread(target=self._think, args=(self._search,), daemon=True)
+        limits = self._limits(go, received)
+        seconds = None if go.ponder else move_seconds(go, self.position.turn, self.options.NetworkDelay)
+        self._hard_deadline = None if seconds is None or go.infinite else received + seconds
+        self._search = self._new_search(limits)
+        self._answered = False
+        finished = threading.Event()
+        self._thread = threading.Thread(target=self._think, args=(self._search, finished), daemon=True)
         self._thread.start()
-
-    def _cmd_isready_quietly(self) -> None:
-        warm_up(self.evaluator)
-        self._ready = True
+        threading.Thread(target=self._watch, args=(self._search, finished), daemon=True).start()
 
     # -- searching -----------------------------------------------------------------------------------
 
-    def _limits(self, go: Go) -> search_lib.Limits:
+    def stop_margin(self) -> float:
+        """Seconds kept back for the engine's own stop latency (module docstring)."""
+        return min(MAX_STOP_MARGIN, max(self.lags, default=0.0))
+
+    def search_seconds(self, seconds: float) -> float:
+        """The search's own time out of a budget of `seconds`: less SAFETY_FRACTION and the stop margin."""
+        return max(MIN_SECONDS, seconds * (1 - SAFETY_FRACTION) - self.stop_margin())
+
+    def _limits(self, go: Go, received: float) -> search_lib.Limits:
         depth = go.depth or self.options.DepthLimit or None
         nodes = go.nodes or self.options.NodesLimit or None
         seconds = None if go.ponder else move_seconds(go, self.position.turn, self.options.NetworkDelay)
         infinite = go.infinite or go.ponder
         if seconds is None and depth is None and nodes is None and not infinite:
             depth = 1                                      # a bare `go`: the one-ply answer
-        return search_lib.Limits(nodes=nodes, depth=depth, seconds=seconds, infinite=infinite)
+        deadline = None if seconds is None else received + self.search_seconds(seconds)
+        return search_lib.Limits(nodes=nodes, depth=depth, infinite=infinite, deadline=deadline)
 
-    def _think(self, search: search_lib.Search) -> None:
+    def _new_search(self, limits: search_lib.Limits) -> search_lib.Search | minimax.BestFirst:
+        report = lambda info: [self.send(s) for s in format_info(info)]      # noqa: E731
+        settings = self.options.settings()
+        if limits.depth is not None:
+            return minimax.BestFirst(self.evaluator, self.position, limits, self._stop, report=report,
+                                     multipv=self.options.MultiPV, settings=settings)
+        start, moves = self.game
+        tree, size = None, 1
+        if self._tree is not None:
+            (old_start, old_moves), old_root, size = self._tree
+            if old_start == start and moves[:len(old_moves)] == old_moves:
+                tree = search_lib.subtree(old_root, moves[len(old_moves):])
+        _, history = search_lib.game_history(self.factory(start), moves)
+        return search_lib.Search(self.evaluator, self.position, limits, self._stop, report=report,
+                                 multipv=self.options.MultiPV, settings=settings, history=history, tree=tree,
+                                 tree_nodes=size)
+
+    def _think(self, search: search_lib.Search | minimax.BestFirst, finished: threading.Event) -> None:
         try:
             info = search.run()
         except Exception as exc:        # noqa: BLE001 - report, answer, stay alive
+            finished.set()
             self.send(f"info string error: search: {exc}")
             self._release.wait()
-            self.send("bestmove resign")
+            self._answer(search, None)
             return
-        for line in format_info(info):
-            self.send(line)
-        self._release.wait()               # go infinite / ponder: not before stop or ponderhit
-        self.send(self._bestmove(info))
+        finished.set()
+        self._answer(search, info)
 
-    def _bestmove(self, info: search_lib.SearchInfo) -> str:
+    def _watch(self, search: search_lib.Search | minimax.BestFirst, finished: threading.Event) -> None:
+        """The hard deadline (the clock's budget, without the stop margin): when the search has not
+        answered by then (an evaluator call that the machine's load stretched), answer for it from the
+        tree as it stands; the search thread stops after its call and its answer is dropped."""
+        while not finished.is_set():
+            hard = self._hard_deadline
+            left = None if hard is None else hard - time.monotonic()
+            if left is not None and left <= 0 and self._release.is_set():
+                self._stop.set()
+                self._answer(search, search.info())
+                return
+            finished.wait(0.05 if left is None else min(max(left, 0.001), 0.05))
+
+    def _answer(self, search: search_lib.Search | minimax.BestFirst,
+                info: search_lib.SearchInfo | None) -> None:
+        """Send the final info lines and the bestmove of `search`, once (the search thread or the
+        watchdog, whichever comes first); record the stop latency."""
+        returned = time.monotonic()
+        released = self._release.is_set()
+        try:
+            move = "bestmove resign" if info is None else self._choose(search, info)
+        except Exception as exc:        # noqa: BLE001 - report, answer, stay alive
+            self.send(f"info string error: search: {exc}")
+            move = "bestmove resign"
+        self._release.wait()               # go infinite / ponder: not before stop or ponderhit
+        with self._answer_lock:
+            if self._answered or search is not self._search:
+                return
+            self._answered = True
+            for line in [] if info is None else format_info(info):
+                self.send(line)
+            self.send(move)
+        sent = time.monotonic()
+        if isinstance(search, search_lib.Search):
+            self._tree = (self.game, search.tree, search.tree_nodes)
+        if released and search.limits.deadline is not None and not search.limits.infinite:
+            # what the engine needed after the search decided: the next margin (a late move from a stalled
+            # machine is the watchdog's, it would only shrink the next moves' time)
+            self.lags = (self.lags + [sent - returned])[-RECENT_LAGS:]
+
+    def _choose(self, search: search_lib.Search | minimax.BestFirst, info: search_lib.SearchInfo) -> str:
+        """The bestmove line: resign, or the search's move (drawn with Temperature early in the game)."""
         if not info.lines:
             return "bestmove resign"
         best = info.lines[0]
         resign = self.options.ResignValue
-        if resign and ((best.mate is not None and best.mate < 0) or (best.mate is None and best.cp < -resign)):
+        mated = best.mate is not None and best.mate < 0
+        if resign and (mated or (best.mate is None and best.cp < -resign)):
             return "bestmove resign"
-        ponder = f" ponder {best.pv[1]}" if len(best.pv) > 1 else ""
-        return f"bestmove {best.move}{ponder}"
+        line = best
+        move_number = int(self.position.sfen().split()[-1])
+        if isinstance(search, search_lib.Search) and self.options.Temperature and \
+                move_number <= self.options.TemperatureMoves:
+            move = search.choose(self.options.Temperature / 100, self._rng)
+            if move != best.move:
+                line = search.line(move)
+        ponder = f" ponder {line.pv[1]}" if len(line.pv) > 1 else ""
+        return f"bestmove {line.move}{ponder}"
 
     def _finish_search(self) -> None:
         """Stop a running search and wait for its bestmove (sent by its thread)."""
@@ -366,5 +541,8 @@ class UsiEngine:
 
 def run_usi(evaluator: Evaluator, stdin: TextIO, stdout: TextIO, name: str = "shogi-dnn",
             backend: str | None = None) -> int:
-    """Speak USI on stdin/stdout until `quit` or end of input."""
-    return UsiEngine(evaluator, stdout, name=name, backend=backend).run(stdin)
+    """Speak USI on stdin/stdout until `quit` or end of input. The evaluator starts loading at once, so
+    that TensorFlow's import overlaps the GUI's handshake."""
+    engine = UsiEngine(evaluator, stdout, name=name, backend=backend)
+    engine.start_loading()
+    return engine.run(stdin)

@@ -1,22 +1,53 @@
-"""Search over batched evaluations: one ply (every legal reply in one batch), or deeper by best-first minimax.
+"""PUCT tree search over batched evaluations (AlphaZero's and dlshogi's Monte Carlo tree search), and what
+every search shares: limits, reported lines, the cp scale, entering-king declarations.
 
-Values are win probabilities of the side to move at each node (players.Evaluator). Expanding a node plays
-each of its legal moves on a copy of the position and evaluates all the children in ONE batch; a child
-with no legal move is a proven loss for its side to move (shogi has no stalemate draw: no move is a loss,
-and the rules backends already refuse a pawn-drop mate). Back-up is negamax on probabilities:
+Values are win probabilities of the side to move (players.Evaluator). Every edge (node, move i) keeps a
+visit count n_i and a value sum w_i from the node's mover's view; a playout walks down from the root,
+picking at each expanded node the move with the highest
 
-  value(node) = max over children c of (1 - value(c))      the move that leaves the opponent the least
+  Q_i + c_puct * P_i * sqrt(N) / (1 + n_i)      Q_i = w_i / n_i, or FPU when n_i = 0
 
-Best-first minimax (Korf & Chickering 1996): the root is expanded first (that is the one-ply player);
-then, while the limits allow, the leaf at the end of the principal variation is expanded and the values
-are backed up along its path. The search stops at the first of: `stop`, the node budget, the clock, the
-depth horizon (the PV's leaf is `depth` plies deep and may not be expanded), or a proven result at the
-root. Proofs come only from positions without a legal move, so a reported mate is a real forced mate
-in the explored tree: `mate +n` the side to move mates in n plies, `mate -n` it is mated in n.
+(N: the node's visits, its own evaluation included; P_i: the prior; FPU = the node's mean value minus
+`fpu_reduction`, at least 0; ties go to the first move in the legal-move order). At the first position
+not yet evaluated (the leaf) it stops; `batch_size` leaves are collected with a virtual loss (n_i counts the
+pending playout, w_i not yet: a loss, so the next playout of the batch looks elsewhere; a playout that
+meets a pending leaf ends the batch), evaluated in ONE evaluator call, expanded and backed up (1 - v at
+each step up). The leaf's value and priors:
+
+  policy network    the network's value; priors = softmax of the policy logits over the legal moves
+  no policy head    the capture quiescence value of the leaf (engine/quiescence.py: captures only,
+                    `quiescence_plies` plies, the best `quiescence_width` captures a node, stand-pat with
+                    the static value); uniform priors
+
+Inside the tree (never evaluated):
+  no legal move      a proven loss for the side to move (shogi has no stalemate; the rules backends refuse
+                     a pawn-drop mate), 0 plies
+  declaration        the side to move may declare an entering-king win (declaration_win): a proven win
+  repetition         the position already occurred, in the game (`history`) or on the path: the first
+                     repetition ends the line (engines do not wait for the fourth occurrence): a draw
+                     (`draw_value`), unless every move of one side since the earlier occurrence gave check:
+                     that side loses (perpetual check, kifu/repetition.py's rule)
+Proofs back up (MCTS-solver): a node with a child lost for its mover is won (the shortest such mate); a node
+whose children all exist and are won for their movers is lost (the longest); a won child is never picked
+again while another move is open; the value backed up through a proven node is its exact 0 or 1.
+A proven root ends the search; `score mate N` is reported only for proofs.
+
+The root's children are all created when it is expanded, so a mate in one (or a repetition or a
+declaration one ply away) is known before the first playout. The move: a child proven lost for the
+opponent (the shortest mate), else the most visited (ties by Q); with `temperature` T > 0, a move drawn
+with probability proportional to n_i^(1/T) (varied games).
+The tree is kept between moves (`subtree`): after our move and the opponent's reply the node reached is the
+next root, its statistics kept.
+
+Time: the search stops at the first of `stop`, the node budget (positions evaluated, quiescence
+included), a proven root, or the deadline; the deadline is checked between leaf batches and inside the
+quiescence (before each capture level), each time against the time that call is expected to take (the
+slowest of the last evaluator calls scaled to the call's number of positions, times STEP_MARGIN), so a
+batch is never started that would end after the deadline.
 
 Scores: cp = round(EVAL_SCALE * logit(p)) with EVAL_SCALE = 756 (evalfit.DEFAULT_SCALE, dlshogi's and
 ponanza's scale: p = sigmoid(cp / 756)), clipped to +-MAX_CP; p = 0.5 is 0, p = 0.79 about +1000,
-p = 0.93 about +2000. Repetitions are not detected inside the search (the GUI judges sennichite).
+p = 0.93 about +2000.
 
 Entering king (nyugyoku) declaration, declaration_win: the side to move's king in the opponent's camp
 (its last three ranks), not in check, at least 10 other own pieces there, and points (bishop, rook and their
@@ -28,83 +59,71 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from shogi_dnn.dataset import evalfit, features
-from shogi_dnn.engine.players import Evaluator
+from shogi_dnn.dataset import evalfit
+from shogi_dnn.engine import quiescence
+from shogi_dnn.engine.players import Evaluator, evaluate, has_policy, legal_labels
 from shogi_dnn.rules import BLACK, NUM_PIECE_TYPES, Position
 
 EVAL_SCALE = evalfit.DEFAULT_SCALE        # cp = EVAL_SCALE * logit(p)
 MAX_CP = 30000                            # |cp| reported at most (USI GUIs treat larger values as mates)
 PROB_CLIP = 1e-6                          # evaluated values stay inside (0, 1): 0 and 1 mean proven
-MAX_TREE_NODES = 2_000_000                # a bound on the tree's memory (about 1 GB)
+MAX_TREE_NODES = 200_000                  # the search stops here: about 6 KB a node (1.2 GB), most of it
+                                          # the legal moves' strings
+STEP_MARGIN = 1.5                         # the next step is expected to take this times the slowest recent
+RECENT_STEPS = 8                          # evaluator calls remembered for that estimate
 ENTERING_KING_RULES = ("NoEnteringKing", "CSARule27", "CSARule24")
+WIN, LOSS, OPEN = 1, -1, 0                # Node.proven: for the node's side to move
 _BIG_PIECES = frozenset((6, 7, 13, 14))   # B, R, +B, +R: 5 points in a declaration
 _HAND_POINTS = (1, 1, 1, 1, 1, 5, 5)      # P L N S G B R in hand
 
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """When a search stops (None: no such limit). The root is always expanded, whatever the limits.
+    """When a search stops (None: no such limit). The root is always evaluated, whatever the limits.
 
     Attributes:
-        nodes: positions evaluated. depth: plies of the principal variation (1: the one-ply player).
-        seconds: wall-clock time from the start of the search. infinite: only `stop` ends it.
+        nodes: positions evaluated. depth: plies (the best-first search, engine/minimax.py, only).
+        seconds: wall-clock time from the start of the search. deadline: time.monotonic() at which the
+            move must be decided (the earlier of the two counts). infinite: only `stop` ends it.
     """
 
     nodes: int | None = None
     depth: int | None = None
     seconds: float | None = None
     infinite: bool = False
+    deadline: float | None = None
 
 
-class Node:
-    """A position in the tree. value: P(side to move wins); proven: value is exactly 0 or 1, reached in
-    `plies` plies (0: no legal move here); children None until expanded."""
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How the PUCT search plays (USI options of the same meaning: engine/protocol.py)."""
 
-    __slots__ = ("children", "legal", "moves", "plies", "position", "proven", "value")
-
-    def __init__(self, position: Position, legal: list[str]) -> None:
-        self.position = position
-        self.legal = legal
-        self.value = 0.5
-        self.proven = not legal
-        self.plies = 0
-        self.children: list[Node] | None = None
-        self.moves: list[str] = []
-        if not legal:
-            self.value = 0.0
-
-    def best(self) -> int:
-        """Index of the child that leaves the opponent the lowest value (expanded nodes only)."""
-        return int(np.argmin([c.value for c in self.children]))
-
-    def back_up(self) -> None:
-        """Recompute value/proven/plies from the children (negamax on probabilities)."""
-        values = [c.value for c in self.children]
-        i = int(np.argmin(values))
-        self.value = 1.0 - values[i]
-        lost = [c.plies for c in self.children if c.proven and c.value == 0.0]
-        if lost:                                          # a child lost for its mover: the shortest mate
-            self.proven, self.plies = True, min(lost) + 1
-        elif all(c.proven for c in self.children):        # every reply wins for the opponent: the longest
-            self.proven, self.plies = True, max(c.plies for c in self.children) + 1
-        else:
-            self.proven = False
+    c_puct: float = 1.0                   # exploration weight (values in [0, 1], so half AlphaZero's scale)
+    batch_size: int = 8                   # leaves evaluated in one evaluator call
+    fpu_reduction: float = 0.1            # an unvisited move's Q: the node's mean value minus this
+    quiescence_plies: int = quiescence.DEFAULT_PLIES     # without a policy head: capture plies at leaves
+    quiescence_width: int = quiescence.DEFAULT_WIDTH     # captures kept per quiescence node
+    draw_value: float = 0.5               # a repetition draw, for either side
+    entering_king_rule: str = "CSARule27"
 
 
 @dataclasses.dataclass(frozen=True)
 class RootLine:
-    """One root move: p = P(the side to move at the root wins) after it; mate: signed plies or None."""
+    """One root move: p = P(the side to move at the root wins) after it; mate: signed plies or None;
+    visits: playouts through it (0 for the best-first search)."""
 
     move: str
     p: float
     mate: int | None
     pv: tuple[str, ...]
+    visits: int = 0
 
     @property
     def cp(self) -> int:
@@ -133,102 +152,388 @@ def score_cp(p: float) -> int:
     return int(max(-MAX_CP, min(MAX_CP, round(EVAL_SCALE * (math.log(p) - math.log1p(-p))))))
 
 
+def position_key(position: Position) -> str:
+    """What makes two positions the same for repetition: board, side to move and hands (the SFEN without
+    its move number)."""
+    return position.sfen().rsplit(" ", 1)[0]
+
+
+def game_history(start: Position, moves: Sequence[str]) -> tuple[Position, list[tuple[str, bool]]]:
+    """Play `moves` from a copy of `start`: the final position and (key, in check) of every position
+    before it, in order (the `history` of a search from the final position)."""
+    position = start.copy()
+    history = []
+    for move in moves:
+        history.append((position_key(position), position.in_check()))
+        position.push_usi(move)
+    return position, history
+
+
+class Node:
+    """A position in the tree. `legal` is known from creation; priors/n/w/children once evaluated
+    (expanded). proven: WIN/LOSS for the side to move (exact, in `plies`) or OPEN; terminal: the fixed
+    value of a repetition, else None. visits and value_sum: the node's own evaluation plus every playout
+    through it (value_sum from the node's side to move)."""
+
+    __slots__ = ("bad", "check", "children", "key", "legal", "n", "pending", "plies", "position", "priors",
+                 "proven", "terminal", "value_sum", "visits", "w")
+
+    def __init__(self, position: Position, legal: list[str] | None = None) -> None:
+        self.position = position
+        self.key = position_key(position)
+        self.check = position.in_check()
+        self.legal = position.legal_usi() if legal is None else legal
+        self.priors: np.ndarray | None = None
+        self.n: np.ndarray | None = None
+        self.w: np.ndarray | None = None
+        self.bad: np.ndarray | None = None         # children proven won for their mover: never picked
+        self.children: list[Node | None] | None = None
+        self.visits = 0
+        self.value_sum = 0.0
+        self.proven = LOSS if not self.legal else OPEN
+        self.plies = 0
+        self.terminal: float | None = None
+        self.pending = False
+
+    @property
+    def expanded(self) -> bool:
+        return self.priors is not None
+
+    def expand(self, priors: np.ndarray) -> None:
+        size = len(self.legal)
+        self.priors = np.asarray(priors, np.float64)
+        self.n, self.w = np.zeros(size), np.zeros(size)
+        self.bad = np.zeros(size, bool)
+        self.children = [None] * size
+
+    def exact(self) -> float | None:
+        """The value every visit backs up when it is fixed (a proof or a repetition), else None."""
+        if self.proven != OPEN:
+            return 1.0 if self.proven == WIN else 0.0
+        return self.terminal
+
+
+def subtree(root: Node | None, moves: Sequence[str]) -> Node | None:
+    """The expanded node reached from `root` by `moves` (the tree kept between moves), or None."""
+    node = root
+    for move in moves:
+        if node is None or not node.expanded or move not in node.legal:
+            return None
+        node = node.children[node.legal.index(move)]
+    if node is None or not node.expanded or node.terminal is not None:
+        return None
+    return node
+
+
 class Search:
-    """One search from `root` (the position is copied, never changed). Call run() once."""
+    """One PUCT search from `root` (the position is copied, never changed), or from a kept `tree` node of
+    that position (`tree_nodes`: the old tree's size, a bound on the kept part's). Call run() once; then
+    `tree` is the root node (to keep for the next move) and `tree_nodes` a bound on its size."""
 
     def __init__(self, evaluator: Evaluator, root: Position, limits: Limits,
                  stop: threading.Event | None = None, report: Callable[[SearchInfo], None] | None = None,
-                 report_every: float = 0.5, multipv: int = 1) -> None:
+                 report_every: float = 0.5, multipv: int = 1, settings: Settings | None = None,
+                 history: Sequence[tuple[str, bool]] = (), tree: Node | None = None,
+                 tree_nodes: int = 1) -> None:
         self.evaluator = evaluator
         self.limits = limits
         self.stop = stop or threading.Event()
         self.report = report
         self.report_every = report_every
         self.multipv = max(1, multipv)
-        self.root = Node(root.copy(), root.legal_usi())
+        self.settings = settings or Settings()
+        self.tree = tree if tree is not None else Node(root.copy())
+        self.history = list(history)
+        self._history_at: dict[str, int] = {}
+        for index, (key, _) in enumerate(self.history):
+            self._history_at[key] = index                  # the latest occurrence
         self.nodes = 0
+        self.tree_nodes = tree_nodes if tree is not None else 1     # a kept tree: at most its old size
         self.seldepth = 0
         self._start = 0.0
+        self._steps: list[tuple[float, int]] = []      # (seconds, positions) of recent calls
+        self._policy = False
+
+    # -- the loop ---------------------------------------------------------------------------------------
 
     def run(self) -> SearchInfo:
         """Search until a limit; the final SearchInfo (no lines when the root has no legal move)."""
         self._start = time.monotonic()
-        if not self.root.legal:
-            return self.info()
-        self._expand(self.root, 0)
-        self.root.back_up()
-        last_report = time.monotonic()
-        while not self._done():
-            path = self._principal_path()
-            if self.limits.depth is not None and len(path) - 1 >= self.limits.depth:
-                break                                             # the PV reaches the horizon
-            self._expand(path[-1], len(path) - 1)
-            for node in reversed(path):
-                node.back_up()
+        self.evaluator.load()
+        self._policy = has_policy(self.evaluator)
+        if self.tree.expanded:                              # a kept tree
+            self._create_children(self.tree)
+        last_report = self._start
+        first = True
+        while first or not self._done():
+            self._batch()
+            first = False
             if self.report is not None and time.monotonic() - last_report >= self.report_every:
                 self.report(self.info())
                 last_report = time.monotonic()
         return self.info()
 
+    def deadline(self) -> float | None:
+        limits = self.limits
+        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
+                if d is not None]
+        return min(ends) if ends else None
+
+    def expected_step(self, positions: int) -> float:
+        """Seconds an evaluator call on `positions` positions is expected to take: the slowest of the
+        recent calls scaled up to that many positions (never down), times STEP_MARGIN."""
+        return STEP_MARGIN * max((seconds * max(1.0, positions / count) for seconds, count in self._steps),
+                                 default=0.0)
+
+    def _expired(self, positions: int | None = None) -> bool:
+        """True when an evaluator call on `positions` (default: a batch) would end after the deadline."""
+        deadline = self.deadline()
+        if deadline is None or self.limits.infinite:
+            return False
+        step = self.expected_step(self.settings.batch_size if positions is None else positions)
+        return time.monotonic() + step >= deadline
+
     def _done(self) -> bool:
         limits = self.limits
-        if self.stop.is_set() or self.root.proven or self.nodes >= MAX_TREE_NODES:
+        if self.stop.is_set() or self.tree.proven != OPEN or self.tree_nodes >= MAX_TREE_NODES:
             return True
         if limits.infinite:
             return False
         if limits.nodes is not None and self.nodes >= limits.nodes:
             return True
-        return limits.seconds is not None and time.monotonic() - self._start >= limits.seconds
+        return self._expired()
 
-    def _principal_path(self) -> list[Node]:
-        path = [self.root]
-        while path[-1].children is not None and not path[-1].proven:
-            path.append(path[-1].children[path[-1].best()])
-        return path
+    # -- one batch of playouts --------------------------------------------------------------------------
 
-    def _expand(self, node: Node, depth: int) -> None:
-        """Play every legal move of `node` and evaluate the children in one batch."""
-        children, boards, hands, pending = [], [], [], []
-        for move in node.legal:
-            position = node.position.copy()
-            position.push_usi(move)
-            child = Node(position, position.legal_usi())
-            children.append(child)
-            if not child.proven:
-                board, hand = features.encode_position(position)
-                boards.append(board)
-                hands.append(hand)
-                pending.append(child)
-        if pending:
-            p = self.evaluator.win_probability(np.stack(boards), np.stack(hands))
-            for child, value in zip(pending, np.clip(p, PROB_CLIP, 1 - PROB_CLIP).tolist()):
-                child.value = value
-        node.children, node.moves = children, list(node.legal)
-        node.position = None if node is not self.root else node.position   # leaves keep theirs, memory
-        self.nodes += len(children)
-        self.seldepth = max(self.seldepth, depth + 1)
+    def _batch(self) -> None:
+        leaves: list[tuple[list[tuple[Node, int]], Node]] = []
+        for _ in range(2 * self.settings.batch_size):
+            if len(leaves) >= self.settings.batch_size or self.tree.proven != OPEN:
+                break
+            path, leaf = self._select()
+            if leaf is None:                                # met a pending leaf: the batch is full enough
+                self._undo(path)
+                break
+            exact = leaf.exact()
+            if exact is not None:
+                self._back_up(path, leaf, exact)
+                continue
+            leaf.pending = True
+            leaves.append((path, leaf))
+        if leaves:
+            self._evaluate(leaves)
+
+    def _select(self) -> tuple[list[tuple[Node, int]], Node | None]:
+        node, path = self.tree, []
+        while node.expanded and node.exact() is None:
+            i = self._pick(node)
+            node.n[i] += 1                                  # the virtual loss: a visit, no value yet
+            node.visits += 1
+            path.append((node, i))
+            child = node.children[i]
+            if child is None:
+                child = node.children[i] = self._new_child(node, i, path)
+            node = child
+        self.seldepth = max(self.seldepth, len(path))
+        if node.pending:
+            return path, None
+        return path, node
+
+    def _pick(self, node: Node) -> int:
+        settings = self.settings
+        n = node.n
+        fpu = max(0.0, node.value_sum / max(node.visits, 1) - settings.fpu_reduction)
+        q = np.where(n > 0, node.w / np.maximum(n, 1), fpu)
+        score = q + settings.c_puct * node.priors * math.sqrt(node.visits) / (1 + n)
+        if node.bad.any():
+            score = np.where(node.bad, -np.inf, score)
+        return int(np.argmax(score))
+
+    def _new_child(self, node: Node, i: int, path: list[tuple[Node, int]]) -> Node:
+        position = node.position.copy()
+        position.push_usi(node.legal[i])
+        child = Node(position)
+        self.tree_nodes += 1
+        repeated = self._repetition(child, path)
+        if repeated is not None:
+            child.terminal, child.proven = repeated, OPEN
+        elif child.proven == OPEN and declaration_win(position, self.settings.entering_king_rule):
+            child.proven = WIN
+        return child
+
+    def _repetition(self, child: Node, path: list[tuple[Node, int]]) -> float | None:
+        """The value of `child` for its mover when its position occurred before (module docstring)."""
+        line = [node for node, _ in path] + [child]         # the tree's part, root first
+        j = len(self.history) + len(line) - 1               # the child's index in history + line
+        earlier = None
+        for k in range(len(line) - 3, -1, -2):
+            if line[k].key == child.key:
+                earlier = len(self.history) + k
+                break
+        if earlier is None:
+            earlier = self._history_at.get(child.key)
+            if earlier is None or (j - earlier) % 2:
+                return None
+        checks = [c for _, c in self.history] + [node.check for node in line]
+        if all(checks[earlier + 1:j:2]):                    # every move of the child's mover gave check
+            return 0.0
+        if all(checks[earlier + 2:j + 1:2]):                # every move of the opponent gave check
+            return 1.0
+        return self.settings.draw_value
+
+    def _evaluate(self, leaves: list[tuple[list[tuple[Node, int]], Node]]) -> None:
+        nodes = [leaf for _, leaf in leaves]
+        if self._policy:
+            board, hands = quiescence.encode([n.position for n in nodes])
+            labels = [legal_labels(n.position, n.legal) for n in nodes]
+            begin = time.monotonic()
+            result = evaluate(self.evaluator, board, hands, labels)
+            self._timed(begin, len(nodes))
+            self.nodes += len(nodes)
+            values, priors = result.win, result.priors
+        else:
+            settings = self.settings
+            values = quiescence.values([n.position for n in nodes], self._values, settings.quiescence_plies,
+                                       settings.quiescence_width, self._expired, [n.legal for n in nodes])
+            priors = None
+        values = np.clip(values, PROB_CLIP, 1 - PROB_CLIP)
+        for k, ((path, leaf), value) in enumerate(zip(leaves, values.tolist())):
+            size = len(leaf.legal)
+            leaf.expand(priors[k] if priors is not None else np.full(size, 1.0 / size))
+            leaf.pending = False
+            self._back_up(path, leaf, value)
+            if leaf is self.tree:
+                self._create_children(leaf)
+
+    def _create_children(self, root: Node) -> None:
+        """Every child of the root at once: a mate in one, a repetition or a declaration there is known
+        before the first playout (a child is cheap next to an evaluation; deeper nodes get theirs lazily)."""
+        for i in range(len(root.legal)):
+            if root.children[i] is None:
+                root.children[i] = self._new_child(root, i, [(root, i)])
+            self._prove(root, i)
+
+    def _values(self, positions: list[Position]) -> np.ndarray:
+        board, hands = quiescence.encode(positions)
+        begin = time.monotonic()
+        values = np.asarray(self.evaluator.win_probability(board, hands), np.float64)
+        self._timed(begin, len(positions))
+        self.nodes += len(positions)
+        return values
+
+    def _timed(self, begin: float, positions: int) -> None:
+        self._steps = (self._steps + [(time.monotonic() - begin, max(1, positions))])[-RECENT_STEPS:]
+
+    def _undo(self, path: list[tuple[Node, int]]) -> None:
+        for node, i in path:
+            node.n[i] -= 1
+            node.visits -= 1
+
+    def _back_up(self, path: list[tuple[Node, int]], leaf: Node, value: float) -> None:
+        leaf.visits += 1
+        leaf.value_sum += value
+        for node, i in reversed(path):
+            value = 1.0 - value
+            node.w[i] += value
+            node.value_sum += value
+        for node, i in reversed(path):                      # proofs, from the leaf up
+            if not self._prove(node, i):
+                break
+
+    @staticmethod
+    def _prove(node: Node, i: int) -> bool:
+        """Update node's proof from its child i; True when the node's proof changed."""
+        child = node.children[i]
+        if child.proven == LOSS:
+            plies = child.plies + 1
+            if node.proven != WIN or plies < node.plies:
+                node.proven, node.plies = WIN, plies
+                return True
+            return False
+        if child.proven == WIN and not node.bad[i]:
+            node.bad[i] = True
+            if node.bad.all():
+                node.proven = LOSS
+                node.plies = max(c.plies for c in node.children) + 1
+                return True
+        return False
+
+    # -- results ----------------------------------------------------------------------------------------
+
+    def _order(self) -> list[int]:
+        """Root moves, best first: mates (shortest first), then by visits and Q, proven losses last."""
+        root = self.tree
+        keys = []
+        for i, child in enumerate(root.children):
+            q = root.w[i] / root.n[i] if root.n[i] else -1.0
+            rank = 0 if child is not None and child.proven == LOSS else (2 if root.bad[i] else 1)
+            plies = child.plies if rank == 0 else (-child.plies if rank == 2 else 0)
+            keys.append((rank, plies, -root.n[i], -q, i))
+        return [k[-1] for k in sorted(keys)]
+
+    def choose(self, temperature: float = 0.0, rng: random.Random | None = None) -> str | None:
+        """The move to play (module docstring); None when the root has no legal move."""
+        root = self.tree
+        if not root.legal:
+            return None
+        if not root.expanded:
+            return root.legal[0]
+        order = self._order()
+        best = order[0]
+        if temperature <= 0 or root.children[best] is not None and root.children[best].proven == LOSS:
+            return root.legal[best]
+        candidates = [i for i in order if root.n[i] > 0 and not root.bad[i]]
+        if not candidates:
+            return root.legal[best]
+        weights = np.asarray([root.n[i] for i in candidates], np.float64) ** (1.0 / temperature)
+        pick = (rng or random.Random()).random() * weights.sum()
+        return root.legal[candidates[min(int(np.searchsorted(np.cumsum(weights), pick, "right")),
+                                         len(candidates) - 1)]]
+
+    def line(self, move: str) -> RootLine:
+        """The root line of `move` (a legal move of the root; the root is expanded)."""
+        return self._line(self.tree.legal.index(move))
 
     def info(self) -> SearchInfo:
         """Root moves best first (at most multipv of them), with their PVs."""
         seconds = max(time.monotonic() - self._start, 1e-9)
-        root = self.root
-        if root.children is None:
+        root = self.tree
+        if not root.expanded or not root.legal:
             return SearchInfo((), self.nodes, 0, self.seldepth, seconds)
-        order = np.argsort([c.value for c in root.children], kind="stable")[:self.multipv]
-        lines = tuple(self._line(root.moves[i], root.children[i]) for i in order)
+        lines = tuple(self._line(i) for i in self._order()[:self.multipv])
         return SearchInfo(lines, self.nodes, len(lines[0].pv), self.seldepth, seconds)
 
-    @staticmethod
-    def _line(move: str, child: Node) -> RootLine:
-        pv, node = [move], child
-        while node.children is not None:
-            i = node.best()
-            pv.append(node.moves[i])
-            node = node.children[i]
+    def _line(self, i: int) -> RootLine:
+        root = self.tree
+        child = root.children[i]
         mate = None
-        if child.proven:
-            mate = child.plies + 1 if child.value == 0.0 else -(child.plies + 1)
-        return RootLine(move, 1.0 - child.value, mate, tuple(pv))
+        if child is not None and child.proven != OPEN:
+            mate = child.plies + 1 if child.proven == LOSS else -(child.plies + 1)
+            p = 1.0 if child.proven == LOSS else 0.0
+        elif root.n[i]:
+            p = root.w[i] / root.n[i]
+        else:
+            p = max(0.0, root.value_sum / max(root.visits, 1) - self.settings.fpu_reduction)
+        pv, node = [root.legal[i]], child
+        while node is not None and node.expanded and node.visits > 1:
+            k = _pv_child(node)
+            if k is None:
+                break
+            pv.append(node.legal[k])
+            node = node.children[k]
+        return RootLine(root.legal[i], float(p), mate, tuple(pv), int(root.n[i]))
+
+
+def _pv_child(node: Node) -> int | None:
+    """The PV's move at an expanded node: along a proof the shortest win or the longest defence, else the
+    most visited; None when no move was visited."""
+    children = [(k, c) for k, c in enumerate(node.children) if c is not None]
+    if node.proven == WIN:
+        return min((c.plies, k) for k, c in children if c.proven == LOSS)[1]
+    if node.proven == LOSS:
+        return max((c.plies, -k) for k, c in children)[1] * -1
+    k = int(np.argmax(node.n))
+    return None if node.children[k] is None or node.n[k] == 0 else k
 
 
 def declaration_win(position: Position, rule: str = "CSARule27") -> bool:
@@ -245,6 +550,7 @@ def declaration_win(position: Position, rule: str = "CSARule27") -> bool:
         return False
     others = [t for t in own if t != king]
     hand = position.hand_counts()[turn]
-    points = sum(5 if t in _BIG_PIECES else 1 for t in others) + sum(n * w for n, w in zip(hand, _HAND_POINTS))
+    points = sum(5 if t in _BIG_PIECES else 1 for t in others) + \
+        sum(n * w for n, w in zip(hand, _HAND_POINTS))
     needed = 31 if rule == "CSARule24" else (28 if turn == BLACK else 27)
     return len(others) >= 10 and points >= needed

@@ -59,7 +59,8 @@ def test_random_openings_are_legal_distinct_and_seeded() -> None:
 
 def test_tally_and_csa_records(tmp_path: Path) -> None:
     mate = ("7g7f", "3c3d", "2g2f", "4c4d")                 # no mate: a resignation or an adjudication
-    games = [arena.ArenaGame("g1", "net", "mat", STANDARD_START_SFEN, mate[:4], "BLACK_WIN"),
+    games = [arena.ArenaGame("g1", "net", "mat", STANDARD_START_SFEN, mate[:4], "BLACK_WIN",
+                             (150, 2040, 199, None)),
              arena.ArenaGame("g2", "mat", "net", STANDARD_START_SFEN, mate[:3], "BLACK_WIN"),
              arena.ArenaGame("g3", "net", "mat", STANDARD_START_SFEN, mate[:2], "DRAW_BY_MAX_PLIES"),
              arena.ArenaGame("g4", "mat", "net", STANDARD_START_SFEN, (), "ERROR"),
@@ -73,17 +74,44 @@ def test_tally_and_csa_records(tmp_path: Path) -> None:
     assert first.moves == mate[:4] and first.ending is Ending.INTERRUPTED
     assert paths[0].read_text().endswith("'arena result: BLACK_WIN\n")
     second = next(iter(kifu.read_record_file(paths[1])))  # White to move resigns
-    assert (second.winner, second.ending, second.black, second.white) == (Winner.BLACK, Ending.RESIGN, "mat", "net")
+    assert (second.winner, second.ending, second.black, second.white) == \
+        (Winner.BLACK, Ending.RESIGN, "mat", "net")
     third = next(iter(kifu.read_record_file(paths[2])))
     assert (third.winner, third.ending) == (Winner.DRAW, Ending.MAX_MOVES)
+    # the times: T lines after the moves, read back per player
+    assert "+7776FU\nT0.150\n-3334FU\nT2.040\n" in paths[0].read_text()
+    assert arena.move_times(paths[0]) == [("net", 0.15), ("mat", 2.04), ("net", 0.199)]
+    assert arena.over_deadline(paths, "net", 199) == (0, 2)
+    assert arena.over_deadline(paths, "mat", 2000) == (1, 1)
+    assert arena.over_deadline(paths, "net", 150) == (1, 2)
+
+
+def test_material_same_takes_our_search_and_limit(material_run: Path) -> None:
+    from shogi_dnn.bench import games
+
+    args = games.parse_args(["--run-dir", str(material_run), "--opponent", "material:same",
+                             "--movetime", "200", "--c-puct", "1.5", "--temperature", "0.5", "--out", "x"])
+    ours = arena.Player("network", ("x",), games.engine_options(args), games.engine_limit(args))
+    assert ours.options == {"ResignValue": 3000, "CPuct": 150, "Temperature": 50, "TemperatureMoves": 16}
+    same = games.opponent_player("material:same", material_run, ours)
+    assert (same.name, same.options, same.time_control) == ("material-same", ours.options,
+                                                            {"fixed_time_ms": 200})
+    assert same.argv[-2:] == ("--player", "material")
+    floor = games.opponent_player("material", material_run, ours)
+    assert floor.time_control == {"depth_limit": 1}
+    result = arena.MatchResult("network", "material-same", 1, 0, 1, 0,
+                               over_deadline=(("network", 200, 0, 40), ("material-same", 200, 2, 41)))
+    text = games.format_result(result)
+    assert "network: 0 of 40 moves over the deadline (200 ms" in text and "material-same: 2 of 41" in text
+    assert result.to_dict()["over_deadline"]["material-same"] == {"limit_ms": 200, "over": 2, "moves": 41}
 
 
 def _usi_process(run_dir: Path) -> subprocess.Popen:
     # stdin read strictly, as under a UTF-8 locale (the C locale would escape bad bytes)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8:strict"}
     return subprocess.Popen([sys.executable, "-m", "shogi_dnn", "usi", "--run-dir", str(run_dir), "--player",
-                             "material"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=REPO)
+                             "material"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
 
 def _read_until(process: subprocess.Popen, prefix: str) -> list[str]:
@@ -141,15 +169,40 @@ def test_command_line_errors(material_run: Path, tmp_path: Path, capsys: pytest.
     assert "no such run directory or model file" in capsys.readouterr().err
     assert cli.main(["usi", "--model", str(tmp_path), "--player", "material"]) == 2
     assert "needs --run-dir" in capsys.readouterr().err
-    assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "material", "--games", "3",
-                     "--out", str(tmp_path / "m")]) == 2
+    assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "material",
+                     "--games", "3", "--out", str(tmp_path / "m")]) == 2
     assert "must be even" in capsys.readouterr().err
     assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "gnushogi",
                      "--out", str(tmp_path / "m")]) == 2
-    assert "expected 'material', 'fairy:N' or 'fairy:N:SKILL'" in capsys.readouterr().err
+    assert "expected 'material', 'material:same', 'fairy:N' or 'fairy:N:SKILL'" in capsys.readouterr().err
     assert cli.main(["bench", "games", "--run-dir", str(material_run), "--opponent", "fairy:10:-21",
                      "--out", str(tmp_path / "m")]) == 2
     assert "SKILL -20..20" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_fair_match_at_movetime_through_shogiarena(material_run: Path, tmp_path: Path) -> None:
+    """The material player against itself with the same PUCT search at 200 ms a move: every move is timed
+    in the CSA records and none is over the deadline."""
+    try:
+        arena.shogiarena_command()
+    except Exception as exc:  # noqa: BLE001 - not installed: nothing to run
+        pytest.skip(str(exc))
+    out = tmp_path / "m"
+    code = cli.main(["bench", "games", "--run-dir", str(material_run), "--player", "material", "--opponent",
+                     "material:same", "--movetime", "200", "--games", "2", "--opening-plies", "2",
+                     "--timeout", "400", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["games"] >= 1
+    counts = summary["over_deadline"]
+    assert set(counts) == {"material", "material-same"}
+    for name, count in counts.items():
+        paths = sorted((out / "games").glob("*.csa"))
+        assert (count["over"], count["moves"]) == arena.over_deadline(paths, name, 200)
+        # at 200 ms the search has 80 ms (NetworkDelay 120); on the shared 2-core machine a process can
+        # wait for a core longer than that: one move in twenty is allowed there, never more
+        assert count["moves"] > 0 and count["over"] <= count["moves"] // 20, counts
 
 
 @pytest.mark.slow

@@ -1,84 +1,260 @@
-"""engine/search.py: the one-ply choice, deeper search, mates, scores, entering-king declarations."""
+"""engine/search.py (PUCT): visit counts against a direct re-implementation of the formula, batches with
+virtual loss, proven mates in 1 and 3, repetitions and perpetual check inside the tree, declarations,
+the tree kept between moves, temperature, the deadline, scores and entering-king declarations."""
 
 from __future__ import annotations
 
 import math
+import random
+import time
 
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import features
+from shogi_dnn.dataset import features, policy
 from shogi_dnn.engine import search
+from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import position_factory
-from tests.engine.support import material
+from tests.engine.support import DECLARE, MATE_IN_ONE, MATE_IN_THREE, PolicyEvaluator, SlowEvaluator, material
 
-MATE_IN_ONE = "4k4/9/4P4/9/9/9/9/9/4K4 b G 1"          # G*5b, guarded by the pawn on 5c
-HANGING = "4k4/9/4s4/4p4/9/9/9/4R4/4K4 b - 1"          # R5hx5d wins a pawn and loses the rook to S5cx5d
-DECLARE = "K+R+R+B+BGGGS/PPPPPPPPP/9/9/9/9/9/9/k8 b - 1"   # 17 pieces, 33 points in White's camp
+OPENING = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
 
 
-@pytest.fixture(params=["python-shogi", "cshogi"])
-def new_position(request):
-    return position_factory(request.param)
+class _Ref:
+    """A node of the reference: the PUCT formula written out, one playout at a time (no batches)."""
+
+    def __init__(self, position) -> None:
+        self.position = position
+        self.legal = position.legal_usi()
+        self.kids: dict[int, _Ref] = {}
+        self.priors: list[float] | None = None
+        self.n: list[int] = []
+        self.w: list[float] = []
+        self.visits, self.total = 0, 0.0
 
 
-def test_one_ply_is_the_reply_that_leaves_the_opponent_least(new_position) -> None:
-    position = new_position("lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2")
-    evaluator = material(bias=0.05)
-    info = search.Search(evaluator, position, search.Limits(depth=1), multipv=100).run()
-    brute = {}
-    for move in position.legal_usi():                     # each child evaluated alone
+def _ref_evaluate(evaluator: PolicyEvaluator, node: _Ref) -> float:
+    board, hands = features.encode_position(node.position)
+    win, logits = evaluator.evaluate_logits(board[None], hands[None])
+    turn = node.position.turn
+    labels = [int(policy.move_labels(np.asarray([features.encode_move(m, turn)]))[0]) for m in node.legal]
+    exps = [math.exp(float(logits[0, k])) for k in labels]
+    node.priors = [e / sum(exps) for e in exps]
+    node.n, node.w = [0] * len(node.legal), [0.0] * len(node.legal)
+    return float(np.clip(win[0], search.PROB_CLIP, 1 - search.PROB_CLIP))
+
+
+def _ref_playout(evaluator: PolicyEvaluator, node: _Ref, c_puct: float, fpu_reduction: float) -> float:
+    """One playout; the value for node's side to move."""
+    if node.priors is None:
+        value = _ref_evaluate(evaluator, node)
+    else:
+        fpu = max(0.0, node.total / node.visits - fpu_reduction)
+        scores = [(node.w[i] / node.n[i] if node.n[i] else fpu)
+                  + c_puct * node.priors[i] * math.sqrt(node.visits) / (1 + node.n[i])
+                  for i in range(len(node.legal))]
+        i = scores.index(max(scores))                       # the first of equal scores
+        if i not in node.kids:
+            child = node.position.copy()
+            child.push_usi(node.legal[i])
+            node.kids[i] = _Ref(child)
+        value = 1.0 - _ref_playout(evaluator, node.kids[i], c_puct, fpu_reduction)
+        node.n[i] += 1
+        node.w[i] += value
+    node.visits += 1
+    node.total += value
+    return value
+
+
+@pytest.mark.parametrize("c_puct,fpu_reduction", [(1.0, 0.1), (2.5, 0.0), (0.3, 0.3)])
+def test_visit_counts_equal_the_formula_written_out(c_puct: float, fpu_reduction: float) -> None:
+    factory = position_factory()
+    evaluator = PolicyEvaluator(seed=1, scale=0.3)
+    playouts = 300
+    ref = _Ref(factory(OPENING))
+    for _ in range(playouts):
+        _ref_playout(evaluator, ref, c_puct, fpu_reduction)
+    settings = search.Settings(c_puct=c_puct, batch_size=1, fpu_reduction=fpu_reduction)
+    run = search.Search(PolicyEvaluator(seed=1, scale=0.3), factory(OPENING), search.Limits(nodes=playouts),
+                        settings=settings)
+    run.run()
+    assert run.nodes == playouts and run.tree.legal == ref.legal
+    assert run.tree.n.tolist() == ref.n and sum(n > 0 for n in ref.n) >= 2   # not one move only
+    assert run.tree.w == pytest.approx(ref.w)
+    deep = next(i for i, child in ref.kids.items() if child.kids)
+    assert run.tree.children[deep].n.tolist() == ref.kids[deep].n          # a level down too
+
+
+def test_priors_are_the_softmax_over_the_legal_moves() -> None:
+    position = position_factory()(OPENING)
+    evaluator = PolicyEvaluator(seed=2, scale=0.5)
+    run = search.Search(evaluator, position, search.Limits(nodes=1), settings=search.Settings(batch_size=1))
+    run.run()
+    ref = _Ref(position)
+    _ref_evaluate(evaluator, ref)
+    assert run.tree.priors == pytest.approx(ref.priors) and run.tree.priors.sum() == pytest.approx(1.0)
+    uniform = search.Search(material(), position, search.Limits(nodes=1)).run()
+    assert uniform.nodes >= 1
+
+
+def test_batches_spread_by_virtual_loss() -> None:
+    evaluator = PolicyEvaluator(seed=3)
+    run = search.Search(evaluator, position_factory()(OPENING), search.Limits(nodes=400),
+                        settings=search.Settings(batch_size=8))
+    run.run()
+    assert max(evaluator.batches) == 8 and np.mean(evaluator.batches) > 4     # leaves found per call
+    # every evaluation backed up once, and the playouts that ended at a repetition (no evaluation)
+    assert run.tree.visits == sum(evaluator.batches) + sum(_terminal_visits(c) for c in run.tree.children)
+    assert run.tree.n.sum() == run.tree.visits - 1                            # no virtual loss left
+
+
+def _terminal_visits(node: search.Node | None) -> int:
+    if node is None:
+        return 0
+    if node.terminal is not None:
+        return node.visits
+    return sum(_terminal_visits(c) for c in node.children or ())
+
+
+@pytest.mark.parametrize("sfen,move,plies", [(MATE_IN_ONE, "G*5b", 1), (MATE_IN_THREE, "B*3c", 3)])
+def test_mates_are_proven_and_reported(sfen: str, move: str, plies: int) -> None:
+    run = search.Search(material(), position_factory()(sfen), search.Limits(nodes=50_000))
+    info = run.run()
+    best = info.lines[0]
+    assert (best.move, best.mate, best.p) == (move, plies, 1.0)
+    assert run.tree.proven == search.WIN and info.nodes < 50_000          # a proven root ends the search
+    assert run.choose() == move and len(best.pv) == plies
+    final = position_factory()(sfen)                                        # the PV is the mate
+    for step in best.pv:
+        final.push_usi(step)
+    assert final.legal_usi() == []
+
+
+def _mate_in(position, plies: int) -> bool:
+    """Brute force: the side to move mates within `plies` (odd) plies."""
+    for move in position.legal_usi():
         child = position.copy()
         child.push_usi(move)
-        board, hands = features.encode_position(child)
-        brute[move] = 1 - float(evaluator.win_probability(board[None], hands[None])[0])
-    assert info.nodes == len(brute) and info.depth == 1
-    assert [line.move for line in info.lines] == sorted(brute, key=lambda m: -brute[m])
-    assert info.lines[0].p == pytest.approx(max(brute.values()))
-    assert position.sfen().endswith("w - 2")              # the search played on copies
+        replies = child.legal_usi()
+        if not replies:
+            return True
+        if plies >= 3 and child.in_check() and all(_mate_in(_after(child, r), plies - 2) for r in replies):
+            return True
+    return False
 
 
-def test_deeper_search_sees_the_recapture(new_position) -> None:
-    position = new_position(HANGING)
-    greedy = search.Search(material(), position, search.Limits(depth=1)).run()
-    assert greedy.lines[0].move == "5h5d"                 # one ply: a pawn up
-    deeper = search.Search(material(), position, search.Limits(nodes=600)).run()
-    assert deeper.lines[0].move != "5h5d" and deeper.nodes >= 600 and deeper.depth >= 2
+def _after(position, move: str):
+    child = position.copy()
+    child.push_usi(move)
+    return child
 
 
-def test_mate_in_one_is_proven(new_position) -> None:
-    info = search.Search(material(), new_position(MATE_IN_ONE), search.Limits(nodes=10_000)).run()
-    best = info.lines[0]
-    assert (best.move, best.mate, best.p) == ("G*5b", 1, 1.0)
-    assert info.nodes < 10_000                            # a proven root ends the search
+def test_mate_in_three_is_the_shortest() -> None:
+    position = position_factory()(MATE_IN_THREE)
+    assert not _mate_in(position, 1) and _mate_in(position, 3)
 
 
-def test_back_up_proves_wins_and_losses() -> None:
+def test_the_side_mated_sees_its_loss() -> None:
     factory = position_factory()
-    node = search.Node(factory(MATE_IN_ONE), ["a", "b"])
-    lost, won, open_ = (search.Node(factory(MATE_IN_ONE), [] if v is None else ["x"]) for v in (None, 1, 2))
-    won.value, won.proven, won.plies = 1.0, True, 2                  # the opponent mates in 2
-    open_.value = 0.3
-    node.children = [won, open_]
-    node.back_up()
-    assert node.value == pytest.approx(0.7) and not node.proven
-    node.children = [won, lost]                                     # a reply leaves the opponent mated
-    node.back_up()
-    assert (node.value, node.proven, node.plies) == (1.0, True, 1)
-    node.children = [won, won]                                      # every reply loses
-    node.back_up()
-    assert (node.value, node.proven, node.plies) == (0.0, True, 3)
-    mated = factory("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1")               # White is mated: no legal move
-    assert search.Search(material(), mated, search.Limits(depth=1)).run().lines == ()
+    mated = factory("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1")               # White: no legal move
+    run = search.Search(material(), mated, search.Limits(nodes=10))
+    assert run.run().lines == () and run.choose() is None
+    # after B*3c of the mate in three, White's every reply is proven lost: the node is a proven loss
+    run = search.Search(material(), factory(MATE_IN_THREE), search.Limits(nodes=50_000))
+    run.run()
+    after = run.tree.children[run.tree.legal.index("B*3c")]
+    assert after.proven == search.LOSS and after.plies == 2
+    assert all(c is not None and c.proven == search.WIN for c in after.children)
 
 
-def test_stop_and_node_limits() -> None:
-    position = position_factory()(HANGING)
-    stopped = search.Search(material(), position, search.Limits(infinite=True))
-    stopped.stop.set()
-    assert stopped.run().nodes == len(position.legal_usi())   # the root is always expanded
-    limited = search.Search(material(), position, search.Limits(nodes=500)).run()
-    assert 500 <= limited.nodes < 500 + 200
+def test_repetition_is_a_draw_inside_the_tree() -> None:
+    factory = position_factory()
+    moves = ("2h3h", "8b7b", "3h2h")                       # White to move: 7b8b repeats the start position
+    position, history = search.game_history(factory(STANDARD_START_SFEN), moves)
+    run = search.Search(material(), position, search.Limits(nodes=400), history=history)
+    run.run()
+    child = run.tree.children[run.tree.legal.index("7b8b")]
+    assert child is not None and child.terminal == 0.5 and not child.expanded
+    k = run.tree.legal.index("7b8b")
+    assert run.tree.w[k] / run.tree.n[k] == pytest.approx(0.5)  # every visit backs up the draw
+    fresh = search.Search(material(), position, search.Limits(nodes=400))           # without the game
+    fresh.run()
+    twin = fresh.tree.children[k]
+    assert twin is None or twin.terminal is None
+
+
+def test_perpetual_check_loses_for_the_checker() -> None:
+    factory = position_factory()
+    root = factory(OPENING)
+    child = search.Node(_after(root, "3c3d"))
+    # the child's position occurred 4 plies before it (index 0 of history + [root, child]); whether the
+    # positions between were in check is made up: 1 and 3 follow the child's mover's moves, 2 and 4 the
+    # opponent's
+    for a, b, at_root, at_child, want in ((True, False, True, False, 0.0),    # the child's mover checked
+                                          (False, True, False, True, 1.0),    # the opponent checked
+                                          (True, True, False, False, 0.5),    # neither always: a draw
+                                          (False, False, False, False, 0.5)):
+        run = search.Search(material(), root, search.Limits(nodes=1),
+                            history=[(child.key, False), ("a", a), ("b", b)])
+        run.tree.check, child.check = at_root, at_child
+        assert run._repetition(child, [(run.tree, 0)]) == want
+    run = search.Search(material(), root, search.Limits(nodes=1), history=[(child.key, False), ("a", True)])
+    assert run._repetition(child, [(run.tree, 0)]) is None          # 3 plies apart: another side to move
+
+
+def test_declaration_inside_the_tree_is_a_win() -> None:
+    factory = position_factory()
+    # Black's king in White's camp with 15 pieces and 23 points: 28 once the rook on 1d enters
+    position = factory("K+R+BGGGS2/PPPPPPPPP/9/8R/9/9/9/9/k8 b - 1")
+    assert not search.declaration_win(position)
+    run = search.Search(material(), position, search.Limits(nodes=2000))
+    run.run()
+    enters = [i for i, m in enumerate(run.tree.legal) if m.startswith("1d") and m[3] in "abc"]
+    assert enters
+    # after Black's move it is White's turn: the declaration is Black's at its next turn, so the child
+    # itself is not a proof; its own children where Black is to move again are
+    grandchildren = [g for i in enters if run.tree.children[i] is not None
+                     for g in (run.tree.children[i].children or []) if g is not None]
+    assert grandchildren and all(g.proven == search.WIN for g in grandchildren)
+
+
+def test_the_tree_is_kept_between_moves() -> None:
+    factory = position_factory()
+    run = search.Search(material(), factory(STANDARD_START_SFEN), search.Limits(nodes=1500))
+    run.run()
+    ours = run.choose()
+    reply_index = int(np.argmax(run.tree.children[run.tree.legal.index(ours)].n))
+    reply = run.tree.children[run.tree.legal.index(ours)].legal[reply_index]
+    kept = search.subtree(run.tree, (ours, reply))
+    assert kept is not None and kept.visits > 1
+    visits = kept.visits
+    position = factory(STANDARD_START_SFEN)
+    position.push_usi(ours)
+    position.push_usi(reply)
+    again = search.Search(material(), position, search.Limits(nodes=200), tree=kept)
+    again.run()
+    assert again.tree is kept and kept.visits > visits
+    assert search.subtree(run.tree, ("7g7f", "7g7f")) is None
+
+
+def test_temperature_varies_the_move_and_zero_does_not() -> None:
+    run = search.Search(material(), position_factory()(STANDARD_START_SFEN), search.Limits(nodes=3000))
+    run.run()
+    best = run.choose()
+    assert {run.choose(0.0, random.Random(s)) for s in range(10)} == {best}
+    drawn = {run.choose(1.0, random.Random(s)) for s in range(40)}
+    visited = {m for m, n in zip(run.tree.legal, run.tree.n) if n > 0}
+    assert len(drawn) > 1 and drawn <= visited
+
+
+def test_the_deadline_holds_with_a_slow_evaluator() -> None:
+    position = position_factory()(STANDARD_START_SFEN)
+    for plies in (0, 2):
+        began = time.monotonic()
+        run = search.Search(SlowEvaluator(delay=0.02), position, search.Limits(deadline=began + 0.3),
+                            settings=search.Settings(quiescence_plies=plies))
+        info = run.run()
+        assert time.monotonic() - began < 0.3 and info.lines                 # stopped before, with a move
 
 
 def test_score_scale() -> None:
@@ -89,20 +265,13 @@ def test_score_scale() -> None:
     assert search.score_cp(1e-30) == -search.MAX_CP
 
 
-def test_declaration(new_position) -> None:
+@pytest.mark.parametrize("backend", ["python-shogi", "cshogi"])
+def test_declaration(backend: str) -> None:
+    new_position = position_factory(backend)
     position = new_position(DECLARE)
     assert search.declaration_win(position, "CSARule27") and search.declaration_win(position, "CSARule24")
     assert not search.declaration_win(position, "NoEnteringKing")
-    assert not search.declaration_win(new_position("K+R+R+B+BGGGS/9/9/9/9/9/9/9/k8 b 9P 1"), "CSARule27")  # 8 pieces
+    assert not search.declaration_win(new_position("K+R+R+B+BGGGS/9/9/9/9/9/9/9/k8 b 9P 1"), "CSARule27")
     # 10 pieces but too few points (the tokin on 1a: a pawn could never stand there unpromoted)
     assert not search.declaration_win(new_position("KGGGSSSS+P/PP7/9/9/9/9/9/9/k8 b - 1"), "CSARule27")
-    start = new_position("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1")
-    assert not search.declaration_win(start, "CSARule27")
-
-
-def test_multipv_lines_are_ordered() -> None:
-    info = search.Search(material(), position_factory()(HANGING), search.Limits(nodes=400), multipv=4).run()
-    assert len(info.lines) == 4
-    values = [line.p for line in info.lines]
-    assert values == sorted(values, reverse=True) and all(line.pv[0] == line.move for line in info.lines)
-    assert np.isfinite(info.nps)
+    assert not search.declaration_win(new_position(STANDARD_START_SFEN), "CSARule27")

@@ -1,0 +1,196 @@
+"""Best-first minimax over batched evaluations, to a depth: the one-ply player (`go depth 1`: every legal
+reply in one batch) and deeper (`go depth D`). The PUCT search (engine/search.py) plays every other limit.
+
+Values are win probabilities of the side to move (players.Evaluator). Expanding a node plays each of its
+legal moves on a copy of the position and evaluates all the children in ONE batch (for an evaluator
+without a policy head, their capture quiescence values: engine/quiescence.py, Settings.quiescence_plies;
+0 plies: the static values); a child with no legal move is a proven loss for its side to move. Back-up is
+negamax on probabilities:
+
+  value(node) = max over children c of (1 - value(c))      the move that leaves the opponent the least
+
+Best-first minimax (Korf & Chickering 1996): the root is expanded first (that is the one-ply player);
+then, while the limits allow, the leaf at the end of the principal variation is expanded and the values
+are backed up along its path. The search stops at the first of: `stop`, the node budget, the clock (checked
+before each expansion against the time the last one took), the depth horizon (the PV's leaf is `depth`
+plies deep and may not be expanded), or a proven result at the root. Proofs come only from positions
+without a legal move, so a reported mate is a real forced mate in the explored tree. Repetitions are not
+detected here (the PUCT search does).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from shogi_dnn.engine import quiescence
+from shogi_dnn.engine.players import Evaluator
+from shogi_dnn.engine.search import (
+    MAX_TREE_NODES,
+    PROB_CLIP,
+    STEP_MARGIN,
+    Limits,
+    RootLine,
+    SearchInfo,
+    Settings,
+)
+from shogi_dnn.rules import Position
+
+
+class Node:
+    """A position in the tree. value: P(side to move wins); proven: value is exactly 0 or 1, reached in
+    `plies` plies (0: no legal move here); children None until expanded."""
+
+    __slots__ = ("children", "legal", "moves", "plies", "position", "proven", "value")
+
+    def __init__(self, position: Position, legal: list[str]) -> None:
+        self.position = position
+        self.legal = legal
+        self.value = 0.5
+        self.proven = not legal
+        self.plies = 0
+        self.children: list[Node] | None = None
+        self.moves: list[str] = []
+        if not legal:
+            self.value = 0.0
+
+    def best(self) -> int:
+        """Index of the child that leaves the opponent the lowest value (expanded nodes only)."""
+        return int(np.argmin([c.value for c in self.children]))
+
+    def back_up(self) -> None:
+        """Recompute value/proven/plies from the children (negamax on probabilities)."""
+        values = [c.value for c in self.children]
+        i = int(np.argmin(values))
+        self.value = 1.0 - values[i]
+        lost = [c.plies for c in self.children if c.proven and c.value == 0.0]
+        if lost:                                          # a child lost for its mover: the shortest mate
+            self.proven, self.plies = True, min(lost) + 1
+        elif all(c.proven for c in self.children):        # every reply wins for the opponent: the longest
+            self.proven, self.plies = True, max(c.plies for c in self.children) + 1
+        else:
+            self.proven = False
+
+
+class BestFirst:
+    """One best-first search from `root` (the position is copied, never changed). Call run() once."""
+
+    def __init__(self, evaluator: Evaluator, root: Position, limits: Limits,
+                 stop: threading.Event | None = None, report: Callable[[SearchInfo], None] | None = None,
+                 report_every: float = 0.5, multipv: int = 1, settings: Settings | None = None) -> None:
+        self.evaluator = evaluator
+        self.limits = limits
+        self.stop = stop or threading.Event()
+        self.report = report
+        self.report_every = report_every
+        self.multipv = max(1, multipv)
+        self.settings = settings or Settings(quiescence_plies=0)
+        self._last_expansion = 0.0
+        self._per_position = 0.0                 # the slowest evaluation seen, seconds a position
+        self.root = Node(root.copy(), root.legal_usi())
+        self.nodes = 0
+        self.seldepth = 0
+        self._start = 0.0
+
+    def run(self) -> SearchInfo:
+        """Search until a limit; the final SearchInfo (no lines when the root has no legal move)."""
+        self._start = time.monotonic()
+        if not self.root.legal:
+            return self.info()
+        self._expand(self.root, 0)
+        self.root.back_up()
+        last_report = time.monotonic()
+        while not self._done():
+            path = self._principal_path()
+            if self.limits.depth is not None and len(path) - 1 >= self.limits.depth:
+                break                                             # the PV reaches the horizon
+            self._expand(path[-1], len(path) - 1)
+            for node in reversed(path):
+                node.back_up()
+            if self.report is not None and time.monotonic() - last_report >= self.report_every:
+                self.report(self.info())
+                last_report = time.monotonic()
+        return self.info()
+
+    def _done(self) -> bool:
+        limits = self.limits
+        if self.stop.is_set() or self.root.proven or self.nodes >= MAX_TREE_NODES:
+            return True
+        if limits.infinite:
+            return False
+        if limits.nodes is not None and self.nodes >= limits.nodes:
+            return True
+        now = time.monotonic()
+        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
+                if d is not None]
+        return bool(ends) and now + self._last_expansion >= min(ends)
+
+    def _principal_path(self) -> list[Node]:
+        path = [self.root]
+        while path[-1].children is not None and not path[-1].proven:
+            path.append(path[-1].children[path[-1].best()])
+        return path
+
+    def _expand(self, node: Node, depth: int) -> None:
+        """Play every legal move of `node` and evaluate the children in one batch."""
+        children, pending = [], []
+        for move in node.legal:
+            position = node.position.copy()
+            position.push_usi(move)
+            child = Node(position, position.legal_usi())
+            children.append(child)
+            if not child.proven:
+                pending.append(child)
+        if pending:
+            begin = time.monotonic()
+            p = quiescence.values([c.position for c in pending], self._values, self.settings.quiescence_plies,
+                                  self.settings.quiescence_width, self._expired,
+                                  [c.legal for c in pending])
+            self._last_expansion = time.monotonic() - begin
+            for child, value in zip(pending, np.clip(p, PROB_CLIP, 1 - PROB_CLIP).tolist()):
+                child.value = value
+        node.children, node.moves = children, list(node.legal)
+        node.position = None if node is not self.root else node.position   # leaves keep theirs, memory
+        self.nodes += len(children) - len(pending)
+        self.seldepth = max(self.seldepth, depth + 1)
+
+    def _values(self, positions: list[Position]) -> np.ndarray:
+        board, hands = quiescence.encode(positions)
+        self.nodes += len(positions)
+        begin = time.monotonic()
+        values = np.asarray(self.evaluator.win_probability(board, hands), np.float64)
+        self._per_position = max(self._per_position, (time.monotonic() - begin) / len(positions))
+        return values
+
+    def _expired(self, positions: int = 0) -> bool:
+        """An evaluator call on `positions` would end past the deadline (quiescence stops there)."""
+        limits = self.limits
+        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
+                if d is not None]
+        step = STEP_MARGIN * self._per_position * positions
+        return bool(ends) and not limits.infinite and time.monotonic() + step >= min(ends)
+
+    def info(self) -> SearchInfo:
+        """Root moves best first (at most multipv of them), with their PVs."""
+        seconds = max(time.monotonic() - self._start, 1e-9)
+        root = self.root
+        if root.children is None:
+            return SearchInfo((), self.nodes, 0, self.seldepth, seconds)
+        order = np.argsort([c.value for c in root.children], kind="stable")[:self.multipv]
+        lines = tuple(self._line(root.moves[i], root.children[i]) for i in order)
+        return SearchInfo(lines, self.nodes, len(lines[0].pv), self.seldepth, seconds)
+
+    @staticmethod
+    def _line(move: str, child: Node) -> RootLine:
+        pv, node = [move], child
+        while node.children is not None:
+            i = node.best()
+            pv.append(node.moves[i])
+            node = node.children[i]
+        mate = None
+        if child.proven:
+            mate = child.plies + 1 if child.value == 0.0 else -(child.plies + 1)
+        return RootLine(move, 1.0 - child.value, mate, tuple(pv))
