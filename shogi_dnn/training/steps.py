@@ -18,8 +18,8 @@ independent, one extra all-reduce per layer); "none" has no batch-norm at all.
 
 XLA (train.jit_compile): each micro-batch's forward and backward pass (tower_gradients) is one
 jit-compiled function; the accumulation over micro-batches, the all-reduce, clipping and the optimizer's
-apply stay in the ordinary graph (a cross-device all-reduce cannot run inside a CPU XLA cluster). With
-synchronised batch norm the forward pass itself all-reduces, so jit_compile is ignored there (one log line).
+apply stay in the ordinary graph (no cross-device all-reduce inside an XLA cluster). With synchronised
+batch norm the forward pass itself all-reduces, so jit_compile is ignored there (one log line).
 Results equal the plain step's to float tolerance, not bit for bit (XLA fuses and reorders). Keras'
 model.fit uses no XLA on a CPU-only machine nor under a tf.distribute strategy (jit_compile="auto"); on
 CPU XLA measured slower than the plain graph (docs/benchmarks.md), hence off by default.
