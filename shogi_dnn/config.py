@@ -89,11 +89,14 @@ class TrainConfig:
                                     # report flag a slow GPU; costs a timestamp pair and one scalar
                                     # device-to-host copy per tower and update (13-20% of the throughput
                                     # of tiny steps on simulated CPU towers, measured)
+    jit_compile: bool = False       # XLA for each micro-batch's forward and backward pass (steps.py); not
+                                    # with model.batch_norm = "sync" (its all-reduce stays outside XLA)
     eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains
                                     # on (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale)); 0 = results
                                     # only
     eval_scale: float = 756.0       # a: centipawns per unit of logit, the target is sigmoid(eval / a);
-                                    # 0 = fit a on the training split's results (evalfit.py: the engine baseline's a)
+                                    # 0 = fit a on the training split's results (evalfit.py: the engine
+                                    # baseline's a)
     eval_weighting: str = "constant"  # "constant": λ everywhere; "trust": λ x the evaluations' trust at the
                                     # position's ply (evalfit.py: their gain over a coin on the training
                                     # split's results, 1 where most informative): weak opening evaluations

@@ -14,9 +14,15 @@ Measures, at one global batch B for every device count:
                  steps.make_iterator_step: next() inside the update's tf.function, as model.fit feeds
                  itself ("towers-iter": the per-replica batch never crosses the Python boundary);
   (c) model.fit  Keras' own fit under the same MirroredStrategy, on the same model, data and batch.
-Each (b)/(c) point: --warmup untimed steps (tracing, allocation), then --repeats windows of --steps
-optimizer steps, interleaved across the three methods; the best window is the figure (the JSON also
-has every window and the median).
+The tower variants honour the config's train.jit_compile (XLA for the forward and backward pass); model.fit
+uses no XLA here (Keras' jit_compile="auto" turns it off on CPU-only machines and under tf.distribute).
+Each (b)/(c) point: --warmup untimed steps (tracing, allocation), then --repeats rounds of one window of
+--steps optimizer steps per method, the order reversed every other round (A B C, C B A, ...) so that a
+drifting load hits every method alike; the best window is the figure (the JSON also has every window and
+the median). Each window is measured in wall seconds and in the process's CPU seconds (user + system, every
+thread: the step's and the input pipeline's): on a shared machine the wall clock counts other processes'
+time, CPU seconds count only the work done, so "pos/CPU-s" and its ratio to model.fit are the honest
+comparison there, the wall figures the one that matters on a dedicated machine.
 Without --data a synthetic dataset of --synthetic-positions positions is written to a temp folder
 (bench.synthetic: random legal-ish encodings, real shard format and compression). Prints a table with
 ratios and writes FILE (JSON) with every figure.
@@ -58,13 +64,15 @@ FIT = "model.fit"
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """One method on `devices` devices (0: host only): `positions` positions per timed window, and the
-    seconds of each window. The figure is the best window (the machine may be shared)."""
+    """One method on `devices` devices (0: host only): `positions` positions per timed window, the wall
+    seconds of each window and the process CPU seconds (user + system) of each (empty: not measured). The
+    figures are the best windows (the machine may be shared)."""
 
     method: str
     devices: int
     positions: int
     windows: tuple[float, ...]
+    cpu_windows: tuple[float, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -74,9 +82,20 @@ class Measurement:
     def positions_per_s(self) -> float:
         return self.positions / self.seconds
 
+    @property
+    def cpu_seconds(self) -> float | None:
+        return min(self.cpu_windows) if self.cpu_windows else None
+
+    @property
+    def positions_per_cpu_s(self) -> float | None:
+        return None if self.cpu_seconds is None else self.positions / self.cpu_seconds
+
     def to_dict(self) -> dict[str, Any]:
+        cpu = ({"cpu_seconds": self.cpu_seconds, "positions_per_cpu_s": self.positions_per_cpu_s,
+                "median_positions_per_cpu_s": self.positions / float(np.median(self.cpu_windows))}
+               if self.cpu_windows else {})
         return {**dataclasses.asdict(self), "seconds": self.seconds, "positions_per_s": self.positions_per_s,
-                "median_positions_per_s": self.positions / float(np.median(self.windows))}
+                "median_positions_per_s": self.positions / float(np.median(self.windows)), **cpu}
 
 
 def _windows(marks: Sequence[float]) -> tuple[float, ...]:
@@ -169,12 +188,13 @@ def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, posi
     batches = iter(_dataset(paths, cfg, global_batch))
     per_window = max(1, positions // global_batch)
     next(batches)                          # start-up: opening shards, first buffer
-    marks = [time.perf_counter()]
+    marks, cpu_marks = [time.perf_counter()], [time.process_time()]
     for _ in range(repeats):
         for _ in range(per_window):
             next(batches)
         marks.append(time.perf_counter())
-    return Measurement(PIPELINE, 0, per_window * global_batch, _windows(marks))
+        cpu_marks.append(time.process_time())
+    return Measurement(PIPELINE, 0, per_window * global_batch, _windows(marks), _windows(cpu_marks))
 
 
 def _build(strategy, cfg: Config, global_batch: int):
@@ -201,7 +221,8 @@ class TowerRunner:
     as model.fit feeds itself (TOWERS_IN_GRAPH): the per-replica batch never crosses the Python boundary.
     """
 
-    def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int, in_graph: bool) -> None:
+    def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int,
+                 in_graph: bool) -> None:
         from shogi_dnn.training.steps import make_iterator_step, make_train_step
 
         self.method = TOWERS_IN_GRAPH if in_graph else TOWERS
@@ -209,7 +230,8 @@ class TowerRunner:
         model, optimizer = _build(strategy, cfg, global_batch)
         train_step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
                                      micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm,
-                                     time_towers=cfg.train.time_towers)
+                                     time_towers=cfg.train.time_towers,
+                                     jit_compile=cfg.train.jit_compile)
 
         def step(iterator):
             return train_step(next(iterator))
@@ -217,28 +239,31 @@ class TowerRunner:
         self._step = make_iterator_step(train_step, 1) if in_graph else step
         self._batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
 
-    def run(self, steps: int) -> float:
-        """Seconds for `steps` updates, waiting for the last one to finish."""
+    def run(self, steps: int) -> tuple[float, float]:
+        """Wall and process CPU seconds for `steps` updates, waiting for the last one to finish."""
         from shogi_dnn.training.devices import local_values
 
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(steps):
             sums = self._step(self._batches)
         local_values(self.strategy, sums["count"])
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu_start
 
 
 def _step_clock():
-    """A Keras callback marking the time at the end of every step (.marks)."""
+    """A Keras callback marking the wall (.marks) and process CPU time (.cpu_marks) at the end of every
+    step."""
     import keras
 
     class StepClock(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
             self.marks: list[float] = []
+            self.cpu_marks: list[float] = []
 
         def on_train_batch_end(self, batch, logs=None):
             self.marks.append(time.perf_counter())
+            self.cpu_marks.append(time.process_time())
 
     return StepClock()
 
@@ -260,30 +285,41 @@ class FitRunner:
         self._data = _dataset(paths, cfg, global_batch).map(
             lambda b: ({"board": b["board"], "hands": b["hands"]}, b["win"][:, None]))
 
-    def run(self, steps: int) -> float:
-        """Seconds for `steps` updates: one fit call of steps + 1, timed from the end of its first step
-        (which carries fit's per-call set-up and the pipeline's start)."""
+    def run(self, steps: int) -> tuple[float, float]:
+        """Wall and process CPU seconds for `steps` updates: one fit call of steps + 1, timed from the end
+        of its first step (which carries fit's per-call set-up and the pipeline's start)."""
         clock = _step_clock()
         self.model.fit(self._data, steps_per_epoch=steps + 1, epochs=1, verbose=0, shuffle=False,
                        callbacks=[clock])
-        return clock.marks[-1] - clock.marks[0]
+        return clock.marks[-1] - clock.marks[0], clock.cpu_marks[-1] - clock.cpu_marks[0]
+
+
+def alternate_windows(runners: Sequence[Any], repeats: int,
+                      steps: int) -> dict[str, list[tuple[float, float]]]:
+    """method -> [(wall, CPU seconds)] of `repeats` windows of `steps` updates each, one window per runner
+    and round, the order reversed every other round (A B C, C B A, A B C, ...): a load that drifts during
+    the measurement then costs each method about the same. runner.run(steps) -> (wall, CPU seconds)."""
+    windows: dict[str, list[tuple[float, float]]] = {runner.method: [] for runner in runners}
+    for round_ in range(repeats):
+        for runner in runners if round_ % 2 == 0 else runners[::-1]:
+            windows[runner.method].append(runner.run(steps))
+    return windows
 
 
 def measure_training(strategy, paths: Sequence[Path], cfg: Config, global_batch: int,
                      args: argparse.Namespace) -> list[Measurement]:
-    """(b) and (c) on one strategy, windows interleaved (towers, towers-iter, fit, towers, ...) so that
-    a shared machine's load changes hit every method alike; the best window counts."""
+    """(b) and (c) on one strategy, windows interleaved with the order reversed every other round
+    (towers, towers-iter, fit, fit, towers-iter, towers, ...) so that a shared machine's load changes hit
+    every method alike; the best window counts (wall and CPU seconds each)."""
     runners = [TowerRunner(strategy, paths, cfg, global_batch, in_graph=False),
                TowerRunner(strategy, paths, cfg, global_batch, in_graph=True),
                FitRunner(strategy, paths, cfg, global_batch)]
     for runner in runners:
         runner.run(args.warmup)                            # tracing, allocation
-    windows: dict[str, list[float]] = {runner.method: [] for runner in runners}
-    for _ in range(args.repeats):
-        for runner in runners:
-            windows[runner.method].append(runner.run(args.steps))
+    windows = alternate_windows(runners, args.repeats, args.steps)
     n = strategy.num_replicas_in_sync
-    return [Measurement(method, n, args.steps * global_batch, tuple(w)) for method, w in windows.items()]
+    return [Measurement(method, n, args.steps * global_batch, tuple(wall for wall, _ in w),
+                        tuple(cpu for _, cpu in w)) for method, w in windows.items()]
 
 
 def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],
@@ -300,20 +336,27 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
         strategy = make_strategy(devices=list(devices[:n]))
         for measurement in measure_training(strategy, paths, cfg, global_batch, args):
             results.append(measurement)
-            log.info("%s on %d device(s): %.0f positions/s", measurement.method, n,
-                     measurement.positions_per_s)
+            log.info("%s on %d device(s): %.0f positions/s, %.0f per CPU second", measurement.method, n,
+                     measurement.positions_per_s, measurement.positions_per_cpu_s)
     return results
 
 
 def build_report(results: Sequence[Measurement], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON document: every measurement and the ratios: each tower variant over model.fit, each
-    method's speed-up over one device, the pipeline over the fastest training step."""
+    """The JSON document: every measurement and the ratios: each tower variant over model.fit (wall:
+    over_fit, CPU seconds: over_fit_cpu), each method's speed-up over one device, the pipeline over the
+    fastest training step."""
     by = {(r.method, r.devices): r.positions_per_s for r in results}
+    by_cpu = {(r.method, r.devices): r.positions_per_cpu_s for r in results if r.cpu_windows}
     methods = [m for m in (TOWERS, TOWERS_IN_GRAPH, FIT) if any(r.method == m for r in results)]
     counts = sorted({r.devices for r in results if r.method != PIPELINE})
+
+    def over_fit(rates: Mapping[tuple[str, int], float]) -> dict[str, dict[str, float]]:
+        return {m: {str(n): rates[m, n] / rates[FIT, n] for n in counts
+                    if (m, n) in rates and (FIT, n) in rates} for m in methods if m != FIT}
+
     ratios: dict[str, Any] = {
-        "over_fit": {m: {str(n): by[m, n] / by[FIT, n] for n in counts if (m, n) in by and (FIT, n) in by}
-                     for m in methods if m != FIT},
+        "over_fit": over_fit(by),
+        "over_fit_cpu": over_fit(by_cpu),
         "speedup_over_1": {m: {str(n): by[m, n] / by[m, 1] for n in counts if (m, n) in by and (m, 1) in by}
                            for m in methods},
     }
@@ -324,18 +367,24 @@ def build_report(results: Sequence[Measurement], meta: Mapping[str, Any]) -> dic
 
 
 def format_table(report: Mapping[str, Any]) -> str:
-    """Console table: positions/s per method and device count, with the ratios."""
+    """Console table: positions/s (wall) and per CPU second per method and device count, with the ratios."""
     ratios = report["ratios"]
     header = (f"global batch {report['global_batch']} (pipeline alone: {report.get('pipeline_batch', '-')}), "
               f"data: {report['data']}")
-    lines = [header, f"{'method':<12} {'devices':>7} {'positions/s':>12} {'vs fit':>7} {'vs 1 dev':>8}"]
+    lines = [header, f"{'method':<12} {'devices':>7} {'positions/s':>12} {'vs fit':>7} {'vs 1 dev':>8} "
+                     f"{'pos/CPU-s':>10} {'CPU vs fit':>10}"]
+
+    def cell(value: float | None, width: int, spec: str = ".2f") -> str:
+        return f"{'' if value is None else format(value, spec):>{width}}"
+
     for r in report["results"]:
         key = str(r["devices"])
         vs_fit = ratios["over_fit"].get(r["method"], {}).get(key)
+        cpu_vs_fit = ratios.get("over_fit_cpu", {}).get(r["method"], {}).get(key)
         speedup = ratios["speedup_over_1"].get(r["method"], {}).get(key)
         lines.append(f"{r['method']:<12} {r['devices'] or 'host':>7} {r['positions_per_s']:>12,.0f} "
-                     f"{'' if vs_fit is None else f'{vs_fit:.2f}':>7} "
-                     f"{'' if speedup is None else f'{speedup:.2f}':>8}")
+                     f"{cell(vs_fit, 7)} {cell(speedup, 8)} {cell(r.get('positions_per_cpu_s'), 10, ',.0f')} "
+                     f"{cell(cpu_vs_fit, 10)}".rstrip())
     if "pipeline_over_fastest_step" in ratios:
         lines.append(f"pipeline alone / fastest training step: {ratios['pipeline_over_fastest_step']:.1f}x")
     return "\n".join(lines)

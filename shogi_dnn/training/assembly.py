@@ -85,7 +85,8 @@ def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_targ
     train_step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
                                  micro_batches=micro_batches, clip_global_norm=config.optim.clip_global_norm,
                                  time_towers=config.train.time_towers, eval_weight=target.weight,
-                                 eval_scale=target.scale, eval_trust=target.trust)
+                                 eval_scale=target.scale, eval_trust=target.trust,
+                                 jit_compile=config.train.jit_compile)
     return StepParts(strategy, model, optimizer, train_step, make_iterator_step(train_step, micro_batches),
                      make_eval_step(strategy, model), global_batch, micro_batches)
 

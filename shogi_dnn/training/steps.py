@@ -16,6 +16,14 @@ per-replica batch statistics, so results depend on the number of towers; "sync" 
 keras BatchNormalization(synchronized=True), which all-reduces the statistics (tower-count
 independent, one extra all-reduce per layer); "none" has no batch-norm at all.
 
+XLA (train.jit_compile): each micro-batch's forward and backward pass (tower_gradients) is one
+jit-compiled function; the accumulation over micro-batches, the all-reduce, clipping and the optimizer's
+apply stay in the ordinary graph (no cross-device all-reduce inside an XLA cluster). With synchronised
+batch norm the forward pass itself all-reduces, so jit_compile is ignored there (one log line).
+Results equal the plain step's to float tolerance, not bit for bit (XLA fuses and reorders). Keras'
+model.fit uses no XLA on a CPU-only machine nor under a tf.distribute strategy (jit_compile="auto"); on
+CPU XLA measured slower than the plain graph (docs/benchmarks.md), hence off by default.
+
 The loss and the metric sums the steps return (METRIC_KEYS) are losses.py's; a train step may add
 BUSY_KEY, the tower's own compute seconds (tower timing below).
 """
@@ -23,6 +31,7 @@ BUSY_KEY, the tower's own compute seconds (tower timing below).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 
 import keras
@@ -30,6 +39,8 @@ import tensorflow as tf
 
 from shogi_dnn.config import TrainConfig
 from shogi_dnn.training.losses import METRIC_KEYS, Batch, add_sums, example_losses
+
+log = logging.getLogger(__name__)
 
 Sums = dict[str, tf.Tensor]   # per-replica sums of one step: METRIC_KEYS (and BUSY_KEY)
 BUSY_KEY = "busy_s"   # train steps only, besides METRIC_KEYS: the tower's own compute seconds (not a metric
@@ -40,7 +51,7 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
                     optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
                     clip_global_norm: float = 0.0, time_towers: bool = False, eval_weight: float = 0.0,
                     eval_scale: float = TrainConfig.eval_scale, eval_trust: Sequence[float] | None = None,
-                    ) -> Callable[..., Sums]:
+                    jit_compile: bool = False) -> Callable[..., Sums]:
     """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
 
     eval_weight, eval_scale, eval_trust: λ, the resolved a (> 0) and the per-ply-range trust or None
@@ -50,8 +61,14 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
     `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
     and with time_towers BUSY_KEY: the tower's own compute seconds of the update (batch available ->
     local gradients; left out when op determinism is enabled, which forbids tf.timestamp).
+
+    jit_compile: compile each micro-batch's forward and backward pass with XLA (train.jit_compile; see
+    the module docstring for what stays outside).
     """
     update_batch = global_batch * micro_batches
+    if jit_compile and has_sync_batch_norm(model):
+        log.info("train.jit_compile ignored: synchronised batch norm all-reduces inside the forward pass")
+        jit_compile = False
     variables = model.trainable_variables
     losses_of = functools.partial(example_losses, model, training=True, eval_weight=eval_weight,
                                   eval_scale=eval_scale, eval_trust=eval_trust)
@@ -60,7 +77,7 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
         timed = time_towers and tower_timing_available()
         start = tower_start_time(batches) if timed else None
         grads, total = tower_gradients(losses_of, optimizer, variables, batches, update_batch,
-                                       first_after=[start] if timed else [])
+                                       first_after=[start] if timed else [], jit_compile=jit_compile)
         if timed:
             total = {**total, BUSY_KEY: tower_busy_seconds(start, grads)}
         apply_all_reduced(optimizer, variables, grads, clip_global_norm)
@@ -75,27 +92,42 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
     return step
 
 
+def has_sync_batch_norm(model: keras.Model) -> bool:
+    """Whether any layer of the model is a synchronised BatchNormalization (an all-reduce per call)."""
+    return any(isinstance(layer, keras.layers.BatchNormalization) and getattr(layer, "synchronized", False)
+               for layer in model._flatten_layers())
+
+
 def tower_gradients(losses_of: Callable[[Batch], tuple[tf.Tensor, Sums]],
                     optimizer: keras.optimizers.Optimizer, variables: Sequence[tf.Variable],
-                    batches: Sequence[Batch], update_batch: int,
-                    first_after: Sequence[tf.Tensor] = ()) -> tuple[list[tf.Tensor], Sums]:
+                    batches: Sequence[Batch], update_batch: int, first_after: Sequence[tf.Tensor] = (),
+                    jit_compile: bool = False) -> tuple[list[tf.Tensor], Sums]:
     """This tower's gradient of sum(losses) / update_batch over its micro-batches, and their metric sums.
 
     losses_of(batch) -> ([B] float32 losses, sums); the gradients have the variables' shapes (scaled by
-    the loss scale of a LossScaleOptimizer); first_after: what the first micro-batch waits for.
+    the loss scale of a LossScaleOptimizer); first_after: what the first micro-batch waits for;
+    jit_compile: each micro-batch's forward and backward pass is one XLA cluster.
     """
     scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def micro_batch_gradients(batch: Batch) -> tuple[list[tf.Tensor], Sums]:
+        with tf.GradientTape() as tape:
+            losses, sums = losses_of(batch)
+            # Divide by the whole update batch: summing towers and micro-batches gives the mean.
+            loss = tf.nn.compute_average_loss(losses, global_batch_size=update_batch)
+            loss = optimizer.scale_loss(loss) if scaled else loss
+        return tape.gradient(loss, variables), sums
+
+    if jit_compile:
+        micro_batch_gradients = tf.function(micro_batch_gradients, jit_compile=True)
     grads, total = [tf.zeros_like(v) for v in variables], None
     for batch in batches:                      # unrolled: micro_batches is static
         # Micro-batch i+1 starts after micro-batch i's gradient: without this edge the graph may run
         # their forward passes together and hold every micro-batch's activations at once, which
         # defeats accumulation's purpose (fitting a large update batch in device memory).
-        with tf.control_dependencies(grads if total is not None else first_after), tf.GradientTape() as tape:
-            losses, sums = losses_of(batch)
-            # Divide by the whole update batch: summing towers and micro-batches gives the mean.
-            loss = tf.nn.compute_average_loss(losses, global_batch_size=update_batch)
-            loss = optimizer.scale_loss(loss) if scaled else loss
-        grads = [g + d for g, d in zip(grads, tape.gradient(loss, variables))]
+        with tf.control_dependencies(grads if total is not None else first_after):
+            delta, sums = micro_batch_gradients(batch)
+        grads = [g + d for g, d in zip(grads, delta)]
         total = add_sums(total, sums)
     return grads, total
 

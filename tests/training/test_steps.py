@@ -39,7 +39,8 @@ def random_batch(size: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def train(devices: int, batches: list[dict[str, np.ndarray]], *, micro_batches: int = 1, steps: int = 1,
-          cfg: OptimConfig = SGD, clip: float = 0.0) -> tuple[list[np.ndarray], list[dict[str, list[float]]]]:
+          cfg: OptimConfig = SGD, clip: float = 0.0,
+          jit_compile: bool = False) -> tuple[list[np.ndarray], list[dict[str, list[float]]]]:
     """`steps` updates from the same initial weights; returns the weights and per-tower metric sums."""
     strategy = make_strategy(simulate_devices=devices)
     keras.utils.set_random_seed(7)
@@ -49,7 +50,7 @@ def train(devices: int, batches: list[dict[str, np.ndarray]], *, micro_batches: 
     optimizer = build_optimizer(cfg, global_batch, strategy=strategy, model=model,
                                 micro_batches=micro_batches)
     step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
-                           micro_batches=micro_batches, clip_global_norm=clip)
+                           micro_batches=micro_batches, clip_global_norm=clip, jit_compile=jit_compile)
     data = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]})
     iterator = iter(strategy.experimental_distribute_dataset(data))
     sums = []
@@ -204,3 +205,52 @@ def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> No
             step(next(data))
         results.append([v.numpy() for v in model.weights])       # includes the moving statistics
     assert (max_diff(*results) < 1e-5) == tower_independent
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_jit_compile_equals_plain_step(devices: int) -> None:
+    """train.jit_compile (XLA per micro-batch): the plain step's weights and metric sums to float tolerance,
+    with accumulation, clipping and Adam's two steps."""
+    cfg = OptimConfig(optimizer="adam", lr=0.01, weight_decay=1e-3, lr_scaling="none")
+    big = [random_batch(32, seed=s) for s in (6, 7)]
+    halves = [{k: v[i * 16:(i + 1) * 16] for k, v in b.items()} for b in big for i in range(2)]
+    plain, plain_sums = train(devices, halves, micro_batches=2, steps=2, cfg=cfg, clip=0.05)
+    jitted, jit_sums = train(devices, halves, micro_batches=2, steps=2, cfg=cfg, clip=0.05, jit_compile=True)
+    assert max_diff(plain, jitted) < 1e-5
+    for a, b in zip(plain_sums, jit_sums):
+        assert a["count"] == b["count"]
+        np.testing.assert_allclose(a["loss_sum"], b["loss_sum"], rtol=1e-5)
+
+
+def _real_model_steps(config, devices: int, jit_compile: bool, loss_scale: bool = False) -> list[np.ndarray]:
+    """Two SGD updates of build_model(config) on `devices` towers; the model's weights (statistics too)."""
+    from shogi_dnn.training.model import build_model
+
+    strategy = make_strategy(simulate_devices=devices)
+    with strategy.scope():
+        model = build_model(config, seed=1)
+    optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=loss_scale)
+    step = make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0,
+                           jit_compile=jit_compile)
+    data = iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
+    for _ in range(2):
+        step(next(data))
+    return [v.numpy() for v in model.weights]
+
+
+def test_jit_compile_on_the_real_model(caplog: pytest.LogCaptureFixture) -> None:
+    """XLA on the value network (attack planes, local batch norm; mixed_float16 with loss scaling) gives
+    the plain step's weights; with sync batch norm jit_compile is ignored, with a log line."""
+    from shogi_dnn.config import ModelConfig
+
+    local = ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm="local", features="attacks")
+    assert max_diff(_real_model_steps(local, 2, False), _real_model_steps(local, 2, True)) < 1e-4
+    half = ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm="none",
+                       mixed_precision="mixed_float16")
+    plain, jitted = (_real_model_steps(half, 1, jit, loss_scale=True) for jit in (False, True))
+    assert all(np.isfinite(w).all() for w in jitted) and max_diff(plain, jitted) < 1e-2
+    sync = ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm="sync")
+    with caplog.at_level("INFO", logger="shogi_dnn.training.steps"):
+        assert max_diff(_real_model_steps(sync, 2, False), _real_model_steps(sync, 2, True)) < 1e-5
+    assert "jit_compile ignored" in caplog.text
