@@ -73,7 +73,8 @@ class EvalStats:
         """Add a batch: evals [N] int16 (EVAL_NONE = none), win [N] float (1/0/0.5), ply [N] int."""
         evals = np.asarray(evals).reshape(-1)
         self.total += evals.size
-        has = evals != EVAL_NONE
+        # A position without a game result (win NaN: annotate's off-path positions) says nothing of a.
+        has = (evals != EVAL_NONE) & np.isfinite(np.asarray(win, np.float64).reshape(-1))
         if not has.any():
             return
         e = np.clip(evals[has].astype(np.int64), -FIT_CLIP, FIT_CLIP) + FIT_CLIP
