@@ -293,3 +293,54 @@ def test_foreign_or_damaged_shards_are_one_line_and_write_nothing(planted, tmp_p
     assert "\n" not in str(info.value) and (run_dir / "eval-test.json").exists() == before
     with pytest.raises(ShardFormatError, match=r"test-00000.h5 .*: sha256"):
         evaluate.evaluate_run(run_dir, data, split="test", global_batch=32, verify_shards=True)
+
+
+@pytest.fixture(scope="module")
+def policy_run(tmp_path_factory):
+    """Random legal games converted (their moves stored) and a random run with a policy head."""
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.convert.run import ConvertSettings, run_convert
+    from tests.support.kifugen import write_corpus
+
+    root = tmp_path_factory.mktemp("evaluate-policy")
+    write_corpus(root / "records", seed=5, files=2, per_file=6)
+    run_convert([root / "records"], root / "data", ConvertSettings(val_fraction=0.4), workers=1)
+    run_dir = make_random_run(root / "run", root / "data", devices=2,
+                              model_cfg=ModelConfig(blocks=1, filters=8, value_hidden=8, policy_head=True))
+    return root / "data", run_dir
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_policy_top_k_over_legal_moves_by_hand(policy_run, mirror: bool) -> None:
+    from shogi_dnn.dataset import policy
+    from shogi_dnn.training import model as model_lib
+
+    data, run_dir = policy_run
+    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32, mirror_average=mirror)
+    block = result["policy"]
+    on_disk = json.loads((run_dir / "eval-validation.json").read_text())["policy"]
+    assert on_disk == json.loads(json.dumps(block))
+    # By hand: every validation row, its legal moves, the move played's place among them.
+    paths = split_paths(shards.read_manifest(data), "validation")
+    rows = [shards.read_positions(p).arrays for p in paths]
+    board, hands = (np.concatenate([r[k] for r in rows]) for k in (shards.KEY_BOARD, shards.KEY_HANDS))
+    labels = policy.move_labels(np.concatenate([r[shards.KEY_MOVE] for r in rows]))
+    games = np.concatenate([r[shards.KEY_GAME] for r in rows])
+    logits = np.asarray(model_lib.policy_logits(evaluate.load_run_model(run_dir), board, hands, mirror))
+    top1 = top5 = counted = 0
+    for i in np.flatnonzero(labels >= 0):
+        legal = np.flatnonzero(policy.legal_label_mask(board[i], hands[i]))
+        order = legal[np.argsort(-logits[i, legal], kind="stable")]
+        place = int(np.flatnonzero(order == labels[i])[0])
+        counted, top1, top5 = counted + 1, top1 + (place == 0), top5 + (place < 5)
+    assert block["positions"] == counted and block["games"] == len(np.unique(games[labels >= 0]))
+    assert block["top1"] == pytest.approx(top1 / counted, abs=1e-4)     # float32 logits: ties are rare
+    assert block["top5"] == pytest.approx(top5 / counted, abs=1e-4)
+    assert block["intervals"]["top1"][0] <= block["top1"] <= block["intervals"]["top1"][1]
+    assert block["bootstrap"]["unit"] == "game"
+    assert "policy: top-1" in evaluate.format_table(result)
+
+
+def test_no_policy_block_without_a_head(planted) -> None:
+    _manifest, _run_dir, result = planted
+    assert "policy" not in result and "policy:" not in evaluate.format_table(result)
