@@ -275,9 +275,12 @@ def average_policy(logits):
     """[B, 2187] log((softmax(a) + softmax(b)[:, mirror]) / 2) of [2B, 2187] logits: a the positions',
     b their mirrors' (whose label l is the move mirror_labels(l) of the position)."""
     a, b = ops.split(logits, 2, axis=0)
-    b = ops.take(b, ops.convert_to_tensor(_MIRROR_LABELS), axis=1)
-    log_half = np.float32(np.log(0.5))
-    return ops.logaddexp(ops.log_softmax(a, axis=-1), ops.log_softmax(b, axis=-1)) + log_half
+    a = ops.log_softmax(a, axis=-1)
+    b = ops.take(ops.log_softmax(b, axis=-1), ops.convert_to_tensor(_MIRROR_LABELS), axis=1)
+    # logaddexp(a, b) - log 2 from Max, Exp and Log alone (export: tf2onnx converts no Log1p); the sum
+    # of the exponentials is >= 1, so the log is stable.
+    top = ops.maximum(a, b)
+    return top + ops.log((ops.exp(a - top) + ops.exp(b - top)) * np.float32(0.5))
 
 
 def mirror_averaged(model: keras.Model):

@@ -106,6 +106,36 @@ def test_both_formats_match_keras_on_real_positions(tmp_path, positions, feature
     assert json.loads(sm_sidecar.read_text())["signature"] == export.SIGNATURE
 
 
+@pytest.mark.parametrize("mirror_average", [True, False])
+def test_policy_head_exports_both_outputs(tmp_path, positions, mirror_average) -> None:
+    """A policy model: ONNX and SavedModel give the Keras win probabilities and policy logits (the
+    mirror-averaged ones as model.policy_logits computes them); the sidecar names both outputs."""
+    pytest.importorskip("tf2onnx")
+    ort = pytest.importorskip("onnxruntime")
+    cfg = ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm="local", policy_head=True)
+    model = model_lib.build_model(cfg, seed=6)
+    board, hands = positions[0][:200], positions[1][:200]
+    value, logits = model_lib.value_and_policy_logits(model, board, hands, mirror_average=mirror_average)
+    expected_p, expected_logits = tf.sigmoid(value).numpy(), np.asarray(logits)
+    onnx_path, sidecar = export.export_model(model, cfg, "onnx", tmp_path / "m.onnx", mirror_average=mirror_average)
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    got_p, got_logits = session.run([export.OUTPUT, export.POLICY_OUTPUT], {"board": board, "hands": hands})
+    assert got_logits.shape == (200, 2187) and got_logits.dtype == np.float32
+    assert np.abs(got_p - expected_p).max() < TOLERANCE
+    assert np.abs(got_logits - expected_logits).max() < 1e-4           # logits of about -8, float32
+    sm_path, _ = export.export_model(model, cfg, "savedmodel", tmp_path / "sm", mirror_average=mirror_average)
+    out = tf.saved_model.load(str(sm_path)).signatures[export.SIGNATURE](board=tf.constant(board),
+                                                                         hands=tf.constant(hands))
+    assert np.abs(out[export.POLICY_OUTPUT].numpy() - expected_logits).max() < 1e-4
+    info = json.loads(sidecar.read_text())
+    assert [o["name"] for o in info["outputs"]] == [export.OUTPUT, export.POLICY_OUTPUT]
+    assert info["outputs"][1]["shape"] == ["batch", 2187] and info["model"]["policy_head"] is True
+    # A value-only model's export names one output, as before.
+    plain = ModelConfig(blocks=1, filters=8, value_hidden=8)
+    assert [o["name"] for o in export.describe("onnx", tmp_path / "x.onnx", plain, None, True)["outputs"]] == [
+        export.OUTPUT]
+
+
 @pytest.mark.slow
 def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
     """`shogi-dnn export` on a run (default paths, a fixed batch), then the README's example verbatim."""
