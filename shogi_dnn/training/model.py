@@ -285,9 +285,14 @@ def average_policy(logits):
 
 def mirror_averaged(model: keras.Model):
     """model wrapped as a callable of the model's signature, inputs -> [B, 1] float32 mirror-averaged logits
-    (value_logits), for code that calls a model as is (analysis/predict.py)."""
+    (value_logits), for code that calls a model as is (analysis/predict.py); a model with a policy head
+    gives {"value": those, "policy": [B, 2187] mirror-averaged policy_logits}, as the model's dict."""
 
     def averaged(inputs, training: bool = False):
+        if has_policy_head(model):
+            value, moves = value_and_policy_logits(model, inputs[INPUT_BOARD], inputs[INPUT_HANDS],
+                                                   mirror_average=True, training=training)
+            return {OUTPUT_VALUE: ops.expand_dims(value, -1), OUTPUT_POLICY: moves}
         logits = value_logits(model, inputs[INPUT_BOARD], inputs[INPUT_HANDS], mirror_average=True,
                               training=training)
         return ops.expand_dims(logits, -1)

@@ -228,3 +228,55 @@ def test_cli_says_the_split_of_the_runs_data(run, converted, tmp_path, capsys) -
     assert f"in the run's {split} split ({split}-00000.h5, game id" in out and "matched by source file and line" in out
     assert cli.main([*args, str(KIF / "mogproject-014.kif")]) == 0
     assert f"not in the run's data ({data})" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def policy_run(tmp_path_factory):
+    from shogi_dnn.config import ModelConfig
+
+    run_dir = make_random_run(tmp_path_factory.mktemp("predict-policy") / "run", DATA, devices=1,
+                              model_cfg=ModelConfig(blocks=1, filters=8, value_hidden=8, policy_head=True))
+    return run_dir, load_run_model(run_dir)
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_policy_model_shows_its_top_moves(policy_run, mirror: bool) -> None:
+    from shogi_dnn.dataset import policy
+    from shogi_dnn.training import model as model_lib
+
+    _, model = policy_run
+    called = model_lib.mirror_averaged(model) if mirror else model
+    record = predict.read_game(RECORD)
+    curve = predict.game_curve(called, record)
+    legal_counts = [int(policy.legal_label_mask(b, h).sum()) for b, h in zip(curve.positions.board,
+                                                                               curve.positions.hands)]
+    assert [len(top) for top in curve.top] == [min(n, predict.TOP_MOVES) for n in legal_counts]
+    assert curve.top[-1] == ()                              # the final position: mated, no legal move
+    # By hand at the start position: the legal labels' softmax, its best three.
+    start = curve.positions
+    logits = np.asarray(model_lib.policy_logits(model, start.board[:1], start.hands[:1], mirror))[0]
+    legal = np.flatnonzero(policy.legal_label_mask(start.board[0], start.hands[0]))
+    p = np.exp(logits[legal] - logits[legal].max())
+    p /= p.sum()
+    best = legal[np.argsort(-p, kind="stable")[:3]]
+    expected = [features.decode_move(policy.label_to_move(start.board[0], int(label)), rules.BLACK)
+                for label in best]
+    assert [m.usi for m in curve.top[0]] == expected
+    assert [m.p for m in curve.top[0]] == pytest.approx(sorted(p, reverse=True)[:3], rel=1e-5)
+    assert all(m.notation.startswith("▲") for m in curve.top[0])
+    assert all(m.notation.startswith("△") for m in curve.top[1])        # White to move after 7g7f
+    # The value is the value-only path's.
+    np.testing.assert_allclose(curve.p_to_move[:1], scoring.sigmoid(np.asarray(
+        model_lib.value_logits(model, start.board[:1], start.hands[:1], mirror), np.float64)), rtol=1e-6)
+    table = predict.format_curve(curve, record).splitlines()
+    assert table[1] == predict.TOP_NOTE and "network's top 3" in table[3]
+    row = table[4]                                          # the start position: next is 7g7f
+    assert row.split()[6] == "7g7f" and curve.top[0][0].notation in row
+    played = [i for i, top in enumerate(curve.top[:-1]) if any(m.usi == start.moves[i + 1] for m in top)]
+    assert all("*" in table[4 + i] for i in played)
+
+
+def test_value_model_table_is_unchanged(run) -> None:
+    _, model = run
+    curve = predict.game_curve(model, predict.read_game(RECORD))
+    assert curve.top == () and "network's top" not in predict.format_curve(curve)
