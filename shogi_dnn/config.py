@@ -93,10 +93,11 @@ class TrainConfig:
                                     # device-to-host copy per tower and update (13-20% of the throughput
                                     # of tiny steps on simulated CPU towers, measured)
     eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains
-                                    # on (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale)); 0 = results
-                                    # only
+                                    # on (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale));
+                                    # 0 = results only
     eval_scale: float = 756.0       # a: centipawns per unit of logit, the target is sigmoid(eval / a);
-                                    # 0 = fit a on the training split's results (evalfit.py: the engine baseline's a)
+                                    # 0 = fit a on the training split's results (evalfit.py: the engine
+                                    # baseline's a)
     eval_weighting: str = "constant"  # "constant": λ everywhere; "trust": λ x the evaluations' trust at the
                                     # position's ply (evalfit.py: their gain over a coin on the training
                                     # split's results, 1 where most informative): weak opening evaluations

@@ -281,7 +281,8 @@ def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirr
                                                                       mirror_average=mirror_average)
             extra = {"policy_logit": policy_logits, **{k: batch[k] for k in ("policy", "board", "hands")}}
         else:
-            logits = model_lib.value_logits(model, batch["board"], batch["hands"], mirror_average=mirror_average)
+            logits = model_lib.value_logits(model, batch["board"], batch["hands"],
+                                            mirror_average=mirror_average)
         return {"logit": logits, **{k: batch[k] for k in ("win", "ply", "ply_check", "rating", "game", "eval",
                                                           "free_capture")}, **extra}
 
@@ -480,7 +481,8 @@ def format_table(result: dict[str, Any]) -> str:
     if engine:
         lines.append(f"\nengine: sigmoid(eval / a), a = {engine['scale']:.0f} cp/logit fitted on the "
                      f"training split ({engine['train_coverage']:.1%} of its positions evaluated); "
-                     f"evaluations on {engine['coverage']:.1%} of these positions ({evaluated['positions']} positions, "
+                     f"evaluations on {engine['coverage']:.1%} of these positions "
+                     f"({evaluated['positions']} positions, "
                      f"{evaluated['games']} games: the 'evaluated' rows), p = 0.5 elsewhere")
     boot = result.get("bootstrap")
     if boot:

@@ -98,7 +98,8 @@ def choose_game(path: str | Path, game: int = 1) -> GameChoice:
                 raise item
             chosen = item
     if chosen is None:
-        raise KifuError(str(path), 0, f"no game {game} in the file ({found} found; --game takes 1 to {found})")
+        raise KifuError(str(path), 0,
+                        f"no game {game} in the file ({found} found; --game takes 1 to {found})")
     return GameChoice(chosen, game, found, path)
 
 
@@ -171,7 +172,8 @@ def predict_outputs(model, board: np.ndarray, hands: np.ndarray) -> tuple[np.nda
     of [N, 81] uint8 boards and [N, 14] uint8 hands."""
     values, policies = [], []
     for i in range(0, len(board), PREDICT_BATCH):
-        out = model({"board": board[i:i + PREDICT_BATCH], "hands": hands[i:i + PREDICT_BATCH]}, training=False)
+        out = model({"board": board[i:i + PREDICT_BATCH], "hands": hands[i:i + PREDICT_BATCH]},
+                    training=False)
         if isinstance(out, dict):
             policies.append(np.asarray(out["policy"], np.float32))
             out = out["value"]
@@ -272,7 +274,8 @@ class DatasetMatch:
     def describe(self) -> str:
         if self.split is None:
             return f"not in the run's data ({self.data_dir})"
-        return (f"in the run's {self.split} split ({self.shard}, game id {self.game_id}, matched by {self.by})")
+        return (f"in the run's {self.split} split ({self.shard}, game id {self.game_id}, "
+                f"matched by {self.by})")
 
     def short(self) -> str:
         """For the graph: `in the run's train split`, `not in the run's data`."""
@@ -301,7 +304,8 @@ def find_in_dataset(data_dir: str | Path, record: GameRecord, positions: GamePos
         path = manifest.shard_path(info)
         games = shards.read_games(path)
         rows = [i for i in range(len(games["game_id"]))
-                if int(games["num_moves"][i]) == len(record.moves) and games["start_sfen"][i].split()[:3] == start]
+                if int(games["num_moves"][i]) == len(record.moves)
+                and games["start_sfen"][i].split()[:3] == start]
         if not rows:
             continue
         for i in rows:
@@ -322,7 +326,8 @@ def _positions_match(path: Path, game_id: int, positions: GamePositions) -> bool
     if not where.size:
         return False
     rows = shards.read_positions(path, int(where.min()), int(where.max()) + 1,
-                                 keys=[shards.KEY_GAME, shards.KEY_PLY, shards.KEY_BOARD, shards.KEY_HANDS]).arrays
+                                 keys=[shards.KEY_GAME, shards.KEY_PLY, shards.KEY_BOARD,
+                                       shards.KEY_HANDS]).arrays
     mine = rows[shards.KEY_GAME] == game_id
     ply = rows[shards.KEY_PLY][mine].astype(np.int64)
     if ply.min() < 0 or ply.max() >= len(positions.board):
@@ -331,13 +336,14 @@ def _positions_match(path: Path, game_id: int, positions: GamePositions) -> bool
                 and np.array_equal(rows[shards.KEY_HANDS][mine], positions.hands[ply]))
 
 
-COLUMNS_NOTE = ("each row is the position after its move; p(to move): the model's win probability for the side "
-                "to move there (who replies); p(black): the same for Black (1 - p(to move) when White is to move), "
+COLUMNS_NOTE = ("each row is the position after its move; p(to move): the model's win probability for the "
+                "side to move there (who replies); p(black): the same for Black (1 - p(to move) when White "
+                "is to move), "
                 "as the graph draws it")
 
 
-TOP_NOTE = (f"next: the move played from the position; network's top {TOP_MOVES}: its most likely legal moves "
-            "there with their probability among the legal moves (* = the move played)")
+TOP_NOTE = (f"next: the move played from the position; network's top {TOP_MOVES}: its most likely "
+            "legal moves there with their probability among the legal moves (* = the move played)")
 
 
 def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = ()) -> str:
@@ -381,7 +387,8 @@ _LABEL_OFFSETS = [(4, 6, "left"), (4, -16, "left"), (-4, 6, "right"), (-4, -16, 
                   (-4, 34, "right"), (-4, -44, "right"), (4, 48, "left"), (4, -58, "left")]
 
 
-def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None, notes: Sequence[str] = ()):
+def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None,
+                 notes: Sequence[str] = ()):
     """The graph of plot_curve as a matplotlib Figure: the title (with the record's result and `notes`
     below it), the swings' labels (ply and KIF move) placed inside the axes so that none overlaps another
     (the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point), and the recorded
@@ -414,7 +421,8 @@ def _mark_end(ax, record: GameRecord, ply: int, y: float) -> None:
     winner = {Winner.BLACK: "Black won", Winner.WHITE: "White won", Winner.DRAW: "draw"}.get(record.winner,
                                                                                              "no result")
     ax.plot(ply, y, "s", color="black", ms=5)
-    ax.annotate(f"{record.ending.value.replace('_', ' ')}: {winner}", (ply, y), xytext=(-6, -14 if y > 50 else 8),
+    ax.annotate(f"{record.ending.value.replace('_', ' ')}: {winner}", (ply, y),
+                xytext=(-6, -14 if y > 50 else 8),
                 textcoords="offset points", ha="right", fontsize=8)
 
 
@@ -441,7 +449,8 @@ def _place_swing_labels(fig, ax, curve: GameCurve) -> None:
         for dx, dy, ha in _LABEL_OFFSETS:
             text = ax.annotate(f"{i} {notation[i]}", (i, y), fontsize=8, xytext=(dx, dy), ha=ha,
                                textcoords="offset points", color="tab:red",
-                               arrowprops=None if abs(dy) < 10 else {"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
+                               arrowprops=None if abs(dy) < 10 else {"arrowstyle": "-", "color": "tab:red",
+                                                                     "lw": 0.5})
             box = _text_box(text, renderer)
             inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
             free = not any(box.overlaps(other) for other in placed)

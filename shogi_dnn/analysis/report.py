@@ -112,8 +112,8 @@ def _training_lines(records: Sequence[dict[str, Any]]) -> list[str]:
               f"lr {_n(last.get('lr'), '.3g')}, {_n(last.get('positions_per_s'), ',.0f')} positions/s")]
     if "policy_loss" in last:       # a run with a policy head
         lines.append(f"- last training policy loss {_n(last.get('policy_loss'))}, policy top-1 "
-                     f"{_n(last.get('policy_acc'))} (argmax over all 2187 labels; evaluate's top-1 is over the "
-                     "legal moves)")
+                     f"{_n(last.get('policy_acc'))} (argmax over all 2187 labels; evaluate's top-1 is over "
+                     "the legal moves)")
     return lines
 
 

@@ -93,8 +93,8 @@ def serving_function(model: keras.Model, batch: int | None = None, mirror_averag
     @tf.function(input_signature=signature)
     def serve(board, hands):
         if not mirror_average:
-            return outputs(model({model_lib.INPUT_BOARD: board, model_lib.INPUT_HANDS: hands}, training=False),
-                           False)
+            inputs = {model_lib.INPUT_BOARD: board, model_lib.INPUT_HANDS: hands}
+            return outputs(model(inputs, training=False), False)
         both = {model_lib.INPUT_BOARD: tf.concat([board, model_lib.mirror_board(board)], axis=0),
                 model_lib.INPUT_HANDS: tf.concat([hands, hands], axis=0)}
         return outputs(model(both, training=False), True)
@@ -102,13 +102,15 @@ def serving_function(model: keras.Model, batch: int | None = None, mirror_averag
     return serve, signature
 
 
-def export_onnx(model: keras.Model, path: Path, batch: int | None = None, mirror_average: bool = True) -> Path:
+def export_onnx(model: keras.Model, path: Path, batch: int | None = None,
+                mirror_average: bool = True) -> Path:
     """Write the model as ONNX (opset ONNX_OPSET) to `path` (as it is: export_model writes it to a temp
     name and renames it with its sidecar). Raises RunError if tf2onnx/onnx are not installed."""
     try:
         import tf2onnx
     except ImportError as exc:
-        raise RunError(f"ONNX export needs tf2onnx and onnx: pip install 'shogi-dnn[export]' ({exc})") from exc
+        raise RunError(f"ONNX export needs tf2onnx and onnx: pip install 'shogi-dnn[export]' "
+                       f"({exc})") from exc
     serve, signature = serving_function(model, batch, mirror_average)
     proto, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=ONNX_OPSET)
     if batch is None:
@@ -122,7 +124,8 @@ def export_onnx(model: keras.Model, path: Path, batch: int | None = None, mirror
 
 def export_savedmodel(model: keras.Model, path: Path, batch: int | None = None,
                       mirror_average: bool = True) -> Path:
-    """Write a TensorFlow SavedModel directory at `path` with the signature SIGNATURE (board, hands -> OUTPUT)."""
+    """Write a TensorFlow SavedModel directory at `path` with the signature SIGNATURE (board, hands ->
+    OUTPUT, and POLICY_OUTPUT for a policy model)."""
     serve, _ = serving_function(model, batch, mirror_average)
     module = tf.Module()
     module.model = model               # tracks the weights
@@ -189,12 +192,14 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
                                 + (" (mean over the position and its left-right mirror)" if mirror_average
                                    else "")}]
         + ([{"name": POLICY_OUTPUT, "dtype": "float32", "shape": [shape, NUM_MOVE_LABELS],
-             "meaning": "move logits, label = direction * 81 + square, side to move's view (27 directions x 81 "
-                        "squares: shogi_dnn/dataset/policy.py); softmax over them is the move's probability"
+             "meaning": "move logits, label = direction * 81 + square, side to move's view (27 directions "
+                        "x 81 squares: shogi_dnn/dataset/policy.py); softmax over them is the move's "
+                        "probability"
                         + (" (log of the mean over the position and its mirror, labels mapped back)"
                            if mirror_average else "")}] if cfg.policy_head else []),
         "mirror_average": mirror_average,
-        "encoding": "shogi_dnn.dataset.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) -> (board, hands) "
+        "encoding": "shogi_dnn.dataset.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) "
+                    "-> (board, hands) "
                     "(position_from_sfen refuses a position no game reaches); "
                     "layout in shogi_dnn/dataset/features.py and shogi_dnn/training/export.py docstrings",
     }

@@ -82,8 +82,9 @@ def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_wei
     """
     outputs = model({"board": batch["board"], "hands": batch["hands"]}, training=training)
     if isinstance(outputs, dict) or no_result_weight is not None:
-        return head_losses(outputs, batch, eval_weight=eval_weight, eval_scale=eval_scale, eval_trust=eval_trust,
-                           policy_weight=policy_weight, no_result_weight=no_result_weight)
+        return head_losses(outputs, batch, eval_weight=eval_weight, eval_scale=eval_scale,
+                           eval_trust=eval_trust, policy_weight=policy_weight,
+                           no_result_weight=no_result_weight)
     logits = tf.cast(outputs, tf.float32)
     logits = tf.reshape(logits, [-1])
     win = tf.cast(batch["win"], tf.float32)
@@ -154,7 +155,8 @@ def head_losses(outputs: tf.Tensor | dict[str, tf.Tensor], batch: Batch, *, eval
     value = outputs["value"] if isinstance(outputs, dict) else outputs
     logits = tf.reshape(tf.cast(value, tf.float32), [-1])
     win = tf.cast(batch["win"], tf.float32)
-    weight = (float(eval_weight) if eval_trust is None else eval_weight * trust_by_ply(batch["ply"], eval_trust))
+    weight = (float(eval_weight) if eval_trust is None else
+              eval_weight * trust_by_ply(batch["ply"], eval_trust))
     if no_result_weight is None:
         result_losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=win, logits=logits)
         losses = result_losses

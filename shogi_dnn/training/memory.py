@@ -69,7 +69,8 @@ def parameter_count(cfg: ModelConfig) -> int:
         head = filters * hidden + hidden
     else:
         head = conv(filters, 1, 1) + SQUARES * hidden + hidden
-    policy = conv(filters, filters, 1) + filters * POLICY_DIRECTIONS + POLICY_DIRECTIONS if cfg.policy_head else 0
+    policy = (conv(filters, filters, 1) + filters * POLICY_DIRECTIONS + POLICY_DIRECTIONS
+              if cfg.policy_head else 0)
     return body + head + hidden + 1 + policy
 
 

@@ -211,7 +211,8 @@ def _stack_batches(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> I
         n = len(block[shards.KEY_WIN])
         k = n // batch
         if k:
-            yield {key: value[:k * batch].reshape((k, batch, *value.shape[1:])) for key, value in block.items()}
+            yield {key: value[:k * batch].reshape((k, batch, *value.shape[1:]))
+                   for key, value in block.items()}
         carry = {key: value[k * batch:] for key, value in block.items()} if k * batch < n else None
     if keep_partial and carry is not None:
         yield {key: value[None] for key, value in carry.items()}
@@ -244,7 +245,8 @@ def _from_stacks(generate, batch: int | None, policy_labels: bool = False) -> tf
     signature = {key: tf.TensorSpec((None, batch, *_ROW_SHAPES[key]), dtypes[key], name=key) for key in KEYS}
     if policy_labels:
         signature[KEY_POLICY] = tf.TensorSpec((None, batch), tf.int32, name=KEY_POLICY)
-    return tf.data.Dataset.from_generator(generate, output_signature=signature).unbatch().prefetch(tf.data.AUTOTUNE)
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    return dataset.unbatch().prefetch(tf.data.AUTOTUNE)
 
 
 def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,

@@ -13,14 +13,16 @@ metrics.jsonl has one JSON object a line:
                    played (losses.py: the move's label); policy_acc: the share of them whose argmax over
                    all 2187 labels is that move (no legal-move mask: evaluate's top-1 has one)
   per_gpu          one {"device", "loss", "accuracy", "positions"[, "policy_loss", "policy_acc"]
-                   [, "positions_per_s"][, "busy_s", "compute_positions_per_s"]} per tower. positions_per_s: the tower's positions over the
+                   [, "positions_per_s"][, "busy_s", "compute_positions_per_s"]} per tower.
+                   positions_per_s: the tower's positions over the
                    interval's wall time (the same for every tower: they wait for each other at the
                    all-reduce);
                    busy_s (train only): the tower's own compute seconds, batch in hand to local gradients
                    done, before the all-reduce; compute_positions_per_s = positions / busy_s, which is
                    lower on a slower GPU (report flags it)
 TensorBoard: loss, accuracy, positions_per_s, lr and gpuN/loss, gpuN/accuracy, gpuN/positions_per_s for
-training (policy_loss, policy_acc and gpuN/policy_loss, gpuN/policy_acc with a policy head); validation/loss, validation/accuracy, validation/gpuN/... for validation. Every scalar is written
+training (policy_loss, policy_acc and gpuN/policy_loss, gpuN/policy_acc with a policy head);
+validation/loss, validation/accuracy, validation/gpuN/... for validation. Every scalar is written
 at TensorBoard step = samples (training positions seen), the x axis of report's PNGs, so TensorBoard's
 "Step" axis reads in positions; progress/optimizer_step (train) gives the optimizer steps at each point
 (plot it, or read metrics.jsonl's step, to see updates instead of positions).
@@ -116,7 +118,8 @@ def summarise(kind: str, state: TrainState, sums: TowerSums, devices: Sequence[s
 
 
 def _policy_fields(s: dict[str, np.ndarray], towers: int | slice) -> dict[str, float | None]:
-    """policy_loss and policy_acc of one tower (an index) or of all (slice(None)) from the POLICY_KEYS sums."""
+    """policy_loss and policy_acc of one tower (an index) or of all (slice(None)) from the POLICY_KEYS
+    sums."""
     loss, correct, count = (float(np.sum(s[key][towers])) for key in POLICY_KEYS)
     return {"policy_loss": _ratio(loss, count), "policy_acc": _ratio(correct, count)}
 

@@ -232,7 +232,8 @@ def test_policy_metrics_in_report_and_summary(tmp_path) -> None:
     assert "- last training policy loss 5.6000, policy top-1 0.2000 (argmax over all 2187 labels" in text
     assert "| epoch | stage | samples | loss | accuracy | policy loss | policy top-1 |" in text
     assert "| 0 | 1 | 1,280 | 0.5800 | 0.5500 | 5.0000 | 0.2400 |" in text
-    line = "policy: top-1 0.4100 (95% 0.3500..0.4700 over games), top-5 0.7700 (95% 0.7000..0.8300 over games)"
+    line = ("policy: top-1 0.4100 (95% 0.3500..0.4700 over games), "
+            "top-5 0.7700 (95% 0.7000..0.8300 over games)")
     assert f"- {line} on 90 positions of 3 games (over the legal moves)" in text
     for name in ("policy_loss", "policy_accuracy"):
         assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 5000 and f"![{name}]" in text

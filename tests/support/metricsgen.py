@@ -1,4 +1,5 @@
-"""A synthetic RUN/metrics.jsonl in the trainer's format (see the run-directory contract), for report tests."""
+"""A synthetic RUN/metrics.jsonl in the trainer's format (see the run-directory contract), for report
+tests."""
 
 from __future__ import annotations
 
@@ -35,15 +36,17 @@ def write_metrics(run_dir: Path, gpus: int = 2, steps: int = 20, slow_gpu: int |
                 per_gpu[-1].update(busy_s=busy_s, compute_positions_per_s=per_gpu[-1]["positions"] / busy_s)
         lines.append({"kind": "train", "step": step, "samples": 64 * step, "epoch": 0, "stage": stage,
                       "group": stage, "loss": sum(p["loss"] for p in per_gpu) / gpus,
-                      "accuracy": 0.5 + 0.01 * step, "positions_per_s": sum(p["positions_per_s"] for p in per_gpu),
+                      "accuracy": 0.5 + 0.01 * step,
+                      "positions_per_s": sum(p["positions_per_s"] for p in per_gpu),
                       "lr": 0.01 * min(1.0, step / 5) * math.cos(step / 40), "per_gpu": per_gpu})
         if policy:
             for record in [lines[-1], *per_gpu]:
                 record.update(policy_loss=7.6 - 0.1 * step, policy_acc=0.01 * step)
         if step in (steps // 2, steps):
-            lines.append({"kind": "validation", "step": step, "samples": 64 * step, "epoch": 0, "stage": stage,
-                          "group": stage, "loss": 0.68 - 0.005 * step, "accuracy": 0.55,
-                          "per_gpu": [{"device": p["device"], "loss": 0.68, "accuracy": 0.55} for p in per_gpu]})
+            lines.append({"kind": "validation", "step": step, "samples": 64 * step, "epoch": 0,
+                          "stage": stage, "group": stage, "loss": 0.68 - 0.005 * step, "accuracy": 0.55,
+                          "per_gpu": [{"device": p["device"], "loss": 0.68, "accuracy": 0.55}
+                                      for p in per_gpu]})
             if policy:
                 for record in [lines[-1], *lines[-1]["per_gpu"]]:
                     record.update(policy_loss=7.0 - 0.1 * step, policy_acc=0.012 * step)

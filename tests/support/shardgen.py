@@ -58,7 +58,8 @@ def make_policy_dataset(root: Path, *, train: list[int], validation: list[int] =
     for split, name, size, offpath in plan:
         positions = random_positions(size, rng, totals.get(split, 0))
         positions[shards.KEY_MOVE] = random_moves(size, rng)
-        positions[shards.KEY_GAME] = positions[shards.KEY_GAME] - positions[shards.KEY_GAME].min() + first_game
+        game = positions[shards.KEY_GAME]
+        positions[shards.KEY_GAME] = game - game.min() + first_game
         if offpath:
             positions[shards.KEY_WIN] = np.full(size, np.nan, np.float32)
             positions[shards.KEY_EVAL] = rng.integers(-600, 600, size).astype(np.int16)

@@ -69,12 +69,15 @@ def test_mirror_average_is_mirror_invariant_and_normalised() -> None:
     # By hand: the mean of the two softmaxes, the mirror's mapped back.
     plain = np.asarray(model_lib.policy_logits(model, batch["board"], batch["hands"]))
     other = np.asarray(model_lib.policy_logits(model, mirrored, batch["hands"]))
-    soft = lambda x: np.exp(x - x.max(1, keepdims=True)) / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True)
+    def soft(x):
+        e = np.exp(x - x.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
     expected = (soft(plain) + soft(other)[:, policy.mirror_labels(np.arange(policy.NUM_MOVE_LABELS))]) / 2
     np.testing.assert_allclose(np.exp(a), expected, atol=1e-6)
     # The value still comes from value_logits, as for a value-only model.
     v, _ = model_lib.value_and_policy_logits(model, batch["board"], batch["hands"], mirror_average=True)
-    np.testing.assert_allclose(v, model_lib.value_logits(model, batch["board"], batch["hands"], True), atol=1e-6)
+    expected_value = model_lib.value_logits(model, batch["board"], batch["hands"], True)
+    np.testing.assert_allclose(v, expected_value, atol=1e-6)
 
 
 def test_policy_loss_and_sums_by_hand() -> None:
