@@ -39,6 +39,9 @@ class ModelConfig:
                                     # plus 35 attack/check planes computed on the device,
                                     # training/attack_planes.py) or "tactics" (81: attacks plus 4 planes:
                                     # hanging pieces, pieces attacked by a cheaper piece, per side)
+    policy_head: bool = False       # a second output, the move to play (docs/model.md): conv1x1(filters)
+                                    # [BN] ReLU -> conv1x1(27) -> [B, 2187] logits over dataset/policy.py's
+                                    # labels, trained on the move played (train.policy_weight)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +95,8 @@ class TrainConfig:
     jit_compile: bool = False       # XLA for each micro-batch's forward and backward pass (steps.py); not
                                     # with model.batch_norm = "sync" (its all-reduce stays outside XLA)
     eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains
-                                    # on (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale)); 0 = results
-                                    # only
+                                    # on (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale));
+                                    # 0 = results only
     eval_scale: float = 756.0       # a: centipawns per unit of logit, the target is sigmoid(eval / a);
                                     # 0 = fit a on the training split's results (evalfit.py: the engine
                                     # baseline's a)
@@ -101,6 +104,13 @@ class TrainConfig:
                                     # position's ply (evalfit.py: their gain over a coin on the training
                                     # split's results, 1 where most informative): weak opening evaluations
                                     # weigh little
+    policy_weight: float = 1.0      # with model.policy_head: loss = the value loss above + policy_weight x
+                                    # the cross-entropy of the move played (a position without one, the
+                                    # last of a game, adds none)
+    no_result_weight: float = 1.0   # factor on the whole loss of a position without a game result (win
+                                    # NaN: off-path positions of `shogi-dnn annotate`, whose share is
+                                    # what annotate made, --off-path N); such a position trains on its
+                                    # evaluation target alone (+ the policy on the engine's best move)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +241,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "train.checkpoint_every_steps": (0, math.inf, True), "train.keep_checkpoints": (0, math.inf, False),
     "train.max_steps_per_stage": (0, math.inf, True),
     "train.eval_weight": (0, 1, True), "train.eval_scale": (0, math.inf, True),
+    "train.policy_weight": (0, math.inf, True), "train.no_result_weight": (0, math.inf, True),
 }
 _RANGE_TEXT = {"data.read_lanes": " (0 = one per worker)",
                "train.global_batch": " (0 = per_replica_batch x towers)",

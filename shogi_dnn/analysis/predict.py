@@ -9,6 +9,11 @@ game of the file (`--game N`), its recorded result and ending, and whether the r
 (find_in_dataset: the run's dataset's games tables, matched by source file and line or by positions).
 `model` is anything called as a Keras model is; `predict --mirror-average` passes
 training.model.mirror_averaged(model) (this module stays free of TensorFlow).
+
+A model with a policy head (its output a dict: "value" [B, 1] and "policy" [B, 2187] logits) adds, per
+position, the network's TOP_MOVES most likely moves among the legal ones (policy.legal_label_mask), in USI
+and KIF notation with their probability (the softmax over the LEGAL moves only), beside the move played
+next; the table marks the one that was played (*).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn.dataset import features, shards
+from shogi_dnn.dataset import features, policy, shards
 from shogi_dnn import kifu, rules
 from shogi_dnn.analysis import scoring
 from shogi_dnn.errors import KifuError, ShogiDnnError
@@ -29,6 +34,7 @@ from shogi_dnn.kifu.sfen import parse_line
 
 PREDICT_BATCH = 512
 SWINGS = 3
+TOP_MOVES = 3                     # the network's moves shown per position (a model with a policy head)
 POSITION_NAME = "<position>"
 
 
@@ -92,7 +98,8 @@ def choose_game(path: str | Path, game: int = 1) -> GameChoice:
                 raise item
             chosen = item
     if chosen is None:
-        raise KifuError(str(path), 0, f"no game {game} in the file ({found} found; --game takes 1 to {found})")
+        raise KifuError(str(path), 0,
+                        f"no game {game} in the file ({found} found; --game takes 1 to {found})")
     return GameChoice(chosen, game, found, path)
 
 
@@ -157,10 +164,60 @@ def game_positions(record: GameRecord) -> GamePositions:
 
 def predict_logits(model, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
     """Win logits of the side to move: [N, 81] uint8 boards, [N, 14] uint8 hands -> [N] float64."""
-    out = [np.asarray(model({"board": board[i:i + PREDICT_BATCH], "hands": hands[i:i + PREDICT_BATCH]},
-                            training=False)).reshape(-1)
-           for i in range(0, len(board), PREDICT_BATCH)]
-    return np.concatenate(out).astype(np.float64)
+    return predict_outputs(model, board, hands)[0]
+
+
+def predict_outputs(model, board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(win logits [N] float64, policy logits [N, 2187] float32 or None for a model without a policy head)
+    of [N, 81] uint8 boards and [N, 14] uint8 hands."""
+    values, policies = [], []
+    for i in range(0, len(board), PREDICT_BATCH):
+        out = model({"board": board[i:i + PREDICT_BATCH], "hands": hands[i:i + PREDICT_BATCH]},
+                    training=False)
+        if isinstance(out, dict):
+            policies.append(np.asarray(out["policy"], np.float32))
+            out = out["value"]
+        values.append(np.asarray(out).reshape(-1))
+    return (np.concatenate(values).astype(np.float64),
+            np.concatenate(policies) if policies else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TopMove:
+    """One of the network's preferred moves: USI, KIF notation with the mover's mark, probability among
+    the legal moves."""
+
+    usi: str
+    notation: str
+    p: float
+
+
+def top_moves(positions: GamePositions, index: int, logits: np.ndarray, count: int = TOP_MOVES,
+              ) -> tuple[TopMove, ...]:
+    """The network's `count` most likely legal moves in position `index` of a game.
+
+    Args:
+        positions: the game (game_positions); index: which position.
+        logits: [2187] float policy logits of that position (dataset/policy.py's labels).
+    Returns:
+        Up to `count` moves, most likely first; p = softmax over the legal moves' logits.
+    """
+    board, hands, turn = positions.board[index], positions.hands[index], int(positions.turn[index])
+    legal = np.flatnonzero(policy.legal_label_mask(board, hands))
+    if not legal.size:
+        return ()
+    x = np.asarray(logits, np.float64)[legal]
+    p = np.exp(x - x.max())
+    p /= p.sum()
+    order = np.argsort(-p, kind="stable")[:count]
+    position = rules.new_position(positions.sfens[index])
+    previous = positions.moves[index][2:4]
+    mark = "▲" if turn == rules.BLACK else "△"
+    out = []
+    for i in order:
+        usi = features.decode_move(policy.label_to_move(board, int(legal[i])), turn)
+        out.append(TopMove(usi, mark + move_text(position, usi, previous), float(p[i])))
+    return tuple(out)
 
 
 def predict_position(model, text: str) -> tuple[str, float]:
@@ -178,11 +235,13 @@ def position_side(sfen: str) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class GameCurve:
-    """Win probabilities over a game. ply [P] int; p_to_move and p_black [P] float64."""
+    """Win probabilities over a game. ply [P] int; p_to_move and p_black [P] float64; top: per position
+    the network's preferred moves (top_moves; () for a model without a policy head)."""
 
     positions: GamePositions
     p_to_move: np.ndarray
     p_black: np.ndarray
+    top: tuple[tuple[TopMove, ...], ...] = ()
 
     def swings(self, count: int = SWINGS) -> list[int]:
         """Indices of the `count` positions whose move changed Black's probability most (by size)."""
@@ -193,9 +252,12 @@ class GameCurve:
 def game_curve(model, record: GameRecord) -> GameCurve:
     """Probability before the first move and after every move, for the side to move and for Black."""
     positions = game_positions(record)
-    p = scoring.sigmoid(predict_logits(model, positions.board, positions.hands))
+    logits, policy_logits = predict_outputs(model, positions.board, positions.hands)
+    p = scoring.sigmoid(logits)
     p_black = np.where(positions.turn == rules.BLACK, p, 1.0 - p)
-    return GameCurve(positions, p, p_black)
+    top = () if policy_logits is None else tuple(top_moves(positions, i, policy_logits[i])
+                                                 for i in range(len(policy_logits)))
+    return GameCurve(positions, p, p_black, top)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +274,8 @@ class DatasetMatch:
     def describe(self) -> str:
         if self.split is None:
             return f"not in the run's data ({self.data_dir})"
-        return (f"in the run's {self.split} split ({self.shard}, game id {self.game_id}, matched by {self.by})")
+        return (f"in the run's {self.split} split ({self.shard}, game id {self.game_id}, "
+                f"matched by {self.by})")
 
     def short(self) -> str:
         """For the graph: `in the run's train split`, `not in the run's data`."""
@@ -241,7 +304,8 @@ def find_in_dataset(data_dir: str | Path, record: GameRecord, positions: GamePos
         path = manifest.shard_path(info)
         games = shards.read_games(path)
         rows = [i for i in range(len(games["game_id"]))
-                if int(games["num_moves"][i]) == len(record.moves) and games["start_sfen"][i].split()[:3] == start]
+                if int(games["num_moves"][i]) == len(record.moves)
+                and games["start_sfen"][i].split()[:3] == start]
         if not rows:
             continue
         for i in rows:
@@ -262,7 +326,8 @@ def _positions_match(path: Path, game_id: int, positions: GamePositions) -> bool
     if not where.size:
         return False
     rows = shards.read_positions(path, int(where.min()), int(where.max()) + 1,
-                                 keys=[shards.KEY_GAME, shards.KEY_PLY, shards.KEY_BOARD, shards.KEY_HANDS]).arrays
+                                 keys=[shards.KEY_GAME, shards.KEY_PLY, shards.KEY_BOARD,
+                                       shards.KEY_HANDS]).arrays
     mine = rows[shards.KEY_GAME] == game_id
     ply = rows[shards.KEY_PLY][mine].astype(np.int64)
     if ply.min() < 0 or ply.max() >= len(positions.board):
@@ -271,24 +336,37 @@ def _positions_match(path: Path, game_id: int, positions: GamePositions) -> bool
                 and np.array_equal(rows[shards.KEY_HANDS][mine], positions.hands[ply]))
 
 
-COLUMNS_NOTE = ("each row is the position after its move; p(to move): the model's win probability for the side "
-                "to move there (who replies); p(black): the same for Black (1 - p(to move) when White is to move), "
+COLUMNS_NOTE = ("each row is the position after its move; p(to move): the model's win probability for the "
+                "side to move there (who replies); p(black): the same for Black (1 - p(to move) when White "
+                "is to move), "
                 "as the graph draws it")
+
+
+TOP_NOTE = (f"next: the move played from the position; network's top {TOP_MOVES}: its most likely "
+            "legal moves there with their probability among the legal moves (* = the move played)")
 
 
 def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = ()) -> str:
     """Table: ply, move, side to move, p(side to move), p(Black), change, a mark on the big swings; with
     a record, its result as the last row; `notes` (which game, the run's split) and the columns'
-    meaning above it."""
+    meaning above it. With the network's moves (curve.top), two more columns: the move played next and
+    the network's top moves there."""
     swings = set(curve.swings())
-    lines = [*notes, COLUMNS_NOTE, ""]
-    lines.append(f"{'ply':>4}  {'move':<7} {'to move':<7} {'p(to move)':>10} {'p(black)':>9} {'change':>7}")
-    for i, move in enumerate(curve.positions.moves):
+    lines = [*notes, COLUMNS_NOTE, *([TOP_NOTE] if curve.top else []), ""]
+    head = f"{'ply':>4}  {'move':<7} {'to move':<7} {'p(to move)':>10} {'p(black)':>9} {'change':>7}"
+    lines.append(head + (f"  {'next':<7} network's top {TOP_MOVES}" if curve.top else ""))
+    moves = curve.positions.moves
+    for i, move in enumerate(moves):
         change = curve.p_black[i] - curve.p_black[i - 1] if i else 0.0
         side = side_name(curve.positions.turn[i]).lower()
         mark = "  <- swing" if i in swings else ""
-        lines.append(f"{i:>4}  {move or '-':<7} {side:<7} {curve.p_to_move[i]:>10.3f} {curve.p_black[i]:>9.3f} "
-                     f"{change:>+7.3f}{mark}")
+        row = (f"{i:>4}  {move or '-':<7} {side:<7} {curve.p_to_move[i]:>10.3f} {curve.p_black[i]:>9.3f} "
+               f"{change:>+7.3f}")
+        if curve.top:
+            played = moves[i + 1] if i + 1 < len(moves) else ""
+            row += f"  {played or '-':<7} " + ", ".join(
+                f"{m.notation} {m.usi}{'*' if m.usi == played else ''} {m.p:.2f}" for m in curve.top[i])
+        lines.append(row + mark)
     if record is not None:
         lines.append(f"{'end':>4}  result: {result_text(record)}")
     return "\n".join(lines)
@@ -309,7 +387,8 @@ _LABEL_OFFSETS = [(4, 6, "left"), (4, -16, "left"), (-4, 6, "right"), (-4, -16, 
                   (-4, 34, "right"), (-4, -44, "right"), (4, 48, "left"), (4, -58, "left")]
 
 
-def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None, notes: Sequence[str] = ()):
+def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None,
+                 notes: Sequence[str] = ()):
     """The graph of plot_curve as a matplotlib Figure: the title (with the record's result and `notes`
     below it), the swings' labels (ply and KIF move) placed inside the axes so that none overlaps another
     (the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point), and the recorded
@@ -342,7 +421,8 @@ def _mark_end(ax, record: GameRecord, ply: int, y: float) -> None:
     winner = {Winner.BLACK: "Black won", Winner.WHITE: "White won", Winner.DRAW: "draw"}.get(record.winner,
                                                                                              "no result")
     ax.plot(ply, y, "s", color="black", ms=5)
-    ax.annotate(f"{record.ending.value.replace('_', ' ')}: {winner}", (ply, y), xytext=(-6, -14 if y > 50 else 8),
+    ax.annotate(f"{record.ending.value.replace('_', ' ')}: {winner}", (ply, y),
+                xytext=(-6, -14 if y > 50 else 8),
                 textcoords="offset points", ha="right", fontsize=8)
 
 
@@ -369,7 +449,8 @@ def _place_swing_labels(fig, ax, curve: GameCurve) -> None:
         for dx, dy, ha in _LABEL_OFFSETS:
             text = ax.annotate(f"{i} {notation[i]}", (i, y), fontsize=8, xytext=(dx, dy), ha=ha,
                                textcoords="offset points", color="tab:red",
-                               arrowprops=None if abs(dy) < 10 else {"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
+                               arrowprops=None if abs(dy) < 10 else {"arrowstyle": "-", "color": "tab:red",
+                                                                     "lw": 0.5})
             box = _text_box(text, renderer)
             inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
             free = not any(box.overlaps(other) for other in placed)

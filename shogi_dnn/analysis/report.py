@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from shogi_dnn.analysis import scoring
 from shogi_dnn.analysis.eval_rows import (REPORT_LABELS, comparison_lines, format_number as _n,
                                           format_with_interval, predictor_rows)
 from shogi_dnn.analysis.report_checks import check_evals, plan_check
@@ -105,10 +106,15 @@ def _training_lines(records: Sequence[dict[str, Any]]) -> list[str]:
     if not train:
         return ["", "No training records in metrics.jsonl."]
     last = train[-1]
-    return [(f"- samples seen: {last.get('samples', 0):,} in {last.get('step', '?')} steps "
-             f"(epoch {last.get('epoch', '?')}, stage {last.get('stage', '?')})"),
-            (f"- last training loss {_n(last.get('loss'))}, accuracy {_n(last.get('accuracy'))}, "
-             f"lr {_n(last.get('lr'), '.3g')}, {_n(last.get('positions_per_s'), ',.0f')} positions/s")]
+    lines = [(f"- samples seen: {last.get('samples', 0):,} in {last.get('step', '?')} steps "
+              f"(epoch {last.get('epoch', '?')}, stage {last.get('stage', '?')})"),
+             (f"- last training loss {_n(last.get('loss'))}, accuracy {_n(last.get('accuracy'))}, "
+              f"lr {_n(last.get('lr'), '.3g')}, {_n(last.get('positions_per_s'), ',.0f')} positions/s")]
+    if "policy_loss" in last:       # a run with a policy head
+        lines.append(f"- last training policy loss {_n(last.get('policy_loss'))}, policy top-1 "
+                     f"{_n(last.get('policy_acc'))} (argmax over all 2187 labels; evaluate's top-1 is over "
+                     "the legal moves)")
+    return lines
 
 
 def _tower_lines(records: Sequence[dict[str, Any]], flags: Sequence[TowerFlag]) -> list[str]:
@@ -151,10 +157,14 @@ def _validation_lines(records: Sequence[dict[str, Any]]) -> list[str]:
     validation = validation_records(records)
     if not validation:
         return []
-    lines = ["", "## Validation per stage", "", "| epoch | stage | samples | loss | accuracy |",
-             "|---|---|---|---|---|"]
+    with_policy = any("policy_loss" in r for r in validation)     # a run with a policy head
+    lines = ["", "## Validation per stage", "", "| epoch | stage | samples | loss | accuracy |"
+             + (" policy loss | policy top-1 |" if with_policy else ""),
+             "|---|---|---|---|---|" + ("---|---|" if with_policy else "")]
     lines += [f"| {r.get('epoch', '-')} | {r.get('stage', '-')} | {r.get('samples', 0):,} | "
-              f"{_n(r.get('loss'))} | {_n(r.get('accuracy'))} |" for r in validation]
+              f"{_n(r.get('loss'))} | {_n(r.get('accuracy'))} |"
+              + (f" {_n(r.get('policy_loss'))} | {_n(r.get('policy_acc'))} |" if with_policy else "")
+              for r in validation]
     best = min((r for r in validation if r.get("loss") is not None), key=lambda r: r["loss"], default=None)
     if best:
         lines.append(f"\nBest validation loss {_n(best['loss'])} at {best.get('samples', 0):,} samples.")
@@ -176,6 +186,8 @@ def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) 
                      f"{format_with_interval(row, 'accuracy')} | {_n(row.get('brier'))} | "
                      f"{_n(row.get('ece'))} |")
     extra = _engine_line(result) + comparison_lines(result)
+    if "policy" in result:          # a model with a policy head: top-1/top-5 over the legal moves
+        extra.append(scoring.policy_text(result["policy"]) + " (over the legal moves)")
     if extra:
         lines += [""] + [f"- {line}" for line in extra]
     return lines + _eval_tower_lines(result)

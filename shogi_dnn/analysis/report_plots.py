@@ -8,6 +8,9 @@ named by its device (`CPU:0`, `GPU:1`) and a title says GPU, CPU or device as th
                            like TensorBoard's gpu0/loss, gpu1/loss), validation points on top
   validation.png           validation loss and accuracy at the end of each stage, each point marked
                            with its epoch and stage (e0 s1), epoch starts as dotted lines
+  policy_loss.png, policy_accuracy.png   only for a run with a policy head (metrics.jsonl policy_loss,
+                           policy_acc): the policy's cross-entropy and top-1 (argmax over all labels) per
+                           tower, validation points on top
   throughput.png           positions/s per tower over samples seen
   lr.png                   learning rate over samples seen
   calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed)
@@ -40,7 +43,8 @@ def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
         evals: split -> eval-<split>.json content.
 
     Returns:
-        Plot name (loss, accuracy, throughput, lr, validation, calibration) -> path, in that order.
+        Plot name (loss, accuracy[, policy_loss, policy_accuracy], throughput, lr, validation, calibration)
+        -> path, in that order.
     """
     out = run_dir / run_files.PLOTS_DIR
     out.mkdir(exist_ok=True)
@@ -50,6 +54,13 @@ def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
                                      "loss (binary cross-entropy, nats)")
         plots["accuracy"] = plot_per_gpu(records, "accuracy", out / "accuracy.png",
                                          "training accuracy per {kind}", "accuracy (decisive positions)")
+        if any("policy_loss" in r for r in train_records(records)):     # a run with a policy head
+            plots["policy_loss"] = plot_per_gpu(records, "policy_loss", out / "policy_loss.png",
+                                                "training policy loss per {kind}",
+                                                "policy loss (cross-entropy of the move played, nats)")
+            plots["policy_accuracy"] = plot_per_gpu(records, "policy_acc", out / "policy_accuracy.png",
+                                                    "training policy top-1 per {kind}",
+                                                    "policy top-1 (argmax over all 2187 labels)")
         plots["throughput"] = plot_per_gpu(train_records(records), "positions_per_s", out / "throughput.png",
                                            "positions/s per {kind}", "positions/s")
         plots["lr"] = plot_series(records, "lr", out / "lr.png", "learning rate")

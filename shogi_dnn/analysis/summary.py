@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shogi_dnn.analysis import scoring
 from shogi_dnn.analysis.eval_rows import (SUMMARY_LABELS, comparison_lines, format_number,
                                           format_with_interval, predictor_rows)
 from shogi_dnn.analysis.report_checks import check_evals
@@ -40,6 +41,8 @@ def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_
     lines += [(f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE "
                f"are better{intervals})")]
     lines += _aligned(_table(result, _games_text(run_dir, split, result)))
+    if "policy" in result:          # a model with a policy head: top-1/top-5 over the legal moves
+        lines.append(scoring.policy_text(result["policy"]) + " (over the legal moves)")
     return "\n".join(lines + _comparison_tail(result))
 
 

@@ -233,6 +233,8 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
                            clip_global_norm=config.optim.clip_global_norm,
                            time_towers=config.train.time_towers)
     rows = synthetic_batch(global_batch, config.train.seed)
+    if config.model.policy_head:            # a move label per row (label 0: any label costs the same)
+        rows["policy"] = np.zeros(global_batch, np.int32)
     dataset = tf.data.Dataset.from_tensor_slices(rows).batch(global_batch, drop_remainder=True)
     dataset = dataset.cache().repeat()
     batches = iter(strategy.experimental_distribute_dataset(dataset))

@@ -179,7 +179,8 @@ def _dataset(paths: Sequence[Path], cfg: Config, global_batch: int):
 
     return pipeline.make_train_dataset(paths, global_batch=global_batch, seed=cfg.train.seed,
                                        shuffle_buffer=cfg.data.shuffle_buffer,
-                                       mirror=cfg.data.mirror).repeat()
+                                       mirror=cfg.data.mirror,
+                                       policy_labels=cfg.model.policy_head).repeat()
 
 
 def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, positions: int,

@@ -68,12 +68,15 @@ class EvalStats:
         self.count = np.zeros((len(PLY_EDGES), width), np.float64)
         self.label = np.zeros((len(PLY_EDGES), width), np.float64)
         self.total = 0                            # every position seen, evaluated or not
+        self.with_eval = 0                        # positions with an evaluation, with or without a result
 
     def add(self, evals: np.ndarray, win: np.ndarray, ply: np.ndarray) -> None:
         """Add a batch: evals [N] int16 (EVAL_NONE = none), win [N] float (1/0/0.5), ply [N] int."""
         evals = np.asarray(evals).reshape(-1)
         self.total += evals.size
-        has = evals != EVAL_NONE
+        self.with_eval += int(np.count_nonzero(evals != EVAL_NONE))
+        # A position without a game result (win NaN: annotate's off-path positions) says nothing of a.
+        has = (evals != EVAL_NONE) & np.isfinite(np.asarray(win, np.float64).reshape(-1))
         if not has.any():
             return
         e = np.clip(evals[has].astype(np.int64), -FIT_CLIP, FIT_CLIP) + FIT_CLIP
@@ -167,7 +170,7 @@ def fit_stats(stats: EvalStats) -> EvalFit | None:
         gains.append(max(0.0, LN2 - log_loss(stats.count[r], stats.label[r], scale)) / LN2 if n else 0.0)
     best = max(gains)
     trust = [g / best if best > 0 else 0.0 for g in gains]
-    return EvalFit(scale, stats.evaluated, stats.evaluated / max(stats.total, 1), PLY_EDGES,
+    return EvalFit(scale, stats.evaluated, stats.with_eval / max(stats.total, 1), PLY_EDGES,
                    tuple(scales), tuple(gains), tuple(trust), tuple(counts))
 
 

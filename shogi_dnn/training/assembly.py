@@ -17,6 +17,7 @@ then the plan (a dataset too small for the preset), and only then TensorFlow obj
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,7 +36,9 @@ from shogi_dnn.training.optimizer import build_optimizer
 from shogi_dnn.training.run_log import MetricsLog
 from shogi_dnn.training.stages import StagePlan
 from shogi_dnn.training.steps import make_eval_step, make_iterator_step, make_train_step
+from shogi_dnn.wording import plural
 
+log = logging.getLogger(__name__)
 Sums = dict[str, tf.Tensor]     # per-replica metric sums of one step (losses.METRIC_KEYS, steps.BUSY_KEY)
 
 
@@ -63,7 +66,7 @@ class StepParts:
 
 
 def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_target: EvalTarget | None = None,
-                     total_steps: int | None = None) -> StepParts:
+                     total_steps: int | None = None, no_result: bool = False) -> StepParts:
     """The model (seeded by train.seed), its optimizer and the train, update and eval steps.
 
     Args:
@@ -71,6 +74,8 @@ def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_targ
         strategy: the towers (devices.make_strategy); the model and optimizer are created in its scope.
         eval_target: λ, a and trust (evalfit.resolve_eval_target); None: results only.
         total_steps: the run's planned updates (the cosine decay's horizon; None without one).
+        no_result: the training split has positions without a game result (annotate's off-path
+            positions): their result loss is masked, train.no_result_weight scales theirs (losses.py).
     Raises:
         ConfigError: a global batch the towers cannot split, cosine decay without total_steps.
     """
@@ -86,7 +91,9 @@ def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_targ
                                  micro_batches=micro_batches, clip_global_norm=config.optim.clip_global_norm,
                                  time_towers=config.train.time_towers, eval_weight=target.weight,
                                  eval_scale=target.scale, eval_trust=target.trust,
-                                 jit_compile=config.train.jit_compile)
+                                 jit_compile=config.train.jit_compile,
+                                 policy_weight=config.train.policy_weight,
+                                 no_result_weight=config.train.no_result_weight if no_result else None)
     return StepParts(strategy, model, optimizer, train_step, make_iterator_step(train_step, micro_batches),
                      make_eval_step(strategy, model), global_batch, micro_batches)
 
@@ -131,8 +138,11 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     data_dir = Path(data_dir).resolve()
     manifest = shards.read_manifest(data_dir)
     # Every shard this run reads (training and validation) against the manifest, before anything is
-    # built: a missing, truncated or foreign shard is one line now, not a lost stage later.
-    shards.verify_shards(manifest, manifest.split("train") + manifest.split("validation"), full=verify_shards)
+    # built: a missing, truncated or foreign shard is one line now, not a lost stage later. Training
+    # shards may hold positions without a game result (annotate's off-path ones: losses.py masks them).
+    shards.verify_shards(manifest, manifest.split("train"), full=verify_shards, allow_no_result=True)
+    shards.verify_shards(manifest, manifest.split("validation"), full=verify_shards)
+    no_result = no_result_positions(manifest, config)
     dataset = identity.dataset_identity(manifest)    # recorded in run.json and every checkpoint
     global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
     devices.check_model_fits(config, strategy, global_batch // strategy.num_replicas_in_sync)
@@ -141,7 +151,7 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     stage_updates = tuple(tuple(plan.stage(epoch, index).updates for index in range(plan.num_groups))
                           for epoch in range(plan.epochs))
     eval_target = evalfit.resolve_eval_target(config.train, manifest)
-    steps = build_step_parts(config, strategy, eval_target, sum(map(sum, stage_updates)))
+    steps = build_step_parts(config, strategy, eval_target, sum(map(sum, stage_updates)), no_result > 0)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoints = CheckpointManager(run_dir, steps.model, steps.optimizer, config.train.keep_checkpoints,
@@ -150,3 +160,17 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     return RunParts(config, data_dir, run_dir, manifest, dataset, plan, stage_updates, eval_target, steps,
                     checkpoints, metrics, cluster.device_names(strategy),
                     [manifest.shard_path(s) for s in manifest.split("validation")])
+
+
+def no_result_positions(manifest: shards.Manifest, config: Config) -> int:
+    """Training positions without a game result (manifest `no_result`), logged with their share: the
+    share is what `annotate --off-path N` made; they train on their evaluation target alone (and the
+    policy), times train.no_result_weight."""
+    train = manifest.split("train")
+    count = sum(s.no_result for s in train)
+    if count:
+        total = max(1, sum(s.positions for s in train))
+        log.info("%s without a game result (%.1f%% of the training split: annotate's off-path positions): "
+                 "evaluation target alone, loss weight train.no_result_weight = %g",
+                 plural(count, "position"), 100 * count / total, config.train.no_result_weight)
+    return count

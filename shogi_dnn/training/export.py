@@ -7,6 +7,12 @@ its left-right mirror, as evaluate and predict do; mirror_average=False: the mod
   input   board            [B, 81] uint8   piece codes, side to move's view (features.py docstring)
   input   hands            [B, 14] uint8   hand counts: own P L N S G B R, then the opponent's
   output  win_probability  [B]     float32 P(the side to move wins), in [0, 1]
+  output  policy_logits    [B, 2187] float32 only for a model with a policy head (model.policy_head): the
+                           move logits, label = direction * 81 + square in the side to move's view
+                           (dataset/policy.py: 27 directions x 81 squares; softmax over them = the move's
+                           probability, illegal labels included: mask them with the legal moves);
+                           mirror-averaged (the default) they are log-probabilities, the log of the mean of
+                           the two softmaxes (model.policy_logits)
 
 B is dynamic (ONNX dim_param "batch") unless a fixed batch is asked for. The input planes (and the
 attack planes of model.features = "attacks") are computed inside the graph, as in training.
@@ -40,6 +46,7 @@ import tensorflow as tf
 
 from shogi_dnn import __version__
 from shogi_dnn.dataset import features
+from shogi_dnn.dataset.policy import NUM_MOVE_LABELS
 from shogi_dnn.folders import run_files
 from shogi_dnn.config import ModelConfig
 from shogi_dnn.errors import RunError, disk_full, is_disk_full
@@ -49,6 +56,7 @@ from shogi_dnn.training import model as model_lib
 FORMATS = ("onnx", "savedmodel")
 ONNX_OPSET = 18
 OUTPUT = "win_probability"
+POLICY_OUTPUT = "policy_logits"       # a model with a policy head only
 BATCH_DIM = "batch"                   # ONNX name of the dynamic batch dimension
 SIDECAR_SUFFIX = ".json"
 SIGNATURE = "serving_default"         # the SavedModel's signature
@@ -66,30 +74,43 @@ def sidecar_path(path: Path) -> Path:
 
 
 def serving_function(model: keras.Model, batch: int | None = None, mirror_average: bool = True):
-    """tf.function (board [B, 81] uint8, hands [B, 14] uint8) -> {OUTPUT: [B] float32 probability}."""
+    """tf.function (board [B, 81] uint8, hands [B, 14] uint8) -> {OUTPUT: [B] float32 probability}, and
+    POLICY_OUTPUT: [B, 2187] float32 for a model with a policy head."""
+    with_policy = model_lib.has_policy_head(model)
+
+    def outputs(raw, mirrored: bool) -> dict[str, tf.Tensor]:
+        value = raw[model_lib.OUTPUT_VALUE] if with_policy else raw
+        p = tf.reshape(tf.sigmoid(tf.cast(value, tf.float32)), (2, -1) if mirrored else (-1,))
+        out = {OUTPUT: (p[0] + p[1]) / 2 if mirrored else p}
+        if with_policy:
+            logits = tf.cast(raw[model_lib.OUTPUT_POLICY], tf.float32)
+            out[POLICY_OUTPUT] = model_lib.average_policy(logits) if mirrored else logits
+        return out
+
     signature = [tf.TensorSpec((batch, NUM_SQUARES), tf.uint8, name=model_lib.INPUT_BOARD),
                  tf.TensorSpec((batch, features.HAND_SIZE), tf.uint8, name=model_lib.INPUT_HANDS)]
 
     @tf.function(input_signature=signature)
     def serve(board, hands):
         if not mirror_average:
-            logits = model({model_lib.INPUT_BOARD: board, model_lib.INPUT_HANDS: hands}, training=False)
-            return {OUTPUT: tf.reshape(tf.sigmoid(tf.cast(logits, tf.float32)), (-1,))}
+            inputs = {model_lib.INPUT_BOARD: board, model_lib.INPUT_HANDS: hands}
+            return outputs(model(inputs, training=False), False)
         both = {model_lib.INPUT_BOARD: tf.concat([board, model_lib.mirror_board(board)], axis=0),
                 model_lib.INPUT_HANDS: tf.concat([hands, hands], axis=0)}
-        p = tf.reshape(tf.sigmoid(tf.cast(model(both, training=False), tf.float32)), (2, -1))
-        return {OUTPUT: (p[0] + p[1]) / 2}
+        return outputs(model(both, training=False), True)
 
     return serve, signature
 
 
-def export_onnx(model: keras.Model, path: Path, batch: int | None = None, mirror_average: bool = True) -> Path:
+def export_onnx(model: keras.Model, path: Path, batch: int | None = None,
+                mirror_average: bool = True) -> Path:
     """Write the model as ONNX (opset ONNX_OPSET) to `path` (as it is: export_model writes it to a temp
     name and renames it with its sidecar). Raises RunError if tf2onnx/onnx are not installed."""
     try:
         import tf2onnx
     except ImportError as exc:
-        raise RunError(f"ONNX export needs tf2onnx and onnx: pip install 'shogi-dnn[export]' ({exc})") from exc
+        raise RunError(f"ONNX export needs tf2onnx and onnx: pip install 'shogi-dnn[export]' "
+                       f"({exc})") from exc
     serve, signature = serving_function(model, batch, mirror_average)
     proto, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=ONNX_OPSET)
     if batch is None:
@@ -103,7 +124,8 @@ def export_onnx(model: keras.Model, path: Path, batch: int | None = None, mirror
 
 def export_savedmodel(model: keras.Model, path: Path, batch: int | None = None,
                       mirror_average: bool = True) -> Path:
-    """Write a TensorFlow SavedModel directory at `path` with the signature SIGNATURE (board, hands -> OUTPUT)."""
+    """Write a TensorFlow SavedModel directory at `path` with the signature SIGNATURE (board, hands ->
+    OUTPUT, and POLICY_OUTPUT for a policy model)."""
     serve, _ = serving_function(model, batch, mirror_average)
     module = tf.Module()
     module.model = model               # tracks the weights
@@ -155,7 +177,7 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
         "source": source,
         "shogi_dnn_version": __version__,
         "model": {"blocks": cfg.blocks, "filters": cfg.filters, "features": cfg.features,
-                  "value_head": cfg.value_head},
+                  "value_head": cfg.value_head, "policy_head": cfg.policy_head},
         "inputs": [
             {"name": model_lib.INPUT_BOARD, "dtype": "uint8", "shape": [shape, NUM_SQUARES],
              "meaning": "piece codes from the side to move's view: 0 empty, 1..14 own piece type t "
@@ -168,9 +190,16 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
         "outputs": [{"name": OUTPUT, "dtype": "float32", "shape": [shape],
                      "meaning": "probability that the side to move wins"
                                 + (" (mean over the position and its left-right mirror)" if mirror_average
-                                   else "")}],
+                                   else "")}]
+        + ([{"name": POLICY_OUTPUT, "dtype": "float32", "shape": [shape, NUM_MOVE_LABELS],
+             "meaning": "move logits, label = direction * 81 + square, side to move's view (27 directions "
+                        "x 81 squares: shogi_dnn/dataset/policy.py); softmax over them is the move's "
+                        "probability"
+                        + (" (log of the mean over the position and its mirror, labels mapped back)"
+                           if mirror_average else "")}] if cfg.policy_head else []),
         "mirror_average": mirror_average,
-        "encoding": "shogi_dnn.dataset.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) -> (board, hands) "
+        "encoding": "shogi_dnn.dataset.features.encode_position(shogi_dnn.rules.position_from_sfen(sfen)) "
+                    "-> (board, hands) "
                     "(position_from_sfen refuses a position no game reaches); "
                     "layout in shogi_dnn/dataset/features.py and shogi_dnn/training/export.py docstrings",
     }

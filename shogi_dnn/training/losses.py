@@ -11,11 +11,29 @@ whatever λ, so the logged loss means what evaluate reports, and runs with diffe
 on one scale; the blended loss is what the optimizer minimises, never logged (it would need its own
 METRIC_KEYS entry in run_log and report, and mixes two targets into one number).
 
+Policy head (model.policy_head; head_losses): the per-example loss adds train.policy_weight x the
+sparse softmax cross-entropy of the move played (batch["policy"], dataset/policy.py's label; a position
+without one, label -1, adds 0). Every per-example loss, masked ones included, is divided by the whole
+update batch by the step (steps.tower_gradients), so a masked position weighs 0 in a mean over all.
+
+Positions without a game result (win NaN: annotate's off-path positions; no_result_weight set, which
+assembly does when the training split has such shards): their result loss is masked, they train on the
+evaluation target alone (λ = 1 for them; no evaluation: no value loss) plus the policy, the whole times
+train.no_result_weight. Without such shards (no_result_weight None) and without a policy head,
+example_losses builds exactly today's graph.
+
 Metric sums (per tower, per update; a new training-time metric is a sum here and a field of run_log):
   loss_sum  float32  sum of per-example binary cross-entropy against the result (draws included)
   correct   float32  decisive positions (label 0 or 1) whose sign of the logit matches the label
   decisive  float32  positions with label 0 or 1 (draws, label 0.5, are excluded from accuracy)
   count     float32  positions seen
+and with no_result_weight set (RESULTS_KEY; loss_sum, correct, decisive then leave out no-result rows):
+  results   float32  positions with a game result (the denominator of the logged loss)
+and with a policy head (POLICY_KEYS):
+  policy_loss_sum  float32  sum of the policy cross-entropy over positions with a move label
+  policy_correct   float32  of those, positions whose argmax over ALL 2187 labels is the label (legal or
+                            not: no legal-move mask at training time; evaluate's top-1 is over legal moves)
+  policy_count     float32  positions with a move label (label >= 0)
 """
 
 from __future__ import annotations
@@ -31,12 +49,19 @@ from shogi_dnn.dataset.features import EVAL_NONE
 
 Batch = dict[str, tf.Tensor]
 METRIC_KEYS = ("loss_sum", "correct", "decisive", "count")   # per-tower sums of every train and eval step
+RESULTS_KEY = "results"                                      # with no-result masking: positions with a result
+POLICY_KEYS = ("policy_loss_sum", "policy_correct", "policy_count")   # with a policy head
+KEY_POLICY = "policy"                                        # the batch's move labels [B] int32
 
 
 def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_weight: float = 0.0,
                    eval_scale: float = TrainConfig.eval_scale, eval_trust: Sequence[float] | None = None,
+                   policy_weight: float = TrainConfig.policy_weight, no_result_weight: float | None = None,
                    ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """Per-example training loss [B] float32 and the metric sums of one (per-replica) batch.
+
+    A model with a policy head, or no_result_weight set, goes to head_losses (the module docstring);
+    otherwise the graph is the value-only one below.
 
     Args:
         model: the value network: {"board", "hands"} -> [B, 1] logit.
@@ -47,12 +72,20 @@ def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_wei
         eval_weight, eval_scale: λ and a of the module docstring (a Python float: λ = 0 adds no op at all).
         eval_trust: None (λ everywhere) or [R] floats, λ's factor per evalfit.PLY_EDGES range (reads
             batch["ply"]).
+        policy_weight: the policy cross-entropy's factor (a model with a policy head; batch["policy"]).
+        no_result_weight: None (every position has a result) or the loss factor of positions without
+            one (win NaN), whose result loss is then masked.
 
     Returns:
         The losses [B] float32 and the metric sums (METRIC_KEYS, [] float32), about the result target
         whatever λ (the module docstring says why).
     """
-    logits = tf.cast(model({"board": batch["board"], "hands": batch["hands"]}, training=training), tf.float32)
+    outputs = model({"board": batch["board"], "hands": batch["hands"]}, training=training)
+    if isinstance(outputs, dict) or no_result_weight is not None:
+        return head_losses(outputs, batch, eval_weight=eval_weight, eval_scale=eval_scale,
+                           eval_trust=eval_trust, policy_weight=policy_weight,
+                           no_result_weight=no_result_weight)
+    logits = tf.cast(outputs, tf.float32)
     logits = tf.reshape(logits, [-1])
     win = tf.cast(batch["win"], tf.float32)
     result_losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=win, logits=logits)
@@ -97,4 +130,83 @@ def blend_eval_losses(logits: tf.Tensor, result_losses: tf.Tensor, evals: tf.Ten
 
 def add_sums(total: dict[str, tf.Tensor] | None, sums: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """The metric sums of two micro-batches added key by key (total None: the first micro-batch)."""
-    return sums if total is None else {k: total[k] + sums[k] for k in METRIC_KEYS}
+    return sums if total is None else {k: total[k] + sums[k] for k in sums}
+
+
+def metric_keys(policy: bool = False, no_result: bool = False) -> tuple[str, ...]:
+    """The metric sums a step returns: METRIC_KEYS, then RESULTS_KEY with no-result masking, then
+    POLICY_KEYS with a policy head."""
+    return METRIC_KEYS + ((RESULTS_KEY,) if no_result else ()) + (POLICY_KEYS if policy else ())
+
+
+def head_losses(outputs: tf.Tensor | dict[str, tf.Tensor], batch: Batch, *, eval_weight: float,
+                eval_scale: float, eval_trust: Sequence[float] | None, policy_weight: float,
+                no_result_weight: float | None) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """example_losses for a policy model and/or positions without a result (the module docstring).
+
+    Args:
+        outputs: the model's output: [B, 1] logits, or {"value": [B, 1], "policy": [B, 2187]} float.
+        batch: as example_losses, with policy [B] int32 labels (-1: no move) when outputs has a policy.
+        Others as example_losses.
+    Returns:
+        [B] float32 losses and metric_keys(policy, no_result) -> [] float32 sums.
+    """
+    policy_out = outputs.get("policy") if isinstance(outputs, dict) else None
+    value = outputs["value"] if isinstance(outputs, dict) else outputs
+    logits = tf.reshape(tf.cast(value, tf.float32), [-1])
+    win = tf.cast(batch["win"], tf.float32)
+    weight = (float(eval_weight) if eval_trust is None else
+              eval_weight * trust_by_ply(batch["ply"], eval_trust))
+    if no_result_weight is None:
+        result_losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=win, logits=logits)
+        losses = result_losses
+        if eval_weight > 0 and "eval" in batch:
+            losses = blend_eval_losses(logits, result_losses, batch["eval"], weight, eval_scale)
+        sums = metric_sums(logits, win, result_losses)
+    else:
+        has_result = tf.logical_not(tf.math.is_nan(win))
+        # NaN labels never enter an op: their gradient would be NaN even where tf.where drops them.
+        safe_win = tf.where(has_result, win, 0.5)
+        result_losses = tf.where(has_result, tf.nn.sigmoid_cross_entropy_with_logits(labels=safe_win,
+                                                                                       logits=logits), 0.0)
+        losses = result_losses
+        if "eval" in batch:     # λ where there is a result, 1 (the evaluation alone) where there is none
+            lam = tf.where(has_result, tf.broadcast_to(tf.cast(weight, tf.float32), tf.shape(win)), 1.0)
+            losses = blend_eval_losses(logits, result_losses, batch["eval"], lam, eval_scale)
+        sums = masked_metric_sums(logits, safe_win, result_losses, has_result)
+    if policy_out is not None:
+        policy_losses, policy_sums = policy_metric_sums(policy_out, batch[KEY_POLICY])
+        losses = losses + float(policy_weight) * policy_losses
+        sums = {**sums, **policy_sums}
+    if no_result_weight is not None and no_result_weight != 1.0:
+        losses = losses * tf.where(has_result, 1.0, float(no_result_weight))
+    return losses, sums
+
+
+def masked_metric_sums(logits: tf.Tensor, win: tf.Tensor, result_losses: tf.Tensor,
+                       has_result: tf.Tensor) -> dict[str, tf.Tensor]:
+    """metric_sums over the positions with a result (has_result [B] bool), count over all, and RESULTS_KEY.
+    win [B] float32 holds no NaN (any value where has_result is False); result_losses are 0 there."""
+    counted = tf.cast(has_result, tf.float32)
+    decisive = counted * tf.cast(tf.not_equal(win, 0.5), tf.float32)
+    correct = decisive * tf.cast(tf.equal(logits > 0.0, win > 0.5), tf.float32)
+    return {"loss_sum": tf.reduce_sum(result_losses), "correct": tf.reduce_sum(correct),
+            "decisive": tf.reduce_sum(decisive), "count": tf.cast(tf.size(win), tf.float32),
+            RESULTS_KEY: tf.reduce_sum(counted)}
+
+
+def policy_metric_sums(policy_logits: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """[B] float32 policy cross-entropy (0 where label < 0) and the POLICY_KEYS sums.
+
+    Args:
+        policy_logits: [B, 2187] float logits; labels: [B] integer labels (dataset/policy.py, -1: no move).
+    """
+    logits = tf.cast(policy_logits, tf.float32)
+    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+    has = labels >= 0
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(labels, 0), logits=logits)
+    losses = tf.where(has, losses, 0.0)
+    counted = tf.cast(has, tf.float32)
+    hits = counted * tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels), tf.float32)
+    return losses, {"policy_loss_sum": tf.reduce_sum(losses), "policy_correct": tf.reduce_sum(hits),
+                    "policy_count": tf.reduce_sum(counted)}

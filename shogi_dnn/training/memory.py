@@ -9,8 +9,9 @@ Parameters (exact: Keras' count_params, pinned by tests/training/test_memory.py)
 convolution's bias replaced by batch norm's 4 per channel (gamma, beta, moving mean and variance) when
 batch_norm != "none":
 
-    N = conv(P -> F, 3x3) + 2K conv(F -> F, 3x3) + head + dense(H -> 1)
+    N = conv(P -> F, 3x3) + 2K conv(F -> F, 3x3) + head + dense(H -> 1) [+ policy]
         head "flatten": conv(F -> 1, 1x1) + dense(81 -> H);   head "pool": dense(F -> H)
+        policy (model.policy_head): conv(F -> F, 1x1) + F x 27 + 27 (the last 1x1 conv keeps its bias)
 
 Training memory of one device (bytes), for B positions per device per micro-batch:
 
@@ -44,6 +45,7 @@ from shogi_dnn.config import Config, ModelConfig
 from shogi_dnn.errors import ConfigError
 
 SQUARES = 81
+POLICY_DIRECTIONS = 27               # dataset/policy.py's NUM_DIRECTIONS: the policy head's last planes
 PIECE_PLANES = 29                    # ExpandPlanes' one-hot of the 29 piece codes (then sliced)
 # model.INPUT_PLANES (model.py imports TensorFlow; a test pins them equal)
 PLANES = {"pieces": 42, "attacks": 77, "tactics": 81}
@@ -67,7 +69,9 @@ def parameter_count(cfg: ModelConfig) -> int:
         head = filters * hidden + hidden
     else:
         head = conv(filters, 1, 1) + SQUARES * hidden + hidden
-    return body + head + hidden + 1
+    policy = (conv(filters, filters, 1) + filters * POLICY_DIRECTIONS + POLICY_DIRECTIONS
+              if cfg.policy_head else 0)
+    return body + head + hidden + 1 + policy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,11 @@
       -> blocks x residual block: conv3x3 [BN] ReLU conv3x3 [BN] + skip -> ReLU
       -> value head: conv1x1(VALUE_HEAD_PLANES) [BN] ReLU -> flatten -> dense(value_hidden) ReLU
       -> dense(1)                                      [B, 1] float32 logit of "side to move wins"
+      [model.policy_head: from the same trunk output,
+       policy head: conv1x1(filters) [BN] ReLU -> conv1x1(27) with bias   [B, 9, 9, 27] float32
+       -> transpose, reshape                           [B, 2187] float32 logits in dataset/policy.py's label
+                                                       order (label = direction * 81 + row * 9 + col);
+       the model's output is then {"value": [B, 1], "policy": [B, 2187]} (OUTPUT_VALUE, OUTPUT_POLICY)]
 
 The plane expansion runs on the device, inside the model (ExpandPlanes and AttackPlanes are registered
 Keras layers, so `keras.models.load_model("RUN/model.keras")` works after `import shogi_dnn.training.model`);
@@ -24,6 +29,13 @@ Mirror averaging (value_logits(..., mirror_average=True), used by evaluate and p
 the game value are invariant under the left-right mirror (features.mirror_board: file f <-> 10 - f, hands
 unchanged), so the win probability can be taken as the mean of sigmoid(model(x)) and
 sigmoid(model(mirror(x))); value_logits returns the logit of that mean so that every metric on logits stays.
+policy_logits(..., mirror_average=True) likewise takes the mean of softmax(policy(x)) and the mirrored
+position's softmax with its labels mapped back (policy.mirror_labels: the mirror of a move), and returns
+its log (log-probabilities: valid logits for softmax, argmax and top-k, which all stay as they were).
+
+Outputs: a model without a policy head (every model.keras written before it existed) gives the [B, 1]
+value logit alone; with one, the dict above. value_logits and policy_logits read either, so callers
+never look at the model's raw output (has_policy_head tells which kind a model is).
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from shogi_dnn.dataset import features
+from shogi_dnn.dataset import features, policy
 from shogi_dnn.config import ModelConfig
 from shogi_dnn.errors import RunError
 from shogi_dnn.rules import NUM_SQUARES
@@ -45,6 +57,8 @@ BOARD_SIDE = 9                    # the board is BOARD_SIDE x BOARD_SIDE squares
 VALUE_HEAD_PLANES = 1             # 1x1-conv planes before the value head's dense layers (as AlphaZero)
 CONV_KERNEL = 3
 INPUT_BOARD, INPUT_HANDS = "board", "hands"
+OUTPUT_VALUE, OUTPUT_POLICY = "value", "policy"     # the outputs of a model with a policy head
+POLICY_LAYER = "policy_logits"                      # the policy head's last layer
 # features.HAND_MAX for own then opponent hands: hand plane = count / max.
 _HAND_SCALE = np.asarray(features.HAND_MAX * 2, np.float32)
 # model.features -> input planes of the stem convolution.
@@ -141,6 +155,16 @@ def _value_head(make: _LayerFactory, x):
                         name="value_logit")(x)
 
 
+def _policy_head(make: _LayerFactory, x):
+    """[B, 9, 9, F] -> [B, 2187] float32 policy logits, label = direction * 81 + row * 9 + col."""
+    x = make.relu(make.conv(x, make.cfg.filters, 1, "policy_conv"), "policy_relu")
+    # float32 even under mixed precision, as the value logit: the softmax needs the range.
+    x = layers.Conv2D(policy.NUM_DIRECTIONS, 1, use_bias=True, dtype="float32",
+                      kernel_initializer=make.initializer("GlorotUniform"), name="policy_directions")(x)
+    x = layers.Permute((3, 1, 2), dtype="float32", name="policy_transpose")(x)       # [B, 27, 9, 9]
+    return layers.Reshape((policy.NUM_MOVE_LABELS,), dtype="float32", name=POLICY_LAYER)(x)
+
+
 def build_model(cfg: ModelConfig, seed: int | None = None) -> keras.Model:
     """Build the value network (call inside strategy.scope() for training).
 
@@ -149,7 +173,8 @@ def build_model(cfg: ModelConfig, seed: int | None = None) -> keras.Model:
         seed: seeds every initialiser (None: Keras' global seed, see keras.utils.set_random_seed).
     Returns:
         keras.Model with inputs {"board": [B, 81] uint8, "hands": [B, 14] uint8} and output the
-        [B, 1] float32 logit that the side to move wins.
+        [B, 1] float32 logit that the side to move wins; with cfg.policy_head the output is
+        {"value": that logit, "policy": [B, 2187] float32 move logits}.
     """
     make = _LayerFactory(cfg, seed)
     board = keras.Input((NUM_SQUARES,), dtype="uint8", name=INPUT_BOARD)
@@ -163,8 +188,17 @@ def build_model(cfg: ModelConfig, seed: int | None = None) -> keras.Model:
     for index in range(cfg.blocks):
         x = _residual_block(make, x, index)
     logit = _value_head(make, x)
+    if cfg.policy_head:     # the policy head's initialisers are drawn after the value head's
+        return keras.Model({INPUT_BOARD: board, INPUT_HANDS: hands},
+                           {OUTPUT_VALUE: logit, OUTPUT_POLICY: _policy_head(make, x)},
+                           name=f"shogi_value_policy_{cfg.blocks}x{cfg.filters}")
     return keras.Model({INPUT_BOARD: board, INPUT_HANDS: hands}, logit,
                        name=f"shogi_value_{cfg.blocks}x{cfg.filters}")
+
+
+def has_policy_head(model: keras.Model) -> bool:
+    """Whether the model gives policy logits besides the value (build_model with cfg.policy_head)."""
+    return len(model.outputs) > 1
 
 
 def mirror_board(board):
@@ -182,21 +216,83 @@ def value_logits(model: keras.Model, board, hands, mirror_average: bool = False,
             logaddexp(log_sigmoid(a), log_sigmoid(b)) - logaddexp(log_sigmoid(-a), log_sigmoid(-b)).
     """
     if not mirror_average:
-        return ops.reshape(ops.cast(model({INPUT_BOARD: board, INPUT_HANDS: hands}, training=training),
-                                    "float32"), (-1,))
-    both = {INPUT_BOARD: ops.concatenate([board, mirror_board(board)], axis=0),
+        return _value_output(model({INPUT_BOARD: board, INPUT_HANDS: hands}, training=training))
+    return average_value(_value_output(model(_with_mirrors(board, hands), training=training)))
+
+
+def _with_mirrors(board, hands) -> dict:
+    """The model's inputs for a batch and its mirrors: [2B, 81] boards (the B mirrors after), [2B, 14]."""
+    return {INPUT_BOARD: ops.concatenate([board, mirror_board(board)], axis=0),
             INPUT_HANDS: ops.concatenate([hands, hands], axis=0)}
-    logits = ops.reshape(ops.cast(model(both, training=training), "float32"), (2, -1))
+
+
+def _value_output(outputs):
+    """[N] float32 value logits of a model's raw output (a [N, 1] tensor, or the dict of a policy model)."""
+    value = outputs[OUTPUT_VALUE] if isinstance(outputs, dict) else outputs
+    return ops.reshape(ops.cast(value, "float32"), (-1,))
+
+
+def average_value(logits):
+    """[B] logit((sigmoid(a) + sigmoid(b)) / 2) of [2B] logits: a the positions', b their mirrors'."""
+    logits = ops.reshape(logits, (2, -1))
     a, b = logits[0], logits[1]
     log_sigmoid = ops.log_sigmoid
     return (ops.logaddexp(log_sigmoid(a), log_sigmoid(b)) - ops.logaddexp(log_sigmoid(-a), log_sigmoid(-b)))
 
 
+_MIRROR_LABELS = policy.mirror_labels(np.arange(policy.NUM_MOVE_LABELS)).astype(np.int32)
+
+
+def policy_logits(model: keras.Model, board, hands, mirror_average: bool = False, training: bool = False):
+    """[B, 2187] float32 move logits of the side to move (dataset/policy.py's labels).
+
+    Args:
+        model: a model with a policy head (has_policy_head).
+        board: [B, 81] uint8; hands: [B, 14] uint8 (numpy or tensors).
+        mirror_average: run the model on the boards and their mirrors in one batch of 2B and return the
+            log of the mean of softmax(a) and softmax(b) with b's labels mapped back through the mirror
+            (policy.mirror_labels): log-probabilities, whose softmax is that mean.
+    Raises:
+        ValueError: the model has no policy head.
+    """
+    return value_and_policy_logits(model, board, hands, mirror_average, training)[1]
+
+
+def value_and_policy_logits(model: keras.Model, board, hands, mirror_average: bool = False,
+                            training: bool = False):
+    """(value_logits [B] float32, policy_logits [B, 2187] float32) from one forward pass (as the two
+    functions above, with the same mirror averaging). Raises ValueError without a policy head."""
+    if not has_policy_head(model):
+        raise ValueError(f"model {model.name} has no policy head (model.policy_head = false)")
+    if not mirror_average:
+        outputs = model({INPUT_BOARD: board, INPUT_HANDS: hands}, training=training)
+        return _value_output(outputs), ops.cast(outputs[OUTPUT_POLICY], "float32")
+    outputs = model(_with_mirrors(board, hands), training=training)
+    return average_value(_value_output(outputs)), average_policy(ops.cast(outputs[OUTPUT_POLICY], "float32"))
+
+
+def average_policy(logits):
+    """[B, 2187] log((softmax(a) + softmax(b)[:, mirror]) / 2) of [2B, 2187] logits: a the positions',
+    b their mirrors' (whose label l is the move mirror_labels(l) of the position)."""
+    a, b = ops.split(logits, 2, axis=0)
+    a = ops.log_softmax(a, axis=-1)
+    b = ops.take(ops.log_softmax(b, axis=-1), ops.convert_to_tensor(_MIRROR_LABELS), axis=1)
+    # logaddexp(a, b) - log 2 from Max, Exp and Log alone (export: tf2onnx converts no Log1p); the sum
+    # of the exponentials is >= 1, so the log is stable.
+    top = ops.maximum(a, b)
+    return top + ops.log((ops.exp(a - top) + ops.exp(b - top)) * np.float32(0.5))
+
+
 def mirror_averaged(model: keras.Model):
     """model wrapped as a callable of the model's signature, inputs -> [B, 1] float32 mirror-averaged logits
-    (value_logits), for code that calls a model as is (analysis/predict.py)."""
+    (value_logits), for code that calls a model as is (analysis/predict.py); a model with a policy head
+    gives {"value": those, "policy": [B, 2187] mirror-averaged policy_logits}, as the model's dict."""
 
     def averaged(inputs, training: bool = False):
+        if has_policy_head(model):
+            value, moves = value_and_policy_logits(model, inputs[INPUT_BOARD], inputs[INPUT_HANDS],
+                                                   mirror_average=True, training=training)
+            return {OUTPUT_VALUE: ops.expand_dims(value, -1), OUTPUT_POLICY: moves}
         logits = value_logits(model, inputs[INPUT_BOARD], inputs[INPUT_HANDS], mirror_average=True,
                               training=training)
         return ops.expand_dims(logits, -1)

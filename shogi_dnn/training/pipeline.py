@@ -21,6 +21,12 @@ module streams it. The training *sample stream* of one pass over a sample group 
 
 The stream depends on L (not on the number of towers or workers): keep L fixed to keep the data order.
 
+Policy labels (`policy=True`, a model with a policy head): each row also carries `policy` [int32], the
+label of the move played (dataset/policy.py: policy.move_labels of the shards' `move` column, -1 where
+there is none), mirrored with its board (policy.mirror_labels) when the mirror coin flips the row. The
+column is read only then; it draws no random numbers, so the stream (rows, order, mirror coins) is the
+same with and without it.
+
 Batches are cut in numpy and a Python generator yields *whole batches*, never samples (per-sample
 generators manage a few thousand positions/s): one call yields the stack of every whole batch a shuffle
 buffer completes, [k, batch, ...], which tf.data unbatches into k batch elements in C++; then prefetch.
@@ -47,7 +53,7 @@ import h5py
 import numpy as np
 import tensorflow as tf
 
-from shogi_dnn.dataset import features, shards
+from shogi_dnn.dataset import features, policy, shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.rules import NUM_SQUARES
 from shogi_dnn.training import schedule
@@ -55,6 +61,8 @@ from shogi_dnn.training.schedule import Chunk
 
 # Datasets read for training/evaluation, and the element signature of a batch.
 KEYS = schedule.STREAM_KEYS
+KEY_POLICY = "policy"                # the move label column, made from the stored `move` (policy=True)
+POLICY_KEYS = KEYS + (KEY_POLICY,)
 _STORED_KEYS = schedule.STORED_KEYS    # the datasets read for them (board and hands are stored packed)
 _ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
                shards.KEY_WIN: (), shards.KEY_PLY: (), shards.KEY_EVAL: ()}
@@ -86,20 +94,23 @@ class ShardReader:
     """Reads chunks from shards, keeping up to MAX_OPEN_SHARDS files open (least recently used closed:
     the chunk order visits shards at random, and a group may hold more shards than file handles)."""
 
-    def __init__(self, paths: Sequence[Path]) -> None:
+    def __init__(self, paths: Sequence[Path], policy_labels: bool = False) -> None:
         self._paths = list(paths)
         self._files: collections.OrderedDict[int, h5py.File] = collections.OrderedDict()
+        self._policy = policy_labels
+        self._stored = _STORED_KEYS + ((shards.KEY_MOVE,) if policy_labels else ())
 
     def read(self, chunks: Sequence[Chunk]) -> Batch:
-        """The rows of `chunks`, concatenated in order: arrays keyed as KEYS."""
-        parts: dict[str, list[np.ndarray]] = {key: [] for key in _STORED_KEYS}
+        """The rows of `chunks`, concatenated in order: arrays keyed as KEYS (POLICY_KEYS with policy
+        labels: `policy` [n] int32)."""
+        parts: dict[str, list[np.ndarray]] = {key: [] for key in self._stored}
         for chunk in chunks:
             try:
                 f = self._file(chunk.shard)
             except ShardFormatError as exc:
                 _read_errors.append(exc)
                 raise
-            for key in _STORED_KEYS:
+            for key in self._stored:
                 try:
                     parts[key].append(shards.read_stored(f, key, chunk.start, chunk.stop))
                 except (OSError, RuntimeError, ValueError, KeyError) as exc:   # a chunk's checksum or filter
@@ -107,7 +118,11 @@ class ShardReader:
                                               _chunk_rows(f, key))
                     _read_errors.append(error)
                     raise error from None
-        return shards.unpack_rows({key: np.concatenate(arrays) for key, arrays in parts.items()}, KEYS)
+        stored = {key: np.concatenate(arrays) for key, arrays in parts.items()}
+        rows = shards.unpack_rows(stored, KEYS)
+        if self._policy:
+            rows[KEY_POLICY] = policy.move_labels(stored[shards.KEY_MOVE]).astype(np.int32)
+        return rows
 
     def _file(self, index: int) -> h5py.File:
         if index in self._files:
@@ -144,23 +159,25 @@ def _shuffle_buffer(rows: Batch, seed: int, index: int, mirror: bool) -> Batch:
     if mirror:
         flip = rng.random(n) < 0.5
         out[shards.KEY_BOARD][flip] = features.mirror_board(out[shards.KEY_BOARD][flip])
+        if KEY_POLICY in out:       # the move mirrored with its board
+            out[KEY_POLICY][flip] = policy.mirror_labels(out[KEY_POLICY][flip])
     return out
 
 
 def iter_stream(paths: Sequence[Path], *, seed: int, shuffle_buffer: int, mirror: bool,
                 skip_samples: int = 0, lanes: int = 1, lane: int = 0,
-                rows: tuple[int, int] | None = None) -> Iterator[Batch]:
+                rows: tuple[int, int] | None = None, policy_labels: bool = False) -> Iterator[Batch]:
     """The rows of read lane `lane` of `lanes` (with lanes = 1: the sample stream of one pass; see the
     module docstring), as consecutive blocks of rows.
 
     Yields:
         dicts keyed as KEYS: board [n, 81] uint8, hands [n, 14] uint8, win [n] float32, ply [n] int16,
-        eval [n] int16 (features.EVAL_NONE where none); their concatenation is the lane's rows
-        without their first `skip_samples`.
+        eval [n] int16 (features.EVAL_NONE where none), with policy_labels policy [n] int32; their
+        concatenation is the lane's rows without their first `skip_samples`.
     """
     buffers = schedule.plan_buffers(paths, seed, shuffle_buffer, rows)
     schedule.check_skip(skip_samples, schedule.lane_rows(buffers, lanes)[lane])
-    reader = ShardReader(paths)
+    reader = ShardReader(paths, policy_labels)
     try:
         yield from _iter_lane(reader, buffers, lanes, lane, seed=seed, mirror=mirror, skip=skip_samples)
     finally:
@@ -190,11 +207,12 @@ def _stack_batches(blocks: Iterator[Batch], batch: int, keep_partial: bool) -> I
     carry: Batch | None = None
     for block in blocks:
         if carry is not None:
-            block = {key: np.concatenate([carry[key], block[key]]) for key in KEYS}
+            block = {key: np.concatenate([carry[key], block[key]]) for key in block}
         n = len(block[shards.KEY_WIN])
         k = n // batch
         if k:
-            yield {key: value[:k * batch].reshape((k, batch, *value.shape[1:])) for key, value in block.items()}
+            yield {key: value[:k * batch].reshape((k, batch, *value.shape[1:]))
+                   for key, value in block.items()}
         carry = {key: value[k * batch:] for key, value in block.items()} if k * batch < n else None
     if keep_partial and carry is not None:
         yield {key: value[None] for key, value in carry.items()}
@@ -213,25 +231,28 @@ def _merge_lanes(lanes: list[Iterator[Batch]], lane_batch: int, limit: int) -> I
                 if block is None:
                     return
                 pending[i] = block if pending[i] is None else {
-                    key: np.concatenate([pending[i][key], block[key]]) for key in KEYS}
+                    key: np.concatenate([pending[i][key], block[key]]) for key in block}
         k = min(min(len(p[shards.KEY_WIN]) for p in pending) // lane_batch, limit - done)
         yield {key: np.concatenate([p[key][:k * lane_batch].reshape((k, lane_batch, *p[key].shape[1:]))
-                                    for p in pending], axis=1) for key in KEYS}
+                                    for p in pending], axis=1) for key in pending[0]}
         pending = [{key: value[k * lane_batch:] for key, value in p.items()} for p in pending]
         done += k
 
 
-def _from_stacks(generate, batch: int | None) -> tf.data.Dataset:
+def _from_stacks(generate, batch: int | None, policy_labels: bool = False) -> tf.data.Dataset:
     """Dataset of batches from a generator of batch stacks [k, batch, ...]; then prefetch."""
     dtypes = {key: tf.as_dtype(shards.POSITION_SCHEMA[key][1]) for key in KEYS}
     signature = {key: tf.TensorSpec((None, batch, *_ROW_SHAPES[key]), dtypes[key], name=key) for key in KEYS}
-    return tf.data.Dataset.from_generator(generate, output_signature=signature).unbatch().prefetch(tf.data.AUTOTUNE)
+    if policy_labels:
+        signature[KEY_POLICY] = tf.TensorSpec((None, batch), tf.int32, name=KEY_POLICY)
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    return dataset.unbatch().prefetch(tf.data.AUTOTUNE)
 
 
 def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,
                        mirror: bool, skip_samples: int = 0, lanes: int = 0,
                        input_context: tf.distribute.InputContext | None = None,
-                       rows: tuple[int, int] | None = None) -> tf.data.Dataset:
+                       rows: tuple[int, int] | None = None, policy_labels: bool = False) -> tf.data.Dataset:
     """One shuffled pass over a sample group's shards, in global batches (drop_remainder).
 
     Args:
@@ -246,9 +267,11 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
         input_context: from distribute_datasets_from_function: read only this worker's lanes and yield
             its per-replica slices.
         rows: (start, stop): only these rows of the shards concatenated (a sample group); default all.
+        policy_labels: add the `policy` labels (module docstring); the stream is the same.
     Returns:
         Dataset of dicts: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32, ply [B] int16,
         eval [B] int16 (the record's evaluation, side to move's view; features.EVAL_NONE where none),
+        with policy_labels policy [B] int32 (-1: no move),
         B = global_batch (or the per-replica batch with an input context).
     Raises:
         ConfigError: bad batch, lanes or skip; ShardFormatError: a shard is unreadable.
@@ -267,7 +290,7 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
     batch = global_batch if input_context is None else input_context.get_per_replica_batch_size(global_batch)
 
     def generate() -> Iterator[Batch]:
-        reader = ShardReader(paths)
+        reader = ShardReader(paths, policy_labels)
         try:
             streams = [_iter_lane(reader, buffers, lanes, lane, seed=seed, mirror=mirror,
                                   skip=skip_samples // lanes) for lane in mine]
@@ -279,7 +302,7 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
         finally:
             reader.close()
 
-    return _from_stacks(generate, batch)
+    return _from_stacks(generate, batch, policy_labels)
 
 
 def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | None) -> None:
@@ -294,9 +317,11 @@ def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | 
 # Evaluation and counting
 
 
-def iter_sequential(paths: Sequence[Path], start: int, stop: int) -> Iterator[Batch]:
-    """Rows [start, stop) of the shards in file order, chunk by chunk; chunks outside them are not read."""
-    reader = ShardReader(paths)
+def iter_sequential(paths: Sequence[Path], start: int, stop: int,
+                    policy_labels: bool = False) -> Iterator[Batch]:
+    """Rows [start, stop) of the shards in file order, chunk by chunk; chunks outside them are not read
+    (with policy_labels, also the `policy` column)."""
+    reader = ShardReader(paths, policy_labels)
     first = 0                                   # stream index of the chunk's first row
     try:
         for chunk in schedule.list_chunks(paths):
@@ -311,7 +336,8 @@ def iter_sequential(paths: Sequence[Path], start: int, stop: int) -> Iterator[Ba
 
 
 def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions: int = 0,
-                      input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+                      input_context: tf.distribute.InputContext | None = None,
+                      policy_labels: bool = False) -> tf.data.Dataset:
     """All rows of the shards in file order (no shuffle), in batches; the last may be partial.
 
     Args:
@@ -320,6 +346,7 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
             [w*N/W, (w+1)*N/W) of the N rows and yields them in per-replica batches (the last partial;
             a worker or tower that runs out first gets empty batches from tf.distribute, so every row
             is evaluated once and the towers' sums add up to the whole split).
+        policy_labels: add the `policy` labels (as make_train_dataset).
     Returns:
         Dataset of dicts as make_train_dataset's, batch dimension None (global batches without an input
         context, per-replica batches with one).
@@ -335,10 +362,11 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
 
     def generate() -> Iterator[Batch]:
         try:
-            yield from _stack_batches(iter_sequential(paths, start, stop), batch, keep_partial=True)
+            yield from _stack_batches(iter_sequential(paths, start, stop, policy_labels), batch,
+                                      keep_partial=True)
         except ShardFormatError:
             return      # recorded (take_read_error): the consumer sees the data end and reports it
 
-    return _from_stacks(generate, None)
+    return _from_stacks(generate, None, policy_labels)
 
 

@@ -4,19 +4,25 @@ metrics.jsonl has one JSON object a line:
   kind             "train" | "validation"
   step, samples    optimizer steps and training positions seen when the line was written
   epoch, stage, group   where in the staged schedule (the stage just trained for "validation")
-  loss             mean binary cross-entropy over every position of every tower (draws included)
+  loss             mean binary cross-entropy over every position of every tower (draws included; over
+                   the positions with a game result when the training split has some without one)
   accuracy         over decisive positions only (label 0 or 1); null when there were none
   positions_per_s  all towers together (train: the interval's wall time; validation: the pass's)
   lr               learning rate of the next update (train only)
-  per_gpu          one {"device", "loss", "accuracy", "positions"[, "positions_per_s"][, "busy_s",
-                   "compute_positions_per_s"]} per tower. positions_per_s: the tower's positions over the
+  policy_loss      only with a policy head: mean policy cross-entropy over the positions with a move
+                   played (losses.py: the move's label); policy_acc: the share of them whose argmax over
+                   all 2187 labels is that move (no legal-move mask: evaluate's top-1 has one)
+  per_gpu          one {"device", "loss", "accuracy", "positions"[, "policy_loss", "policy_acc"]
+                   [, "positions_per_s"][, "busy_s", "compute_positions_per_s"]} per tower.
+                   positions_per_s: the tower's positions over the
                    interval's wall time (the same for every tower: they wait for each other at the
                    all-reduce);
                    busy_s (train only): the tower's own compute seconds, batch in hand to local gradients
                    done, before the all-reduce; compute_positions_per_s = positions / busy_s, which is
                    lower on a slower GPU (report flags it)
 TensorBoard: loss, accuracy, positions_per_s, lr and gpuN/loss, gpuN/accuracy, gpuN/positions_per_s for
-training; validation/loss, validation/accuracy, validation/gpuN/... for validation. Every scalar is written
+training (policy_loss, policy_acc and gpuN/policy_loss, gpuN/policy_acc with a policy head);
+validation/loss, validation/accuracy, validation/gpuN/... for validation. Every scalar is written
 at TensorBoard step = samples (training positions seen), the x axis of report's PNGs, so TensorBoard's
 "Step" axis reads in positions; progress/optimizer_step (train) gives the optimizer steps at each point
 (plot it, or read metrics.jsonl's step, to see updates instead of positions).
@@ -41,20 +47,22 @@ from tensorflow.core.framework import summary_pb2
 from shogi_dnn.errors import disk_full, is_disk_full
 from shogi_dnn.folders import run_files
 from shogi_dnn.training.devices import local_values
-from shogi_dnn.training.losses import METRIC_KEYS
+from shogi_dnn.training.losses import METRIC_KEYS, POLICY_KEYS, RESULTS_KEY
 from shogi_dnn.training.stages import TrainState
 from shogi_dnn.training.steps import BUSY_KEY
 from shogi_dnn.wording import format_duration
 
 log = logging.getLogger(__name__)
 TB_OPTIMIZER_STEP = "progress/optimizer_step"      # optimizer steps at each point (the x axis is samples)
+POLICY_FIELDS = ("policy_loss", "policy_acc")     # records of a model with a policy head
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
 
 @dataclasses.dataclass(frozen=True)
 class TowerSums:
-    """Metric sums per tower: arrays [towers] float64 keyed as losses.METRIC_KEYS."""
+    """Metric sums per tower: arrays [towers] float64 keyed as losses.METRIC_KEYS (and the other keys
+    the steps return: RESULTS_KEY, POLICY_KEYS, BUSY_KEY)."""
 
     sums: dict[str, np.ndarray]
 
@@ -62,8 +70,7 @@ class TowerSums:
     def collect(cls, strategy: tf.distribute.Strategy, outputs: Sequence[dict[str, Any]]) -> TowerSums:
         """Add up step outputs (per-replica dicts of sums) per tower; waits for those steps."""
         towers = strategy.num_replicas_in_sync
-        busy = (BUSY_KEY,) if outputs and BUSY_KEY in outputs[0] else ()   # train steps: busy_s
-        keys = METRIC_KEYS + busy
+        keys = tuple(outputs[0]) if outputs else METRIC_KEYS     # train steps may add busy_s
         sums = {key: np.zeros(towers) for key in keys}
         for out in outputs:
             for key in keys:
@@ -84,9 +91,12 @@ def summarise(kind: str, state: TrainState, sums: TowerSums, devices: Sequence[s
     """The metrics.jsonl record of one interval (train) or one validation pass."""
     s = sums.sums
     per_gpu = []
+    results = s.get(RESULTS_KEY, s["count"])     # the loss is over the positions with a game result
     for i, device in enumerate(devices):
-        entry = {"device": device, "loss": _ratio(s["loss_sum"][i], s["count"][i]),
+        entry = {"device": device, "loss": _ratio(s["loss_sum"][i], results[i]),
                  "accuracy": _ratio(s["correct"][i], s["decisive"][i]), "positions": int(s["count"][i])}
+        if POLICY_KEYS[0] in s:
+            entry.update(_policy_fields(s, i))
         if seconds:
             entry["positions_per_s"] = float(s["count"][i] / seconds)
         if BUSY_KEY in s:             # the tower's own compute time: a slow GPU shows here, not above
@@ -95,14 +105,23 @@ def summarise(kind: str, state: TrainState, sums: TowerSums, devices: Sequence[s
         per_gpu.append(entry)
     record: dict[str, Any] = {"kind": kind, "step": state.step, "samples": state.samples,
                               "epoch": state.epoch, "stage": state.stage, "group": state.group,
-                              "loss": _ratio(s["loss_sum"].sum(), s["count"].sum()),
+                              "loss": _ratio(s["loss_sum"].sum(), results.sum()),
                               "accuracy": _ratio(s["correct"].sum(), s["decisive"].sum())}
+    if POLICY_KEYS[0] in s:
+        record.update(_policy_fields(s, slice(None)))
     if seconds:
         record["positions_per_s"] = float(s["count"].sum() / seconds)
     if lr is not None:
         record["lr"] = lr
     record["per_gpu"] = per_gpu
     return record
+
+
+def _policy_fields(s: dict[str, np.ndarray], towers: int | slice) -> dict[str, float | None]:
+    """policy_loss and policy_acc of one tower (an index) or of all (slice(None)) from the POLICY_KEYS
+    sums."""
+    loss, correct, count = (float(np.sum(s[key][towers])) for key in POLICY_KEYS)
+    return {"policy_loss": _ratio(loss, count), "policy_acc": _ratio(correct, count)}
 
 
 def eta_fields(remaining_updates: tuple[int, int, int], update_batch: int, positions_per_s: float | None,
@@ -150,6 +169,8 @@ def console_line(record: dict[str, Any]) -> str:
             f"{position_label(record['epoch'], record['stage'], record['group'])} "
             f"loss={_fmt(record['loss'])} "
             f"acc={_fmt(record['accuracy'], 3)}")
+    if "policy_loss" in record:
+        head += f" ploss={_fmt(record['policy_loss'])} pacc={_fmt(record['policy_acc'], 3)}"
     if "positions_per_s" in record:
         head += f" pos/s={_short(record['positions_per_s'])}"
     if "lr" in record:
@@ -163,6 +184,8 @@ def console_line(record: dict[str, Any]) -> str:
     if len(gpus) > 1:
         head += (" | gpu loss " + " ".join(_fmt(g["loss"], 3) for g in gpus)
                  + " acc " + " ".join(_fmt(g["accuracy"], 3) for g in gpus))
+        if "policy_loss" in gpus[0]:
+            head += " pacc " + " ".join(_fmt(g.get("policy_acc"), 3) for g in gpus)
     return head
 
 
@@ -186,11 +209,12 @@ class MetricsLog:
 
     def _tensorboard(self, record: dict[str, Any]) -> None:
         prefix = "" if record["kind"] == "train" else record["kind"] + "/"
-        scalars = {f"{prefix}{key}": record.get(key) for key in ("loss", "accuracy", "positions_per_s", "lr")}
+        scalars = {f"{prefix}{key}": record.get(key)
+                   for key in ("loss", "accuracy", "positions_per_s", "lr", *POLICY_FIELDS)}
         if record["kind"] == "train":
             scalars[TB_OPTIMIZER_STEP] = record["step"]
         for i, gpu in enumerate(record["per_gpu"]):
-            for key in ("loss", "accuracy", "positions_per_s"):
+            for key in ("loss", "accuracy", "positions_per_s", *POLICY_FIELDS):
                 scalars[f"{prefix}gpu{i}/{key}"] = gpu.get(key)
         try:
             with self.writer.as_default(step=record["samples"]):      # the x axis: samples, as the PNGs

@@ -38,7 +38,8 @@ import keras
 import tensorflow as tf
 
 from shogi_dnn.config import TrainConfig
-from shogi_dnn.training.losses import METRIC_KEYS, Batch, add_sums, example_losses
+from shogi_dnn.training.losses import Batch, add_sums, example_losses, metric_keys
+from shogi_dnn.training.model import has_policy_head
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,14 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
                     optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
                     clip_global_norm: float = 0.0, time_towers: bool = False, eval_weight: float = 0.0,
                     eval_scale: float = TrainConfig.eval_scale, eval_trust: Sequence[float] | None = None,
-                    jit_compile: bool = False) -> Callable[..., Sums]:
+                    jit_compile: bool = False, policy_weight: float = TrainConfig.policy_weight,
+                    no_result_weight: float | None = None) -> Callable[..., Sums]:
     """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
 
     eval_weight, eval_scale, eval_trust: λ, the resolved a (> 0) and the per-ply-range trust or None
-    (losses.example_losses; λ = 0 = results only).
+    (losses.example_losses; λ = 0 = results only). policy_weight: the policy loss's factor (a model with
+    a policy head); no_result_weight: None, or the loss factor of positions without a game result
+    (losses.head_losses; their sums then include losses.RESULTS_KEY).
 
     Each b is an element of strategy.experimental_distribute_dataset over global batches of
     `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
@@ -71,7 +75,8 @@ def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
         jit_compile = False
     variables = model.trainable_variables
     losses_of = functools.partial(example_losses, model, training=True, eval_weight=eval_weight,
-                                  eval_scale=eval_scale, eval_trust=eval_trust)
+                                  eval_scale=eval_scale, eval_trust=eval_trust, policy_weight=policy_weight,
+                                  no_result_weight=no_result_weight)
 
     def replica_update(*batches: Batch) -> Sums:
         timed = time_towers and tower_timing_available()
@@ -157,12 +162,16 @@ def make_iterator_step(train_step: Callable[..., Sums],
 
 
 def make_eval_step(strategy: tf.distribute.Strategy, model: keras.Model) -> Callable[[Batch], Sums]:
-    """step(dist_batch) -> per-replica metric sums (no update). Handles partial and empty tower batches."""
+    """step(dist_batch) -> per-replica metric sums (no update). Handles partial and empty tower batches.
+
+    The sums are METRIC_KEYS, and losses.POLICY_KEYS for a model with a policy head (its batches carry
+    `policy` labels)."""
+    keys = metric_keys(policy=has_policy_head(model))
 
     def replica_eval(batch: Batch) -> Sums:
         # An empty batch (a tower that ran out before the others: tf.distribute hands it a 0-row dummy)
         # skips the model: some CPU conv kernels mis-shape 0-row inputs. Its sums are zero.
-        zeros = {key: tf.constant(0.0) for key in METRIC_KEYS}
+        zeros = {key: tf.constant(0.0) for key in keys}
         return tf.cond(tf.size(batch["win"]) > 0, lambda: example_losses(model, batch, training=False)[1],
                        lambda: zeros)
 

@@ -146,7 +146,7 @@ class Trainer:
             lambda ctx: pipeline.make_train_dataset(
                 stage.paths, global_batch=global_batch, seed=stage.seed, skip_samples=skip,
                 shuffle_buffer=stage.shuffle_buffer, mirror=mirror, lanes=stage.lanes,
-                input_context=ctx, rows=stage.rows)))]
+                input_context=ctx, rows=stage.rows, policy_labels=self.config.model.policy_head)))]
 
     def _remaining_updates(self, state: TrainState) -> tuple[int, int, int]:
         """Updates left in the current stage, epoch and run (from the plan, no data read)."""
@@ -204,7 +204,8 @@ class Trainer:
         Raises:
             RunError: one line with the step, the last good checkpoint and what to change.
         """
-        bad = not np.isfinite(sums.sums["loss_sum"]).all()
+        bad = not all(np.isfinite(sums.sums[key]).all() for key in ("loss_sum", "policy_loss_sum")
+                      if key in sums.sums)
         if not cluster.any_worker(self.strategy, bad):
             return
         good = self.checkpoints.last_saved_step
@@ -243,7 +244,8 @@ class Trainer:
             lambda ctx: pipeline.make_eval_dataset(self.parts.validation_paths,
                                                    global_batch=self.steps.global_batch,
                                                    max_positions=self.config.data.validation_positions,
-                                                   input_context=ctx))
+                                                   input_context=ctx,
+                                                   policy_labels=self.config.model.policy_head))
         try:
             outputs = [self.steps.eval_step(batch) for batch in dataset]
         except tf.errors.OpError as exc:

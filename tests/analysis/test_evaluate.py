@@ -53,7 +53,8 @@ def test_totals_match_a_plain_prediction_of_every_row(planted) -> None:
     manifest, run_dir, result = planted
     model = evaluate.load_run_model(run_dir)
     rows = [b for b in pipeline.make_eval_dataset(split_paths(manifest, "validation"), global_batch=64)]
-    logits = np.concatenate([model({"board": b["board"], "hands": b["hands"]}).numpy().reshape(-1) for b in rows])
+    logits = np.concatenate([model({"board": b["board"], "hands": b["hands"]}).numpy().reshape(-1)
+                             for b in rows])
     win = np.concatenate([b["win"].numpy() for b in rows])
     assert result["loss"] == pytest.approx(scoring.log_loss(logits, win), rel=1e-5)
     assert result["accuracy"] == pytest.approx(scoring.accuracy(logits, win))
@@ -104,7 +105,8 @@ def test_intervals_over_games_and_paired_comparisons(planted) -> None:
                                           for p in split_paths(manifest, "validation")])))
     assert result["bootstrap"] == {"unit": "game", "games": games, "resamples": scoring.BOOTSTRAP_RESAMPLES,
                                    "seed": scoring.BOOTSTRAP_SEED, "level": scoring.BOOTSTRAP_LEVEL}
-    assert list(result["comparisons"]) == ["material", "piece_square", "side_to_move", "engine", "engine_evaluated"]
+    assert list(result["comparisons"]) == ["material", "piece_square", "side_to_move", "engine",
+                                           "engine_evaluated"]
     for name in ("material", "piece_square", "side_to_move", "engine"):
         for metric in ("accuracy", "loss"):
             lo, hi = b[name]["intervals"][metric]
@@ -120,7 +122,8 @@ def test_intervals_over_games_and_paired_comparisons(planted) -> None:
     d = result["comparisons"]["engine_evaluated"]["loss"]
     assert d["estimate"] == pytest.approx(evaluated["model"]["loss"] - evaluated["engine"]["loss"], abs=1e-9)
     table = evaluate.format_table(result)
-    assert "piece-square" in table and "engine, evaluated" in table and f"bootstrap over {games} games" in table
+    assert "piece-square" in table and "engine, evaluated" in table
+    assert f"bootstrap over {games} games" in table
     assert "model ahead of material: accuracy" in table
 
 
@@ -209,7 +212,8 @@ def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_pa
     (copy / "model.keras").unlink()
     result = evaluate.evaluate_run(copy, split="test", simulate_devices=1)
     assert result["model"] == "ckpt-00000016" and result["positions"] == 100
-    assert result["loss"] == pytest.approx(evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)["loss"])
+    one_tower = evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)
+    assert result["loss"] == pytest.approx(one_tower["loss"])
 
 
 @pytest.mark.slow
@@ -225,13 +229,14 @@ def test_truncated_checkpoint_is_a_one_line_error(tmp_path_factory, tmp_path, ca
     (data,) = ckpt.glob("weights.data-*")
     with open(data, "r+b") as f:                      # a copy cut short: half the bytes
         f.truncate(data.stat().st_size // 2)
-    assert cli.main(["evaluate", "--run-dir", str(copy), "--checkpoint", "16", "--simulate-devices", "1"]) == 2
+    assert cli.main(["evaluate", "--run-dir", str(copy), "--checkpoint", "16",
+                     "--simulate-devices", "1"]) == 2
     (copy / "model.keras").unlink()                   # no final model: the latest checkpoint
     assert cli.main(["predict", "--run-dir", str(copy), "startpos"]) == 2
     (ckpt / "state.json").write_text("{\"state\": ")  # corrupt state/config JSON
     assert cli.main(["evaluate", "--run-dir", str(copy), "--simulate-devices", "1"]) == 2
     err = [line for line in capsys.readouterr().err.strip().splitlines()
-           if not line.startswith("predict: loading")]    # predict says what it loads before TensorFlow starts
+           if not line.startswith("predict: loading")]    # predict says what it loads before TF starts
     assert len(err) == 3, err
     assert all(line.startswith(f"shogi-dnn {cmd}: error: {ckpt}") for line, cmd in
                zip(err, ("evaluate", "predict", "evaluate")))
@@ -252,7 +257,8 @@ def test_a_multi_worker_run_is_evaluated_on_this_machines_devices(planted, tmp_p
         copy = tmp_path / f"run{per_worker}"
         shutil.copytree(run_dir, copy)
         info = json.loads((copy / "run.json").read_text())
-        info["devices"] = [f"worker{w}@127.0.0.1:{w + 1}/CPU:{d}" for w in range(2) for d in range(per_worker)]
+        info["devices"] = [f"worker{w}@127.0.0.1:{w + 1}/CPU:{d}"
+                           for w in range(2) for d in range(per_worker)]
         info["num_workers"], info["num_replicas"] = 2, 2 * per_worker
         (copy / "run.json").write_text(json.dumps(info))
         caplog.clear()
@@ -265,7 +271,8 @@ def test_a_multi_worker_run_is_evaluated_on_this_machines_devices(planted, tmp_p
 
 def test_foreign_or_damaged_shards_are_one_line_and_write_nothing(planted, tmp_path) -> None:
     """A shard of another dataset copied in is refused before scoring (it used to be scored, overwriting
-    eval-<split>.json); a damaged chunk (fletcher32) is one line naming the shard and rows, not a traceback."""
+    eval-<split>.json); a damaged chunk (fletcher32) is one line naming the shard and rows, not a
+    traceback."""
     import shutil
 
     import h5py
@@ -277,7 +284,8 @@ def test_foreign_or_damaged_shards_are_one_line_and_write_nothing(planted, tmp_p
     shutil.copytree(manifest.root, data)
     before = (run_dir / "eval-test.json").exists()
     (data / "test-00000.h5").write_bytes((data / "validation-00001.h5").read_bytes())
-    with pytest.raises(ShardFormatError, match=r"test-00000.h5 \(listed in .*\): .*the manifest says") as info:
+    with pytest.raises(ShardFormatError,
+                       match=r"test-00000.h5 \(listed in .*\): .*the manifest says") as info:
         evaluate.evaluate_run(run_dir, data, split="test", global_batch=32)
     assert "\n" not in str(info.value) and (run_dir / "eval-test.json").exists() == before
     shutil.copy(manifest.root / "test-00000.h5", data / "test-00000.h5")
@@ -287,9 +295,61 @@ def test_foreign_or_damaged_shards_are_one_line_and_write_nothing(planted, tmp_p
     raw = bytearray(path.read_bytes())
     raw[chunk.byte_offset + chunk.size // 2] ^= 0xFF
     path.write_bytes(bytes(raw))
-    with pytest.raises(ShardFormatError, match=r"test-00000.h5: rows 0-\d+ \(chunk 0\) of dataset 'pieces' cannot be "
-                                               r"read") as info:
+    with pytest.raises(ShardFormatError,
+                       match=r"test-00000.h5: rows 0-\d+ \(chunk 0\) of dataset 'pieces' cannot be "
+                             r"read") as info:
         evaluate.evaluate_run(run_dir, data, split="test", global_batch=32)
     assert "\n" not in str(info.value) and (run_dir / "eval-test.json").exists() == before
     with pytest.raises(ShardFormatError, match=r"test-00000.h5 .*: sha256"):
         evaluate.evaluate_run(run_dir, data, split="test", global_batch=32, verify_shards=True)
+
+
+@pytest.fixture(scope="module")
+def policy_run(tmp_path_factory):
+    """Random legal games converted (their moves stored) and a random run with a policy head."""
+    from shogi_dnn.config import ModelConfig
+    from shogi_dnn.convert.run import ConvertSettings, run_convert
+    from tests.support.kifugen import write_corpus
+
+    root = tmp_path_factory.mktemp("evaluate-policy")
+    write_corpus(root / "records", seed=5, files=2, per_file=6)
+    run_convert([root / "records"], root / "data", ConvertSettings(val_fraction=0.4), workers=1)
+    run_dir = make_random_run(root / "run", root / "data", devices=2,
+                              model_cfg=ModelConfig(blocks=1, filters=8, value_hidden=8, policy_head=True))
+    return root / "data", run_dir
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_policy_top_k_over_legal_moves_by_hand(policy_run, mirror: bool) -> None:
+    from shogi_dnn.dataset import policy
+    from shogi_dnn.training import model as model_lib
+
+    data, run_dir = policy_run
+    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32, mirror_average=mirror)
+    block = result["policy"]
+    on_disk = json.loads((run_dir / "eval-validation.json").read_text())["policy"]
+    assert on_disk == json.loads(json.dumps(block))
+    # By hand: every validation row, its legal moves, the move played's place among them.
+    paths = split_paths(shards.read_manifest(data), "validation")
+    rows = [shards.read_positions(p).arrays for p in paths]
+    board, hands = (np.concatenate([r[k] for r in rows]) for k in (shards.KEY_BOARD, shards.KEY_HANDS))
+    labels = policy.move_labels(np.concatenate([r[shards.KEY_MOVE] for r in rows]))
+    games = np.concatenate([r[shards.KEY_GAME] for r in rows])
+    logits = np.asarray(model_lib.policy_logits(evaluate.load_run_model(run_dir), board, hands, mirror))
+    top1 = top5 = counted = 0
+    for i in np.flatnonzero(labels >= 0):
+        legal = np.flatnonzero(policy.legal_label_mask(board[i], hands[i]))
+        order = legal[np.argsort(-logits[i, legal], kind="stable")]
+        place = int(np.flatnonzero(order == labels[i])[0])
+        counted, top1, top5 = counted + 1, top1 + (place == 0), top5 + (place < 5)
+    assert block["positions"] == counted and block["games"] == len(np.unique(games[labels >= 0]))
+    assert block["top1"] == pytest.approx(top1 / counted, abs=1e-4)     # float32 logits: ties are rare
+    assert block["top5"] == pytest.approx(top5 / counted, abs=1e-4)
+    assert block["intervals"]["top1"][0] <= block["top1"] <= block["intervals"]["top1"][1]
+    assert block["bootstrap"]["unit"] == "game"
+    assert "policy: top-1" in evaluate.format_table(result)
+
+
+def test_no_policy_block_without_a_head(planted) -> None:
+    _manifest, _run_dir, result = planted
+    assert "policy" not in result and "policy:" not in evaluate.format_table(result)

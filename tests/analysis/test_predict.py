@@ -15,7 +15,7 @@ from shogi_dnn.errors import KifuError
 from tests.support.evalrun import make_random_run
 from tests.support.paths import DATA
 
-RECORD = DATA / "predict" / "floodgate_81.csa"       # floodgate 2018, 81 moves, Black won (from ../shared/kifu)
+RECORD = DATA / "predict" / "floodgate_81.csa"   # floodgate 2018, 81 moves, Black won (from ../shared/kifu)
 KIF = DATA / "kif"
 AFTER_7G7F = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
 
@@ -61,7 +61,7 @@ def test_cli_position_and_record(run, tmp_path, capsys) -> None:
     run_dir, _ = run
     assert cli.main(["predict", "--run-dir", str(run_dir), "startpos", "moves", "7g7f"]) == 0
     out = capsys.readouterr().out
-    assert AFTER_7G7F in out and "win probability for the side to move (White)" in out      # 7g7f: White to move
+    assert AFTER_7G7F in out and "win probability for the side to move (White)" in out  # 7g7f: White to move
     assert cli.main(["predict", "--run-dir", str(run_dir), "startpos"]) == 0
     assert "win probability for the side to move (Black)" in capsys.readouterr().out
     png = tmp_path / "game.png"
@@ -71,7 +71,7 @@ def test_cli_position_and_record(run, tmp_path, capsys) -> None:
     assert "<- swing" in out and "game 1 of 1 in floodgate_81.csa" in out
     assert "p(to move): the model's win probability for the side to move there" in out
     assert " end  result: Black (yyr) won by resign after 81 moves" in out.splitlines()
-    assert f"split unknown ({DATA / 'manifest.json'}: no manifest" in out       # the fixture's data is no dataset
+    assert f"split unknown ({DATA / 'manifest.json'}: no manifest" in out   # the fixture's data is no dataset
 
 
 def test_bad_input_is_one_line(run, tmp_path, capsys) -> None:
@@ -88,7 +88,8 @@ def test_bad_input_is_one_line(run, tmp_path, capsys) -> None:
         assert cli.main(["predict", "--run-dir", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == len(cases) and all(line.startswith("shogi-dnn predict: error:") for line in err)
-    assert "no game 5 in the file (1 found; --game takes 1 to 1)" in err[2] and "no such run directory" in err[3]
+    assert "no game 5 in the file (1 found; --game takes 1 to 1)" in err[2]
+    assert "no such run directory" in err[3]
     assert err[4] == f"shogi-dnn predict: error: no such file: {tmp_path / 'no-such-game.kif'}"
     assert err[5] == "shogi-dnn predict: error: no such file: games/typo.csa"
 
@@ -160,7 +161,8 @@ def test_run_model_imports_keras_without_its_optional_extras() -> None:
     code = ("import sys; from shogi_dnn.analysis import run_model; run_model.import_keras_lean(); "
             "print(sorted(m for m in ('IPython', 'matplotlib.pyplot', 'keras') if m in sys.modules))")
     from tests.support.paths import REPO
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         timeout=300).stdout
     assert out.split("\n")[0] == "['keras']"
 
 
@@ -182,7 +184,8 @@ def split_by_table(data_dir, name: str) -> str | None:
     """The split whose shard lists a file of this name in its games table (read directly)."""
     manifest = shards.read_manifest(data_dir)
     for info in manifest.shards:
-        if any(Path(source).name == name for source in shards.read_games(manifest.shard_path(info))["source"]):
+        sources = shards.read_games(manifest.shard_path(info))["source"]
+        if any(Path(source).name == name for source in sources):
             return info.split
     return None
 
@@ -225,6 +228,59 @@ def test_cli_says_the_split_of_the_runs_data(run, converted, tmp_path, capsys) -
     assert cli.main([*args, str(folder / RECORD.name)]) == 0
     out = capsys.readouterr().out
     split = split_by_table(data, RECORD.name)
-    assert f"in the run's {split} split ({split}-00000.h5, game id" in out and "matched by source file and line" in out
+    assert f"in the run's {split} split ({split}-00000.h5, game id" in out
+    assert "matched by source file and line" in out
     assert cli.main([*args, str(KIF / "mogproject-014.kif")]) == 0
     assert f"not in the run's data ({data})" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def policy_run(tmp_path_factory):
+    from shogi_dnn.config import ModelConfig
+
+    run_dir = make_random_run(tmp_path_factory.mktemp("predict-policy") / "run", DATA, devices=1,
+                              model_cfg=ModelConfig(blocks=1, filters=8, value_hidden=8, policy_head=True))
+    return run_dir, load_run_model(run_dir)
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_policy_model_shows_its_top_moves(policy_run, mirror: bool) -> None:
+    from shogi_dnn.dataset import policy
+    from shogi_dnn.training import model as model_lib
+
+    _, model = policy_run
+    called = model_lib.mirror_averaged(model) if mirror else model
+    record = predict.read_game(RECORD)
+    curve = predict.game_curve(called, record)
+    legal_counts = [int(policy.legal_label_mask(b, h).sum()) for b, h in zip(curve.positions.board,
+                                                                               curve.positions.hands)]
+    assert [len(top) for top in curve.top] == [min(n, predict.TOP_MOVES) for n in legal_counts]
+    assert curve.top[-1] == ()                              # the final position: mated, no legal move
+    # By hand at the start position: the legal labels' softmax, its best three.
+    start = curve.positions
+    logits = np.asarray(model_lib.policy_logits(model, start.board[:1], start.hands[:1], mirror))[0]
+    legal = np.flatnonzero(policy.legal_label_mask(start.board[0], start.hands[0]))
+    p = np.exp(logits[legal] - logits[legal].max())
+    p /= p.sum()
+    best = legal[np.argsort(-p, kind="stable")[:3]]
+    expected = [features.decode_move(policy.label_to_move(start.board[0], int(label)), rules.BLACK)
+                for label in best]
+    assert [m.usi for m in curve.top[0]] == expected
+    assert [m.p for m in curve.top[0]] == pytest.approx(sorted(p, reverse=True)[:3], rel=1e-5)
+    assert all(m.notation.startswith("▲") for m in curve.top[0])
+    assert all(m.notation.startswith("△") for m in curve.top[1])        # White to move after 7g7f
+    # The value is the value-only path's.
+    np.testing.assert_allclose(curve.p_to_move[:1], scoring.sigmoid(np.asarray(
+        model_lib.value_logits(model, start.board[:1], start.hands[:1], mirror), np.float64)), rtol=1e-6)
+    table = predict.format_curve(curve, record).splitlines()
+    assert table[1] == predict.TOP_NOTE and "network's top 3" in table[3]
+    row = table[4]                                          # the start position: next is 7g7f
+    assert row.split()[6] == "7g7f" and curve.top[0][0].notation in row
+    played = [i for i, top in enumerate(curve.top[:-1]) if any(m.usi == start.moves[i + 1] for m in top)]
+    assert all("*" in table[4 + i] for i in played)
+
+
+def test_value_model_table_is_unchanged(run) -> None:
+    _, model = run
+    curve = predict.game_curve(model, predict.read_game(RECORD))
+    assert curve.top == () and "network's top" not in predict.format_curve(curve)

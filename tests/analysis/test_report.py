@@ -214,3 +214,36 @@ def test_an_eval_file_from_before_the_intervals_still_reports(tmp_path) -> None:
     assert "piece-square" not in text and "engine" not in text
     lines = summary.summary_table(tmp_path).splitlines()
     assert lines[-1] == "model ahead of material: accuracy +0.0600, log loss -0.0500"
+
+
+POLICY = {"positions": 90, "games": 3, "top1": 0.41, "top5": 0.77,
+          "intervals": {"top1": [0.35, 0.47], "top5": [0.7, 0.83]},
+          "bootstrap": {"unit": "game", "games": 3, "resamples": 1000, "seed": 0, "level": 0.95}}
+
+
+def test_policy_metrics_in_report_and_summary(tmp_path) -> None:
+    """A run with a policy head: the last training line, the validation table's columns, the policy plots,
+    the evaluation's top-1/top-5 in report.md and the summary; none of it for a run without one."""
+    write_metrics(tmp_path, gpus=2, policy=True)
+    (tmp_path / "run.json").write_text(json.dumps({"data_dir": "/data", "devices": ["GPU:0", "GPU:1"],
+                                                   "num_replicas": 2}))
+    (tmp_path / "eval-validation.json").write_text(json.dumps({**EVAL, "policy": POLICY}))
+    text = report.write_report(tmp_path).read_text()
+    assert "- last training policy loss 5.6000, policy top-1 0.2000 (argmax over all 2187 labels" in text
+    assert "| epoch | stage | samples | loss | accuracy | policy loss | policy top-1 |" in text
+    assert "| 0 | 1 | 1,280 | 0.5800 | 0.5500 | 5.0000 | 0.2400 |" in text
+    line = ("policy: top-1 0.4100 (95% 0.3500..0.4700 over games), "
+            "top-5 0.7700 (95% 0.7000..0.8300 over games)")
+    assert f"- {line} on 90 positions of 3 games (over the legal moves)" in text
+    for name in ("policy_loss", "policy_accuracy"):
+        assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 5000 and f"![{name}]" in text
+    assert line in summary.summary_table(tmp_path)
+
+    write_metrics(tmp_path, gpus=2)
+    (tmp_path / "eval-validation.json").write_text(json.dumps(EVAL))
+    for name in ("policy_loss", "policy_accuracy"):
+        (tmp_path / "plots" / f"{name}.png").unlink()
+    text = report.write_report(tmp_path).read_text().replace(tmp_path.name, "")
+    assert "policy" not in text
+    assert "policy" not in summary.summary_table(tmp_path).replace(str(tmp_path), "")
+    assert not (tmp_path / "plots" / "policy_loss.png").exists()

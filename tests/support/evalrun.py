@@ -16,12 +16,13 @@ TINY_MODEL = ModelConfig(blocks=1, filters=8, value_hidden=8)
 
 
 def make_random_run(run_dir: Path, data_dir: Path, devices: int = 2, per_replica_batch: int = 16,
-                    seed: int = 3) -> Path:
-    """RUN/model.keras (random weights), RUN/config.json and RUN/run.json naming `devices` CPU towers."""
+                    seed: int = 3, model_cfg: ModelConfig = TINY_MODEL) -> Path:
+    """RUN/model.keras (random weights), RUN/config.json and RUN/run.json naming `devices` CPU towers
+    (model_cfg: e.g. with policy_head=True)."""
     from shogi_dnn.training import model
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    cfg = Config(model=TINY_MODEL, train=TrainConfig(per_replica_batch=per_replica_batch))
+    cfg = Config(model=model_cfg, train=TrainConfig(per_replica_batch=per_replica_batch))
     model.build_model(cfg.model, seed=seed).save(run_dir / "model.keras")
     (run_dir / "config.json").write_text(cfg.to_json())
     names = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(devices)]

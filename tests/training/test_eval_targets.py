@@ -228,3 +228,15 @@ def test_a_dataset_without_evaluations_trains_on_results(tmp_path: Path) -> None
                                  shards.read_manifest(tmp_path / "plain"))
     assert (target.weight, target.trust, target.fit) == (0.0, None, None)
     assert target.describe() == "no engine evaluations in the training split: results only"
+
+
+def test_coverage_counts_evaluated_positions_without_a_result() -> None:
+    # annotate's off-path positions (win NaN) carry an evaluation: they count in the coverage line, not in
+    # the fit of a (they say nothing of how evaluations relate to results).
+    from shogi_dnn.dataset import evalfit
+    stats = evalfit.EvalStats()
+    stats.add(np.array([300, -300, evalfit.EVAL_NONE, 500], np.int16),
+              np.array([1.0, 0.0, 1.0, np.nan], np.float32), np.array([30, 31, 32, 33], np.int16))
+    fit = evalfit.fit_stats(stats)
+    assert fit.positions == 2
+    assert fit.coverage == 0.75

@@ -31,7 +31,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def real_positions(count: int = POSITIONS) -> tuple[np.ndarray, np.ndarray]:
-    """The first `count` positions of the records under tests/data (every game replayed), side to move's view."""
+    """The first `count` positions of the records under tests/data (every game replayed), side to move's
+    view."""
     boards, hands = [], []
     for path in sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix not in (".md",)):
         try:
@@ -106,6 +107,37 @@ def test_both_formats_match_keras_on_real_positions(tmp_path, positions, feature
     assert json.loads(sm_sidecar.read_text())["signature"] == export.SIGNATURE
 
 
+@pytest.mark.parametrize("mirror_average", [True, False])
+def test_policy_head_exports_both_outputs(tmp_path, positions, mirror_average) -> None:
+    """A policy model: ONNX and SavedModel give the Keras win probabilities and policy logits (the
+    mirror-averaged ones as model.policy_logits computes them); the sidecar names both outputs."""
+    pytest.importorskip("tf2onnx")
+    ort = pytest.importorskip("onnxruntime")
+    cfg = ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm="local", policy_head=True)
+    model = model_lib.build_model(cfg, seed=6)
+    board, hands = positions[0][:200], positions[1][:200]
+    value, logits = model_lib.value_and_policy_logits(model, board, hands, mirror_average=mirror_average)
+    expected_p, expected_logits = tf.sigmoid(value).numpy(), np.asarray(logits)
+    onnx_path, sidecar = export.export_model(model, cfg, "onnx", tmp_path / "m.onnx",
+                                             mirror_average=mirror_average)
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    got_p, got_logits = session.run([export.OUTPUT, export.POLICY_OUTPUT], {"board": board, "hands": hands})
+    assert got_logits.shape == (200, 2187) and got_logits.dtype == np.float32
+    assert np.abs(got_p - expected_p).max() < TOLERANCE
+    assert np.abs(got_logits - expected_logits).max() < 1e-4           # logits of about -8, float32
+    sm_path, _ = export.export_model(model, cfg, "savedmodel", tmp_path / "sm", mirror_average=mirror_average)
+    out = tf.saved_model.load(str(sm_path)).signatures[export.SIGNATURE](board=tf.constant(board),
+                                                                         hands=tf.constant(hands))
+    assert np.abs(out[export.POLICY_OUTPUT].numpy() - expected_logits).max() < 1e-4
+    info = json.loads(sidecar.read_text())
+    assert [o["name"] for o in info["outputs"]] == [export.OUTPUT, export.POLICY_OUTPUT]
+    assert info["outputs"][1]["shape"] == ["batch", 2187] and info["model"]["policy_head"] is True
+    # A value-only model's export names one output, as before.
+    plain = ModelConfig(blocks=1, filters=8, value_hidden=8)
+    described = export.describe("onnx", tmp_path / "x.onnx", plain, None, True)
+    assert [o["name"] for o in described["outputs"]] == [export.OUTPUT]
+
+
 @pytest.mark.slow
 def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
     """`shogi-dnn export` on a run (default paths, a fixed batch), then the README's example verbatim."""
@@ -115,7 +147,8 @@ def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
 
     run_dir = make_random_run(tmp_path / "RUN", tmp_path / "data", devices=1)
     assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx"]) == 0
-    assert (run_dir / "export" / "model.onnx").is_file() and (run_dir / "export" / "model.onnx.json").is_file()
+    assert (run_dir / "export" / "model.onnx").is_file()
+    assert (run_dir / "export" / "model.onnx.json").is_file()
     fixed = tmp_path / "fixed.onnx"
     assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx", "--batch", "4",
                      "--no-mirror-average", "--out", str(fixed)]) == 0
@@ -133,7 +166,8 @@ def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
     text = README.read_text(encoding="utf-8")
     section = text[text.index("### Export"):]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
-    check = "\nimport sys\nassert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TF imported'\n"
+    check = ("\nimport sys\nassert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, "
+             "'TF imported'\n")
     env = dict(os.environ, PYTHONPATH=str(README.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run([sys.executable, "-c", code + check], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=300)
@@ -213,7 +247,8 @@ def test_savedmodel_permission_error_is_one_line(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(export.tf.saved_model, "save", denied)
     cfg = ModelConfig(blocks=0, filters=4, value_hidden=4)
-    with pytest.raises(export.RunError, match=r"cannot write the SavedModel \(/ro/sm/variables; Read-only file "
+    with pytest.raises(export.RunError,
+                       match=r"cannot write the SavedModel \(/ro/sm/variables; Read-only file "
                                               r"system\)$"):
         export.export_model(model_lib.build_model(cfg), cfg, "savedmodel", tmp_path / "sm")
     assert list(tmp_path.iterdir()) == []

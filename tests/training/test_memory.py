@@ -25,12 +25,15 @@ SMOKE = str(REPO / "train" / "cpu-smoke.toml")
     ModelConfig(blocks=3, filters=16, value_head="pool", batch_norm="local", features="attacks"),
     ModelConfig(blocks=0, filters=8, value_hidden=5, batch_norm="sync"),
     ModelConfig(blocks=2, filters=24, value_hidden=7, mixed_precision="mixed_float16"),
+    ModelConfig(blocks=1, filters=8, value_hidden=5, batch_norm="local", policy_head=True),
+    ModelConfig(blocks=1, filters=12, value_head="pool", policy_head=True),
 ])
 def test_parameter_count_is_keras_count(cfg: ModelConfig) -> None:
     pytest.importorskip("tensorflow")
     from shogi_dnn.training import model as model_lib
 
     assert memory.PLANES == model_lib.INPUT_PLANES
+    assert memory.POLICY_DIRECTIONS == model_lib.policy.NUM_DIRECTIONS
     assert memory.parameter_count(cfg) == model_lib.build_model(cfg).count_params()
 
 
