@@ -19,6 +19,7 @@ from pathlib import Path
 
 from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config, load_config
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster, memory, throughput
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(Path(args.config), args.set)      # config errors before TensorFlow starts
     memory.check_model_size(config.model)                  # a model over the parameter limit, likewise
     run_files.check_writable(args.run_dir, "--run-dir")    # a read-only folder, likewise
+    shards.read_manifest(args.data)                        # no dataset there: one line, no TensorFlow
     if not (args.price_per_hour >= 0 and math.isfinite(args.price_per_hour)):
         raise ConfigError(f"--price-per-hour {args.price_per_hour}: must be a number >= 0")
     cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)

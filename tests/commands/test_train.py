@@ -51,6 +51,17 @@ def test_missing_data_and_config_are_one_line(capsys: pytest.CaptureFixture, tmp
     assert "none.toml: no such config file" in line
 
 
+def test_missing_data_is_refused_before_tensorflow_loads(tmp_path: Path) -> None:
+    # `train --data nope` took 18.6 s to say "no manifest": the dataset is checked before TensorFlow starts.
+    code = ("import sys\nfrom shogi_dnn.cli import main\n"
+            f"rc = main(['train', '--config', {SMOKE!r}, '--data', {str(tmp_path / 'nope')!r}, "
+            f"'--run-dir', {str(tmp_path / 'run')!r}])\n"
+            "print(rc, 'tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.stdout.split()[-2:] == ["2", "False"], out.stdout + out.stderr
+    assert "no manifest" in out.stderr
+
+
 def final_weights(run_dir: Path) -> list[np.ndarray]:
     from shogi_dnn.training.model import load_model
 
