@@ -58,8 +58,10 @@ def _candidates(sfen: str) -> set[str]:
 
 def _real_positions(limit: int) -> list[str]:
     files = sorted((DATA / "csa").rglob("*.csa"))
+    rate = 0.2          # without ../shared (a user's checkout) the bundled records alone give enough
     if SHARED.is_dir():
         files += sorted((SHARED / "kifu-gnushogi").glob("gnushogi-000*.csa"))[:2]
+        rate = 0.08
     rng = random.Random(7)
     positions = []
     for path in files:
@@ -68,7 +70,7 @@ def _real_positions(limit: int) -> list[str]:
                 continue
             board = shogi.Board(record.start_sfen)
             for usi in record.moves:
-                if rng.random() < 0.08:
+                if rng.random() < rate:
                     positions.append(board.sfen())
                 board.push_usi(usi)
     rng.shuffle(positions)
