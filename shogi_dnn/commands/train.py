@@ -90,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(Path(args.config), args.set)      # config errors before TensorFlow starts
     memory.check_model_size(config.model)                  # a model over the parameter limit, likewise
     run_files.check_writable(args.run_dir, "--run-dir")    # a read-only folder, likewise
-    shards.read_manifest(args.data)                        # no dataset there: one line, no TensorFlow
     if not (args.price_per_hour >= 0 and math.isfinite(args.price_per_hour)):
         raise ConfigError(f"--price-per-hour {args.price_per_hour}: must be a number >= 0")
     cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)
@@ -99,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("--data-changed goes with --resume (a new run records the data it starts on)")
     run_dir = cluster.worker_dir(Path(args.run_dir), cluster_spec)
     with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
+        shards.read_manifest(args.data)                 # no dataset there: one line, no TensorFlow
         command = shlex.join(["shogi-dnn", "train", *(sys.argv[1:] if argv is None else argv)])
         return _train(args, config, cluster_spec, fits, run_dir, command)
 
