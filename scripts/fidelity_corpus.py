@@ -233,7 +233,6 @@ def expect(corpus: Path) -> int:
                     "local": entry["local"], "game": 0, "moves": -1, "winner": "", "ending": "",
                     "basis": "unreadable", "note": "cshogi crashed (segmentation fault)"}]
         rows += got
-    _apply_overrides(rows)
     write_tsv(EXPECTED, EXPECTED_FIELDS, rows)
     print(f"{EXPECTED}: {len(rows)} games")
     return 0
@@ -251,42 +250,77 @@ def write_tsv(path: Path, fields: list[str] | tuple[str, ...], rows: list[dict])
 
 
 
-def _apply_overrides(rows: list[dict]) -> None:
-    """Rows of OVERRIDES.tsv (local, game, moves, winner, ending, note) replace the peer's values where
-    the record's own summary line says otherwise (basis `summary`, with the reason)."""
-    if not OVERRIDES.exists():
-        return
-    with open(OVERRIDES, encoding="utf-8") as handle:
-        fixes = {(r["local"], int(r["game"])): r for r in csv.DictReader(handle, delimiter="\t")}
-    for row in rows:
-        fix = fixes.get((row["local"], int(row["game"])))
-        if fix:
-            row.update(moves=int(fix["moves"]), winner=fix["winner"], ending=fix["ending"], basis="summary",
-                       note=fix["note"])
-
-
 # --- our readers against it ------------------------------------------------------------------------
 
 def ours(corpus: Path, entry: dict[str, str]) -> list[tuple[int, str, str] | str]:
-    from shogi_dnn.kifu import read_record_bytes
+    """Each game of the file as convert keeps it: read, then the fourfold-repetition rule applied
+    (kifu.repetition.settle: played-on games cut, perpetual check relabelled, unconfirmed 千日手 claims
+    refused), as `(moves, winner, ending)`, or `error: <reason>` for a refused game."""
+    from shogi_dnn.errors import KifuError
+    from shogi_dnn.kifu import read_record_bytes, repetition
     from shogi_dnn.kifu.record import GameRecord
+    from shogi_dnn.rules import new_position
     out: list[tuple[int, str, str] | str] = []
     for item in read_record_bytes((corpus / entry["local"]).read_bytes(), entry["local"]):
-        out.append((len(item.moves), item.winner.value, item.ending.value) if isinstance(item, GameRecord)
-                   else f"error: {item.reason}")
+        if not isinstance(item, GameRecord):
+            out.append(f"error: {item.reason}")
+            continue
+        position = new_position(item.start_sfen)
+        keys = [position.sfen().rsplit(" ", 1)[0]]
+        for move in item.moves:
+            position.push_usi(move)
+            keys.append(position.sfen().rsplit(" ", 1)[0])
+        try:
+            item = repetition.settle(item, repetition.fourfold_index(keys)).record
+        except KifuError as exc:
+            out.append(f"error: {exc.reason}")
+            continue
+        out.append((len(item.moves), item.winner.value, item.ending.value))
     return out
 
 
+OVERRIDE_FIELDS = ["local", "game", "reader", "field", "peer", "truth", "reason"]
+
+
+def read_overrides() -> dict[tuple[str, int], dict[str, str]]:
+    """OVERRIDES.tsv: the games where the peer's reading is wrong, by hand. Each row names the file and
+    game, the peer (`reader`), the fields it gets wrong, its reading (`peer`: `moves winner ending`,
+    as EXPECTED.tsv has it), the record's own reading (`truth`: `moves winner ending`, or
+    `refused: <words of our error>` for a file that is no game by the rules) and why (`reason`)."""
+    if not OVERRIDES.exists():
+        return {}
+    with open(OVERRIDES, encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    out = {}
+    for line, row in enumerate(rows, start=2):
+        if any(not row.get(field) for field in OVERRIDE_FIELDS):
+            raise ValueError(f"{OVERRIDES}:{line}: every column must be filled ({', '.join(OVERRIDE_FIELDS)})")
+        out[(row["local"], int(row["game"]))] = row
+    return out
+
+
+def _reading(values: tuple[int, str, str] | list) -> str:
+    return " ".join(str(v) for v in values)
+
+
+def _truth_agrees(truth: str, got: tuple[int, str, str] | str) -> bool:
+    if truth.startswith("refused: "):
+        return isinstance(got, str) and got.startswith("error:") and truth[len("refused: "):] in got
+    return not isinstance(got, str) and _reading(got) == truth
+
+
 def compare(corpus: Path) -> dict:
-    """files, games, agreed and every disagreement (local, game, expected, ours)."""
+    """files, games, agreed (with the peer as it reads), overridden (the peer wrong, ours as the record
+    says by hand: OVERRIDES.tsv), every disagreement left and every override that no longer applies."""
     with open(EXPECTED, encoding="utf-8") as handle:
         expected = list(csv.DictReader(handle, delimiter="\t"))
     by_file: dict[str, list[dict]] = {}
     for row in expected:
         by_file.setdefault(row["local"], []).append(row)
     entries = {e["local"]: e for e in read_manifest()}
-    games = agreed = 0
-    disagreements = []
+    overrides = read_overrides()
+    games = agreed = overridden = 0
+    disagreements, stale = [], []
     for local, rows in by_file.items():
         mine = ours(corpus, entries[local])
         for row in rows:
@@ -296,12 +330,21 @@ def compare(corpus: Path) -> dict:
             index = int(row["game"])
             got = mine[index] if index < len(mine) else "missing"
             want = (int(row["moves"]), row["winner"], row["ending"])
-            if got == want or isinstance(got, tuple) and got[:2] == want[:2] and _same_ending(want[2], got[2]):
+            fix = overrides.pop((local, index), None)
+            if fix is not None:
+                if fix["peer"] == _reading(want) and _truth_agrees(fix["truth"], got):
+                    overridden += 1
+                    continue
+                stale.append({"local": local, "game": index, "peer": want, "ours": got, "override": fix})
+            if isinstance(got, tuple) and got[:2] == want[:2] and _same_ending(want[2], got[2]):
                 agreed += 1
             else:
                 disagreements.append({"local": local, "game": index, "expected": want, "ours": got,
                                       "basis": row["basis"], "note": row["note"]})
-    return {"files": len(by_file), "games": games, "agreed": agreed, "disagreements": disagreements,
+    stale += [{"local": local, "game": index, "override": fix, "peer": None, "ours": None}
+              for (local, index), fix in overrides.items()]
+    return {"files": len(by_file), "games": games, "agreed": agreed, "overridden": overridden,
+            "disagreements": disagreements, "stale_overrides": stale,
             "unreadable_by_peer": sum(r["basis"] == "unreadable" for r in expected)}
 
 
@@ -317,10 +360,14 @@ def _same_ending(want: str, got: str) -> bool:
 def table(corpus: Path) -> int:
     result = compare(corpus)
     print(f"files {result['files']}  games {result['games']}  agreed {result['agreed']}  "
-          f"disagree {len(result['disagreements'])}  (peer could not read {result['unreadable_by_peer']} files)")
+          f"overridden {result['overridden']}  disagree {len(result['disagreements'])}  "
+          f"stale overrides {len(result['stale_overrides'])}  "
+          f"(peer could not read {result['unreadable_by_peer']} files)")
     for d in result["disagreements"]:
         print(f"  {d['local']}#{d['game']}: expected {d['expected']} ({d['basis']}{': ' + d['note'] if d['note'] else ''})"
               f"  ours {d['ours']}")
+    for d in result["stale_overrides"]:
+        print(f"  stale override {d['local']}#{d['game']}: peer {d['peer']}  ours {d['ours']}")
     return 0
 
 
