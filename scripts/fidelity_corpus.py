@@ -42,6 +42,19 @@ EXTRA_MIRRORS = [
     ("TadaoYamaoka/cshogi", "TadaoYamaoka+cshogi/repo", "GPL-3.0"),
     ("gunyarakun/python-shogi", "gunyarakun+python-shogi/repo", "GPL-3.0"),
 ]
+# Sources added by `manifest --add` (issue 32: writers and encodings the first 260 files lacked):
+# (repository, license, whole history or HEAD only, path pattern, keep every n-th file in path order).
+# Each record file's newest version in the history is taken once (identical bytes once in the manifest).
+EXTRA_SOURCES = [
+    ("na2hiro/Kifu-for-JS", "MIT", False, r"", 1),                   # Kifu for Windows, floodgate, KI2
+    ("sunfish-shogi/shogihome", "MIT", False, r"", 1),               # ShogiHome's own writer (CSA bridge)
+    ("muzudho/kif-parser", "MIT", True, r"", 1),                     # ShogiGUI, Shogidokoro, floodgate, Wars
+    ("iwate-shogikan/kifu", "MIT", True, r"", 40),                   # a club's Kifu for Windows/Android files
+    ("sunfish-shogi/sunfish4", "MIT", True, r"kifu/learn/", 1),      # professional games, CSA
+    ("sp6/sakura", "unknown", True, r"", 1),                         # denou server CSA
+    ("NyaanNyaan/KIFtoMD", "unknown", True, r"", 1),                 # 柿木将棋IX
+    ("kota/kifushare", "unknown", True, r"", 1),                     # Kifu for Macintosh
+]
 MANIFEST_FIELDS = ["repo", "commit", "path", "sha256", "format", "license", "local"]
 EXPECTED_FIELDS = ["local", "game", "moves", "winner", "ending", "basis", "note"]
 
@@ -90,6 +103,52 @@ def make_manifest() -> list[dict[str, str]]:
             rows.append({"repo": repo, "commit": commit, "path": name, "sha256": digest, "format": fmt,
                          "license": licence, "local": repo.replace("/", "__") + "/" + name})
     return rows
+
+
+def _history_files(git: Path, history: bool) -> dict[str, tuple[str, str]]:
+    """Record files of a mirror: blob id -> (commit, path), the newest commit first (HEAD only unless
+    `history`)."""
+    commits = subprocess.run(["git", "-C", str(git), "log", "--format=%H"] + ([] if history else ["-1"]),
+                             check=True, capture_output=True, text=True).stdout.split()
+    blobs: dict[str, tuple[str, str]] = {}
+    for commit in commits:
+        listing = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "-z", commit], check=True,
+                                 capture_output=True).stdout.decode("utf-8", "surrogateescape")
+        for entry in filter(None, listing.split("\0")):
+            meta, path = entry.split("\t", 1)
+            if SUFFIXES.get(Path(path).suffix.lower()) and "node_modules" not in path:
+                blobs.setdefault(meta.split()[2], (commit, path))
+    return blobs
+
+
+def add_sources(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """`rows` plus the files of EXTRA_SOURCES not yet in them (by sha256); existing rows are kept as they
+    are, so that a re-fetched mirror does not move their commits."""
+    import re
+    seen = {row["sha256"] for row in rows}
+    taken = {row["local"] for row in rows}
+    out = list(rows)
+    for repo, licence, history, pattern, every in EXTRA_SOURCES:
+        git = MIRRORS / repo.replace("/", "+") / "repo"
+        if not git.exists():
+            print(f"not fetched: {repo}", file=sys.stderr)
+            continue
+        files = sorted(_history_files(git, history).items(), key=lambda item: (item[1][1], item[1][0]))
+        files = [f for f in files if re.search(pattern, f[1][1])][::every]
+        for blob, (commit, path) in files:
+            data = subprocess.run(["git", "-C", str(git), "cat-file", "-p", blob], check=True,
+                                  capture_output=True).stdout
+            digest = _sha256(data)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            local = repo.replace("/", "__") + "/" + path
+            if local in taken:
+                local = repo.replace("/", "__") + f"/{commit[:8]}/" + path
+            taken.add(local)
+            out.append({"repo": repo, "commit": commit, "path": path, "sha256": digest,
+                        "format": SUFFIXES[Path(path).suffix.lower()], "license": licence, "local": local})
+    return out
 
 
 def read_manifest() -> list[dict[str, str]]:
@@ -376,9 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["manifest", "build", "expect", "table", "peer"])
     parser.add_argument("files", nargs="*")
     parser.add_argument("--corpus", "--out", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--add", action="store_true", help="manifest: keep its rows, add EXTRA_SOURCES' files")
     args = parser.parse_args(argv)
     if args.action == "manifest":
-        rows = make_manifest()
+        rows = add_sources(read_manifest()) if args.add else make_manifest()
         write_tsv(MANIFEST, MANIFEST_FIELDS, rows)
         print(f"{MANIFEST}: {len(rows)} files from {len({r['repo'] for r in rows})} repositories")
         return 0
