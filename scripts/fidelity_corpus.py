@@ -4,6 +4,7 @@ from an independent reader, and the agreement table of our readers against it.
   python scripts/fidelity_corpus.py build  [--out DIR]      copy the files listed in the manifest into DIR
   python scripts/fidelity_corpus.py expect [--corpus DIR]   (re)write EXPECTED.tsv with cshogi / python-shogi
   python scripts/fidelity_corpus.py table  [--corpus DIR]   our readers against EXPECTED.tsv: the table
+  python scripts/fidelity_corpus.py manifest --add          add EXTRA_SOURCES' files to MANIFEST.tsv
 
 Files come from /work/shared/kifu (SOURCES.tsv: repository, commit, path) and from git mirrors
 (`fetch`ed snapshots under /work/.mirror); tests/data/fidelity/MANIFEST.tsv lists every file
@@ -12,9 +13,11 @@ checking each sha256. The files are not kept in this repository (most of their l
 it); tests/kifu/test_fidelity.py runs against DIR when it is present and skips otherwise.
 
 Expected values (EXPECTED.tsv, one row a game): the move count, winner and ending an independent
-reader gives: cshogi (CSA, KIF, KI2), else python-shogi; where the reader cannot say (no summary line:
-cshogi's KIF reader takes the winner from the `まで` line only) or reads a game in a way the format's
-own documents contradict, the row says which source was used and why (`basis`, `note`).
+reader gives: cshogi (CSA, KIF, KI2), else python-shogi, as it reads them (`basis`; `unreadable` with
+the peer's error in `note`). Where the peer is wrong (read by hand: cshogi's KIF reader takes the result
+from a `まで` line only, appends variations to the main line, checks no legality, ...), OVERRIDES.tsv
+names the game, the peer's reading, the record's own reading and why; `table` and the test compare ours
+with the record's reading there and with the peer's everywhere else, and report overrides gone stale.
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ def make_manifest() -> list[dict[str, str]]:
             if digest in seen:
                 continue
             seen.add(digest)
-            rows.append({"repo": row["repo"], "commit": row["commit"], "path": row["path_in_repo"], "sha256": digest,
+            rows.append({"repo": row["repo"], "commit": row["commit"], "path": row["path_in_repo"],
+                         "sha256": digest,
                          "format": fmt, "license": row["license_note"], "local": row["local_path"]})
     for repo, gitdir, licence in EXTRA_MIRRORS:
         git = MIRRORS / gitdir
@@ -213,7 +217,8 @@ def independent_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
         for game in games:
             ending = _CSA_ENDINGS.get(game.endgame, "none" if not game.endgame else game.endgame)
             winner = winners.get(game.win, "unknown") if game.endgame in (
-                "%TORYO", "%TSUMI", "%TIME_UP", "%ILLEGAL_MOVE", "%+ILLEGAL_ACTION", "%-ILLEGAL_ACTION", "%KACHI",
+                "%TORYO", "%TSUMI", "%TIME_UP", "%ILLEGAL_MOVE", "%+ILLEGAL_ACTION", "%-ILLEGAL_ACTION",
+                "%KACHI",
                 "%SENNICHITE", "%JISHOGI", "%HIKIWAKE", "%MAX_MOVES") else "unknown"
             out.append((len(game.moves), winner, ending, "cshogi"))
         return out
@@ -258,7 +263,8 @@ def peer(corpus: Path, locals_: list[str]) -> int:
                               "basis": "unreadable", "note": why}))
             continue
         for index, (moves, winner, ending, basis) in enumerate(games):
-            print(json.dumps({"local": local, "game": index, "moves": moves, "winner": winner, "ending": ending,
+            print(json.dumps({"local": local, "game": index, "moves": moves, "winner": winner,
+                              "ending": ending,
                               "basis": basis, "note": ""}))
     return 0
 
@@ -353,7 +359,8 @@ def read_overrides() -> dict[tuple[str, int], dict[str, str]]:
     out = {}
     for line, row in enumerate(rows, start=2):
         if any(not row.get(field) for field in OVERRIDE_FIELDS):
-            raise ValueError(f"{OVERRIDES}:{line}: every column must be filled ({', '.join(OVERRIDE_FIELDS)})")
+            raise ValueError(f"{OVERRIDES}:{line}: every column must be filled "
+                             f"({', '.join(OVERRIDE_FIELDS)})")
         out[(row["local"], int(row["game"]))] = row
     return out
 
@@ -423,7 +430,8 @@ def table(corpus: Path) -> int:
           f"stale overrides {len(result['stale_overrides'])}  "
           f"(peer could not read {result['unreadable_by_peer']} files)")
     for d in result["disagreements"]:
-        print(f"  {d['local']}#{d['game']}: expected {d['expected']} ({d['basis']}{': ' + d['note'] if d['note'] else ''})"
+        why = d["basis"] + (": " + d["note"] if d["note"] else "")
+        print(f"  {d['local']}#{d['game']}: expected {d['expected']} ({why})"
               f"  ours {d['ours']}")
     for d in result["stale_overrides"]:
         print(f"  stale override {d['local']}#{d['game']}: peer {d['peer']}  ours {d['ours']}")
@@ -435,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["manifest", "build", "expect", "table", "peer"])
     parser.add_argument("files", nargs="*")
     parser.add_argument("--corpus", "--out", type=Path, default=DEFAULT_CORPUS)
-    parser.add_argument("--add", action="store_true", help="manifest: keep its rows, add EXTRA_SOURCES' files")
+    parser.add_argument("--add", action="store_true",
+                        help="manifest: keep its rows, add EXTRA_SOURCES' files")
     args = parser.parse_args(argv)
     if args.action == "manifest":
         rows = add_sources(read_manifest()) if args.add else make_manifest()
