@@ -6,6 +6,10 @@ from an independent reader, and the agreement table of our readers against it.
   python scripts/fidelity_corpus.py table  [--corpus DIR]   our readers against EXPECTED.tsv: the table
   python scripts/fidelity_corpus.py manifest --add          add EXTRA_SOURCES' files to MANIFEST.tsv
 
+`expect` asks cshogi, then python-shogi, then json-kifu-format (Kifu for JS's parser, run by node from
+$FIDELITY_JKF, a node_modules folder: `npm install json-kifu-format@5.5.0`; without it that peer is
+skipped and the files only it reads are `unreadable`).
+
 Files come from /work/shared/kifu (SOURCES.tsv: repository, commit, path) and from git mirrors
 (`fetch`ed snapshots under /work/.mirror); tests/data/fidelity/MANIFEST.tsv lists every file
 (repository, commit, path, sha256, format, license) and `build` rebuilds the corpus from either place,
@@ -233,12 +237,15 @@ def independent_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
     return [(len(game.moves), winner, _CSA_ENDINGS.get(game.endgame or "", "none"), "cshogi")]
 
 
-def _peer_rows(corpus: Path, entries: list[dict[str, str]]) -> list[dict] | None:
+def _peer_rows(corpus: Path, entries: list[dict[str, str]], crashed: bool = False) -> list[dict] | None:
     """The peer's rows for `entries`, read in a child process (cshogi crashes on some malformed
-    files: a crash must not end the run); None when the child died."""
+    files: a crash must not end the run); None when the child died. `crashed`: cshogi crashed on
+    this file: the child skips it and asks the other peers."""
     import json
+    import os
     args = [sys.executable, __file__, "--corpus", str(corpus), "peer", *(e["local"] for e in entries)]
-    done = subprocess.run(args, capture_output=True, text=True)
+    env = {**os.environ, "FIDELITY_CSHOGI_CRASHED": "1"} if crashed else None
+    done = subprocess.run(args, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         return None
     return [json.loads(line) for line in done.stdout.splitlines()]
@@ -247,25 +254,28 @@ def _peer_rows(corpus: Path, entries: list[dict[str, str]]) -> list[dict] | None
 def peer(corpus: Path, locals_: list[str]) -> int:
     """Print the peer's rows for some files, one JSON object a line (the child side of _peer_rows)."""
     import json
+    import os
     formats = {e["local"]: e["format"] for e in read_manifest()}
     for local in locals_:
         data = (corpus / local).read_bytes()
-        try:
-            games = independent_games(formats[local], _decode(data))
-        except Exception as exc:  # noqa: BLE001 - any failure of the peer is recorded, not raised
-            why = f"cshogi: {type(exc).__name__}: {str(exc)[:80]}"
+        text, why, games = _decode(data), "", None
+        for name, reader in (("cshogi", independent_games), ("python-shogi", python_shogi_games),
+                             ("json-kifu-format", jkf_games)):
+            if name == "cshogi" and os.environ.get("FIDELITY_CSHOGI_CRASHED"):
+                why = "cshogi crashed (segmentation fault)"
+                continue
             try:
-                games = python_shogi_games(formats[local], _decode(data))
-            except Exception:  # noqa: BLE001 - neither peer reads it
-                games = None
+                games = reader(formats[local], text)
+                break
+            except Exception as exc:  # noqa: BLE001 - any failure of a peer is recorded, not raised
+                why = (why + "; " if why else "") + f"{name}: {type(exc).__name__}: {str(exc)[:80]}"
         if games is None:
             print(json.dumps({"local": local, "game": 0, "moves": -1, "winner": "", "ending": "",
                               "basis": "unreadable", "note": why}))
             continue
         for index, (moves, winner, ending, basis) in enumerate(games):
             print(json.dumps({"local": local, "game": index, "moves": moves, "winner": winner,
-                              "ending": ending,
-                              "basis": basis, "note": ""}))
+                              "ending": ending, "basis": basis, "note": why}))
     return 0
 
 
@@ -283,6 +293,37 @@ def python_shogi_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
     return [(len(g["moves"]), winners.get(g["win"], "unknown"), "", "python-shogi") for g in games]
 
 
+JKF_SPECIAL = {"TORYO": "resign", "TSUMI": "checkmate", "TIME_UP": "time_up", "KACHI": "entering_king",
+               "CHUDAN": "interrupted", "SENNICHITE": "sennichite", "JISHOGI": "jishogi", "HIKIWAKE": "draw",
+               None: "none"}
+
+
+def jkf_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
+    """(moves, winner, ending, basis) by json-kifu-format (Kifu for JS's parser), the third peer, run by
+    node (scripts/fidelity_jkf_peer.js) from the node_modules folder $FIDELITY_JKF. It names the ending
+    (`special`), not the winner: TORYO/TSUMI/TIME_UP lose for the side to move, KACHI wins for it; other
+    endings (fouls, whose side JKF leaves to the reader) give no winner."""
+    import json
+    import os
+    modules = os.environ.get("FIDELITY_JKF")
+    if not modules:
+        raise RuntimeError("FIDELITY_JKF (a node_modules folder with json-kifu-format) is not set")
+    done = subprocess.run(["node", str(ROOT / "scripts" / "fidelity_jkf_peer.js"), fmt], input=text,
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "NODE_PATH": modules})
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    if "error" in got or got["special"] not in JKF_SPECIAL:
+        raise ValueError(got.get("error") or f"special {got['special']} not compared")
+    white_first = got["preset"] not in (None, "HIRATE", "OTHER") or (got["preset"] == "OTHER"
+                                                                       and got["initialColor"] == 1)
+    mover = "white" if (got["moves"] % 2 == 1) != white_first else "black"
+    other = "black" if mover == "white" else "white"
+    special = got["special"]
+    winner = (other if special in ("TORYO", "TSUMI", "TIME_UP") else mover if special == "KACHI"
+              else "draw" if special in ("SENNICHITE", "JISHOGI", "HIKIWAKE") else "unknown")
+    return [(got["moves"], winner, JKF_SPECIAL[special], "json-kifu-format")]
+
+
 def expect(corpus: Path) -> int:
     """Write EXPECTED.tsv: each game's move count, winner and ending by the independent reader."""
     rows: list[dict] = []
@@ -293,7 +334,7 @@ def expect(corpus: Path) -> int:
         if got is None:                       # one file crashed the peer: read them one by one
             got = []
             for entry in chunk:
-                one = _peer_rows(corpus, [entry])
+                one = _peer_rows(corpus, [entry]) or _peer_rows(corpus, [entry], crashed=True)
                 got += one if one is not None else [{
                     "local": entry["local"], "game": 0, "moves": -1, "winner": "", "ending": "",
                     "basis": "unreadable", "note": "cshogi crashed (segmentation fault)"}]
