@@ -56,7 +56,7 @@ EXTRA_SOURCES = [
     ("na2hiro/Kifu-for-JS", "MIT", False, r"", 1),                   # Kifu for Windows, floodgate, KI2
     ("sunfish-shogi/shogihome", "MIT", False, r"", 1),               # ShogiHome's own writer (CSA bridge)
     ("muzudho/kif-parser", "MIT", True, r"", 1),                     # ShogiGUI, Shogidokoro, floodgate, Wars
-    ("iwate-shogikan/kifu", "MIT", True, r"", 40),                   # a club's Kifu for Windows/Android files
+    ("iwate-shogikan/kifu", "MIT text (its LICENSE names GitHub, Inc.)", True, r"", 40),  # a club's games
     ("sunfish-shogi/sunfish4", "MIT", True, r"kifu/learn/", 1),      # professional games, CSA
     ("sp6/sakura", "unknown", True, r"", 1),                         # denou server CSA
     ("NyaanNyaan/KIFtoMD", "unknown", True, r"", 1),                 # 柿木将棋IX
