@@ -4,6 +4,11 @@ from an independent reader, and the agreement table of our readers against it.
   python scripts/fidelity_corpus.py build  [--out DIR]      copy the files listed in the manifest into DIR
   python scripts/fidelity_corpus.py expect [--corpus DIR]   (re)write EXPECTED.tsv with cshogi / python-shogi
   python scripts/fidelity_corpus.py table  [--corpus DIR]   our readers against EXPECTED.tsv: the table
+  python scripts/fidelity_corpus.py manifest --add          add EXTRA_SOURCES' files to MANIFEST.tsv
+
+`expect` asks cshogi, then python-shogi, then json-kifu-format (Kifu for JS's parser, run by node from
+$FIDELITY_JKF, a node_modules folder: `npm install json-kifu-format@5.5.0`; without it that peer is
+skipped and the files only it reads are `unreadable`).
 
 Files come from /work/shared/kifu (SOURCES.tsv: repository, commit, path) and from git mirrors
 (`fetch`ed snapshots under /work/.mirror); tests/data/fidelity/MANIFEST.tsv lists every file
@@ -12,9 +17,11 @@ checking each sha256. The files are not kept in this repository (most of their l
 it); tests/kifu/test_fidelity.py runs against DIR when it is present and skips otherwise.
 
 Expected values (EXPECTED.tsv, one row a game): the move count, winner and ending an independent
-reader gives: cshogi (CSA, KIF, KI2), else python-shogi; where the reader cannot say (no summary line:
-cshogi's KIF reader takes the winner from the `まで` line only) or reads a game in a way the format's
-own documents contradict, the row says which source was used and why (`basis`, `note`).
+reader gives: cshogi (CSA, KIF, KI2), else python-shogi, as it reads them (`basis`; `unreadable` with
+the peer's error in `note`). Where the peer is wrong (read by hand: cshogi's KIF reader takes the result
+from a `まで` line only, appends variations to the main line, checks no legality, ...), OVERRIDES.tsv
+names the game, the peer's reading, the record's own reading and why; `table` and the test compare ours
+with the record's reading there and with the peer's everywhere else, and report overrides gone stale.
 """
 
 from __future__ import annotations
@@ -42,6 +49,19 @@ EXTRA_MIRRORS = [
     ("TadaoYamaoka/cshogi", "TadaoYamaoka+cshogi/repo", "GPL-3.0"),
     ("gunyarakun/python-shogi", "gunyarakun+python-shogi/repo", "GPL-3.0"),
 ]
+# Sources added by `manifest --add` (issue 32: writers and encodings the first 260 files lacked):
+# (repository, license, whole history or HEAD only, path pattern, keep every n-th file in path order).
+# Each record file's newest version in the history is taken once (identical bytes once in the manifest).
+EXTRA_SOURCES = [
+    ("na2hiro/Kifu-for-JS", "MIT", False, r"", 1),                   # Kifu for Windows, floodgate, KI2
+    ("sunfish-shogi/shogihome", "MIT", False, r"", 1),               # ShogiHome's own writer (CSA bridge)
+    ("muzudho/kif-parser", "MIT", True, r"", 1),                     # ShogiGUI, Shogidokoro, floodgate, Wars
+    ("iwate-shogikan/kifu", "MIT text (its LICENSE names GitHub, Inc.)", True, r"", 40),  # a club's games
+    ("sunfish-shogi/sunfish4", "MIT", True, r"kifu/learn/", 1),      # professional games, CSA
+    ("sp6/sakura", "unknown", True, r"", 1),                         # denou server CSA
+    ("NyaanNyaan/KIFtoMD", "unknown", True, r"", 1),                 # 柿木将棋IX
+    ("kota/kifushare", "unknown", True, r"", 1),                     # Kifu for Macintosh
+]
 MANIFEST_FIELDS = ["repo", "commit", "path", "sha256", "format", "license", "local"]
 EXPECTED_FIELDS = ["local", "game", "moves", "winner", "ending", "basis", "note"]
 
@@ -68,7 +88,8 @@ def make_manifest() -> list[dict[str, str]]:
             if digest in seen:
                 continue
             seen.add(digest)
-            rows.append({"repo": row["repo"], "commit": row["commit"], "path": row["path_in_repo"], "sha256": digest,
+            rows.append({"repo": row["repo"], "commit": row["commit"], "path": row["path_in_repo"],
+                         "sha256": digest,
                          "format": fmt, "license": row["license_note"], "local": row["local_path"]})
     for repo, gitdir, licence in EXTRA_MIRRORS:
         git = MIRRORS / gitdir
@@ -90,6 +111,52 @@ def make_manifest() -> list[dict[str, str]]:
             rows.append({"repo": repo, "commit": commit, "path": name, "sha256": digest, "format": fmt,
                          "license": licence, "local": repo.replace("/", "__") + "/" + name})
     return rows
+
+
+def _history_files(git: Path, history: bool) -> dict[str, tuple[str, str]]:
+    """Record files of a mirror: blob id -> (commit, path), the newest commit first (HEAD only unless
+    `history`)."""
+    commits = subprocess.run(["git", "-C", str(git), "log", "--format=%H"] + ([] if history else ["-1"]),
+                             check=True, capture_output=True, text=True).stdout.split()
+    blobs: dict[str, tuple[str, str]] = {}
+    for commit in commits:
+        listing = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "-z", commit], check=True,
+                                 capture_output=True).stdout.decode("utf-8", "surrogateescape")
+        for entry in filter(None, listing.split("\0")):
+            meta, path = entry.split("\t", 1)
+            if SUFFIXES.get(Path(path).suffix.lower()) and "node_modules" not in path:
+                blobs.setdefault(meta.split()[2], (commit, path))
+    return blobs
+
+
+def add_sources(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """`rows` plus the files of EXTRA_SOURCES not yet in them (by sha256); existing rows are kept as they
+    are, so that a re-fetched mirror does not move their commits."""
+    import re
+    seen = {row["sha256"] for row in rows}
+    taken = {row["local"] for row in rows}
+    out = list(rows)
+    for repo, licence, history, pattern, every in EXTRA_SOURCES:
+        git = MIRRORS / repo.replace("/", "+") / "repo"
+        if not git.exists():
+            print(f"not fetched: {repo}", file=sys.stderr)
+            continue
+        files = sorted(_history_files(git, history).items(), key=lambda item: (item[1][1], item[1][0]))
+        files = [f for f in files if re.search(pattern, f[1][1])][::every]
+        for blob, (commit, path) in files:
+            data = subprocess.run(["git", "-C", str(git), "cat-file", "-p", blob], check=True,
+                                  capture_output=True).stdout
+            digest = _sha256(data)
+            if digest in seen:
+                continue
+            seen.add(digest)
+            local = repo.replace("/", "__") + "/" + path
+            if local in taken:
+                local = repo.replace("/", "__") + f"/{commit[:8]}/" + path
+            taken.add(local)
+            out.append({"repo": repo, "commit": commit, "path": path, "sha256": digest,
+                        "format": SUFFIXES[Path(path).suffix.lower()], "license": licence, "local": local})
+    return out
 
 
 def read_manifest() -> list[dict[str, str]]:
@@ -154,7 +221,8 @@ def independent_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
         for game in games:
             ending = _CSA_ENDINGS.get(game.endgame, "none" if not game.endgame else game.endgame)
             winner = winners.get(game.win, "unknown") if game.endgame in (
-                "%TORYO", "%TSUMI", "%TIME_UP", "%ILLEGAL_MOVE", "%+ILLEGAL_ACTION", "%-ILLEGAL_ACTION", "%KACHI",
+                "%TORYO", "%TSUMI", "%TIME_UP", "%ILLEGAL_MOVE", "%+ILLEGAL_ACTION", "%-ILLEGAL_ACTION",
+                "%KACHI",
                 "%SENNICHITE", "%JISHOGI", "%HIKIWAKE", "%MAX_MOVES") else "unknown"
             out.append((len(game.moves), winner, ending, "cshogi"))
         return out
@@ -169,12 +237,15 @@ def independent_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
     return [(len(game.moves), winner, _CSA_ENDINGS.get(game.endgame or "", "none"), "cshogi")]
 
 
-def _peer_rows(corpus: Path, entries: list[dict[str, str]]) -> list[dict] | None:
+def _peer_rows(corpus: Path, entries: list[dict[str, str]], crashed: bool = False) -> list[dict] | None:
     """The peer's rows for `entries`, read in a child process (cshogi crashes on some malformed
-    files: a crash must not end the run); None when the child died."""
+    files: a crash must not end the run); None when the child died. `crashed`: cshogi crashed on
+    this file: the child skips it and asks the other peers."""
     import json
+    import os
     args = [sys.executable, __file__, "--corpus", str(corpus), "peer", *(e["local"] for e in entries)]
-    done = subprocess.run(args, capture_output=True, text=True)
+    env = {**os.environ, "FIDELITY_CSHOGI_CRASHED": "1"} if crashed else None
+    done = subprocess.run(args, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         return None
     return [json.loads(line) for line in done.stdout.splitlines()]
@@ -183,24 +254,28 @@ def _peer_rows(corpus: Path, entries: list[dict[str, str]]) -> list[dict] | None
 def peer(corpus: Path, locals_: list[str]) -> int:
     """Print the peer's rows for some files, one JSON object a line (the child side of _peer_rows)."""
     import json
+    import os
     formats = {e["local"]: e["format"] for e in read_manifest()}
     for local in locals_:
         data = (corpus / local).read_bytes()
-        try:
-            games = independent_games(formats[local], _decode(data))
-        except Exception as exc:  # noqa: BLE001 - any failure of the peer is recorded, not raised
-            why = f"cshogi: {type(exc).__name__}: {str(exc)[:80]}"
+        text, why, games = _decode(data), "", None
+        for name, reader in (("cshogi", independent_games), ("python-shogi", python_shogi_games),
+                             ("json-kifu-format", jkf_games)):
+            if name == "cshogi" and os.environ.get("FIDELITY_CSHOGI_CRASHED"):
+                why = "cshogi crashed (segmentation fault)"
+                continue
             try:
-                games = python_shogi_games(formats[local], _decode(data))
-            except Exception:  # noqa: BLE001 - neither peer reads it
-                games = None
+                games = reader(formats[local], text)
+                break
+            except Exception as exc:  # noqa: BLE001 - any failure of a peer is recorded, not raised
+                why = (why + "; " if why else "") + f"{name}: {type(exc).__name__}: {str(exc)[:80]}"
         if games is None:
             print(json.dumps({"local": local, "game": 0, "moves": -1, "winner": "", "ending": "",
                               "basis": "unreadable", "note": why}))
             continue
         for index, (moves, winner, ending, basis) in enumerate(games):
-            print(json.dumps({"local": local, "game": index, "moves": moves, "winner": winner, "ending": ending,
-                              "basis": basis, "note": ""}))
+            print(json.dumps({"local": local, "game": index, "moves": moves, "winner": winner,
+                              "ending": ending, "basis": basis, "note": why}))
     return 0
 
 
@@ -218,6 +293,37 @@ def python_shogi_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
     return [(len(g["moves"]), winners.get(g["win"], "unknown"), "", "python-shogi") for g in games]
 
 
+JKF_SPECIAL = {"TORYO": "resign", "TSUMI": "checkmate", "TIME_UP": "time_up", "KACHI": "entering_king",
+               "CHUDAN": "interrupted", "SENNICHITE": "sennichite", "JISHOGI": "jishogi", "HIKIWAKE": "draw",
+               None: "none"}
+
+
+def jkf_games(fmt: str, text: str) -> list[tuple[int, str, str, str]]:
+    """(moves, winner, ending, basis) by json-kifu-format (Kifu for JS's parser), the third peer, run by
+    node (scripts/fidelity_jkf_peer.js) from the node_modules folder $FIDELITY_JKF. It names the ending
+    (`special`), not the winner: TORYO/TSUMI/TIME_UP lose for the side to move, KACHI wins for it; other
+    endings (fouls, whose side JKF leaves to the reader) give no winner."""
+    import json
+    import os
+    modules = os.environ.get("FIDELITY_JKF")
+    if not modules:
+        raise RuntimeError("FIDELITY_JKF (a node_modules folder with json-kifu-format) is not set")
+    done = subprocess.run(["node", str(ROOT / "scripts" / "fidelity_jkf_peer.js"), fmt], input=text,
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "NODE_PATH": modules})
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    if "error" in got or got["special"] not in JKF_SPECIAL:
+        raise ValueError(got.get("error") or f"special {got['special']} not compared")
+    white_first = got["preset"] not in (None, "HIRATE", "OTHER") or (got["preset"] == "OTHER"
+                                                                       and got["initialColor"] == 1)
+    mover = "white" if (got["moves"] % 2 == 1) != white_first else "black"
+    other = "black" if mover == "white" else "white"
+    special = got["special"]
+    winner = (other if special in ("TORYO", "TSUMI", "TIME_UP") else mover if special == "KACHI"
+              else "draw" if special in ("SENNICHITE", "JISHOGI", "HIKIWAKE") else "unknown")
+    return [(got["moves"], winner, JKF_SPECIAL[special], "json-kifu-format")]
+
+
 def expect(corpus: Path) -> int:
     """Write EXPECTED.tsv: each game's move count, winner and ending by the independent reader."""
     rows: list[dict] = []
@@ -228,12 +334,11 @@ def expect(corpus: Path) -> int:
         if got is None:                       # one file crashed the peer: read them one by one
             got = []
             for entry in chunk:
-                one = _peer_rows(corpus, [entry])
+                one = _peer_rows(corpus, [entry]) or _peer_rows(corpus, [entry], crashed=True)
                 got += one if one is not None else [{
                     "local": entry["local"], "game": 0, "moves": -1, "winner": "", "ending": "",
                     "basis": "unreadable", "note": "cshogi crashed (segmentation fault)"}]
         rows += got
-    _apply_overrides(rows)
     write_tsv(EXPECTED, EXPECTED_FIELDS, rows)
     print(f"{EXPECTED}: {len(rows)} games")
     return 0
@@ -251,42 +356,78 @@ def write_tsv(path: Path, fields: list[str] | tuple[str, ...], rows: list[dict])
 
 
 
-def _apply_overrides(rows: list[dict]) -> None:
-    """Rows of OVERRIDES.tsv (local, game, moves, winner, ending, note) replace the peer's values where
-    the record's own summary line says otherwise (basis `summary`, with the reason)."""
-    if not OVERRIDES.exists():
-        return
-    with open(OVERRIDES, encoding="utf-8") as handle:
-        fixes = {(r["local"], int(r["game"])): r for r in csv.DictReader(handle, delimiter="\t")}
-    for row in rows:
-        fix = fixes.get((row["local"], int(row["game"])))
-        if fix:
-            row.update(moves=int(fix["moves"]), winner=fix["winner"], ending=fix["ending"], basis="summary",
-                       note=fix["note"])
-
-
 # --- our readers against it ------------------------------------------------------------------------
 
 def ours(corpus: Path, entry: dict[str, str]) -> list[tuple[int, str, str] | str]:
-    from shogi_dnn.kifu import read_record_bytes
+    """Each game of the file as convert keeps it: read, then the fourfold-repetition rule applied
+    (kifu.repetition.settle: played-on games cut, perpetual check relabelled, unconfirmed 千日手 claims
+    refused), as `(moves, winner, ending)`, or `error: <reason>` for a refused game."""
+    from shogi_dnn.errors import KifuError
+    from shogi_dnn.kifu import read_record_bytes, repetition
     from shogi_dnn.kifu.record import GameRecord
+    from shogi_dnn.rules import new_position
     out: list[tuple[int, str, str] | str] = []
     for item in read_record_bytes((corpus / entry["local"]).read_bytes(), entry["local"]):
-        out.append((len(item.moves), item.winner.value, item.ending.value) if isinstance(item, GameRecord)
-                   else f"error: {item.reason}")
+        if not isinstance(item, GameRecord):
+            out.append(f"error: {item.reason}")
+            continue
+        position = new_position(item.start_sfen)
+        keys = [position.sfen().rsplit(" ", 1)[0]]
+        for move in item.moves:
+            position.push_usi(move)
+            keys.append(position.sfen().rsplit(" ", 1)[0])
+        try:
+            item = repetition.settle(item, repetition.fourfold_index(keys)).record
+        except KifuError as exc:
+            out.append(f"error: {exc.reason}")
+            continue
+        out.append((len(item.moves), item.winner.value, item.ending.value))
     return out
 
 
+OVERRIDE_FIELDS = ["local", "game", "reader", "field", "peer", "truth", "reason"]
+
+
+def read_overrides() -> dict[tuple[str, int], dict[str, str]]:
+    """OVERRIDES.tsv: the games where the peer's reading is wrong, by hand. Each row names the file and
+    game, the peer (`reader`), the fields it gets wrong, its reading (`peer`: `moves winner ending`,
+    as EXPECTED.tsv has it), the record's own reading (`truth`: `moves winner ending`, or
+    `refused: <words of our error>` for a file that is no game by the rules) and why (`reason`)."""
+    if not OVERRIDES.exists():
+        return {}
+    with open(OVERRIDES, encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    out = {}
+    for line, row in enumerate(rows, start=2):
+        if any(not row.get(field) for field in OVERRIDE_FIELDS):
+            raise ValueError(f"{OVERRIDES}:{line}: every column must be filled "
+                             f"({', '.join(OVERRIDE_FIELDS)})")
+        out[(row["local"], int(row["game"]))] = row
+    return out
+
+
+def _reading(values: tuple[int, str, str] | list) -> str:
+    return " ".join(str(v) for v in values)
+
+
+def _truth_agrees(truth: str, got: tuple[int, str, str] | str) -> bool:
+    if truth.startswith("refused: "):
+        return isinstance(got, str) and got.startswith("error:") and truth[len("refused: "):] in got
+    return not isinstance(got, str) and _reading(got) == truth
+
+
 def compare(corpus: Path) -> dict:
-    """files, games, agreed and every disagreement (local, game, expected, ours)."""
+    """files, games, agreed (with the peer as it reads), overridden (the peer wrong, ours as the record
+    says by hand: OVERRIDES.tsv), every disagreement left and every override that no longer applies."""
     with open(EXPECTED, encoding="utf-8") as handle:
         expected = list(csv.DictReader(handle, delimiter="\t"))
     by_file: dict[str, list[dict]] = {}
     for row in expected:
         by_file.setdefault(row["local"], []).append(row)
     entries = {e["local"]: e for e in read_manifest()}
-    games = agreed = 0
-    disagreements = []
+    overrides = read_overrides()
+    games = agreed = overridden = 0
+    disagreements, stale = [], []
     for local, rows in by_file.items():
         mine = ours(corpus, entries[local])
         for row in rows:
@@ -296,12 +437,21 @@ def compare(corpus: Path) -> dict:
             index = int(row["game"])
             got = mine[index] if index < len(mine) else "missing"
             want = (int(row["moves"]), row["winner"], row["ending"])
-            if got == want or isinstance(got, tuple) and got[:2] == want[:2] and _same_ending(want[2], got[2]):
+            fix = overrides.pop((local, index), None)
+            if fix is not None:
+                if fix["peer"] == _reading(want) and _truth_agrees(fix["truth"], got):
+                    overridden += 1
+                    continue
+                stale.append({"local": local, "game": index, "peer": want, "ours": got, "override": fix})
+            if isinstance(got, tuple) and got[:2] == want[:2] and _same_ending(want[2], got[2]):
                 agreed += 1
             else:
                 disagreements.append({"local": local, "game": index, "expected": want, "ours": got,
                                       "basis": row["basis"], "note": row["note"]})
-    return {"files": len(by_file), "games": games, "agreed": agreed, "disagreements": disagreements,
+    stale += [{"local": local, "game": index, "override": fix, "peer": None, "ours": None}
+              for (local, index), fix in overrides.items()]
+    return {"files": len(by_file), "games": games, "agreed": agreed, "overridden": overridden,
+            "disagreements": disagreements, "stale_overrides": stale,
             "unreadable_by_peer": sum(r["basis"] == "unreadable" for r in expected)}
 
 
@@ -317,10 +467,15 @@ def _same_ending(want: str, got: str) -> bool:
 def table(corpus: Path) -> int:
     result = compare(corpus)
     print(f"files {result['files']}  games {result['games']}  agreed {result['agreed']}  "
-          f"disagree {len(result['disagreements'])}  (peer could not read {result['unreadable_by_peer']} files)")
+          f"overridden {result['overridden']}  disagree {len(result['disagreements'])}  "
+          f"stale overrides {len(result['stale_overrides'])}  "
+          f"(peer could not read {result['unreadable_by_peer']} files)")
     for d in result["disagreements"]:
-        print(f"  {d['local']}#{d['game']}: expected {d['expected']} ({d['basis']}{': ' + d['note'] if d['note'] else ''})"
+        why = d["basis"] + (": " + d["note"] if d["note"] else "")
+        print(f"  {d['local']}#{d['game']}: expected {d['expected']} ({why})"
               f"  ours {d['ours']}")
+    for d in result["stale_overrides"]:
+        print(f"  stale override {d['local']}#{d['game']}: peer {d['peer']}  ours {d['ours']}")
     return 0
 
 
@@ -329,9 +484,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["manifest", "build", "expect", "table", "peer"])
     parser.add_argument("files", nargs="*")
     parser.add_argument("--corpus", "--out", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--add", action="store_true",
+                        help="manifest: keep its rows, add EXTRA_SOURCES' files")
     args = parser.parse_args(argv)
     if args.action == "manifest":
-        rows = make_manifest()
+        rows = add_sources(read_manifest()) if args.add else make_manifest()
         write_tsv(MANIFEST, MANIFEST_FIELDS, rows)
         print(f"{MANIFEST}: {len(rows)} files from {len({r['repo'] for r in rows})} repositories")
         return 0

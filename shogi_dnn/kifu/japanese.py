@@ -117,9 +117,9 @@ RESULT_WORDS: dict[str, Outcome] = {
 RESULT_PATTERN = "|".join(sorted(RESULT_WORDS, key=len, reverse=True))
 
 # `まで90手で後手の勝ち`, `まで3手で後手の反則勝ち`, `まで14手で時間切れにより後手の勝ち`,
-# `まで256手で持将棋`.
+# `まで256手で持将棋`; a mate problem's `まで49手詰` (Kifu for Windows, KI2 without a 詰み word).
 SUMMARY_LINE = re.compile(
-    r"^\s*まで、?(?P<plies>\d+)手(?:目)?で(?:(?P<cause>.*?)により)?"
+    r"^\s*まで、?(?P<plies>\d+)手(?:目)?(?:で|(?=詰))(?:(?P<cause>.*?)により)?"
     r"(?:(?P<side>先手|後手|下手|上手)の"
     r"(?P<kind>勝ち|反則勝ち|反則負け|入玉勝ち|宣言勝ち|不戦勝|不戦敗|勝利|負け)"
     r"|(?P<word>千日手|持将棋|中断|詰み|詰|不詰|引き分け|引分け|最大手数|封じ手))")

@@ -191,6 +191,7 @@ def test_variations_and_comments_ignored_and_games_split() -> None:
     ("まで3手で後手の反則勝ち", Winner.WHITE, Ending.ILLEGAL_MOVE),
     ("まで3手で時間切れにより後手の勝ち", Winner.WHITE, Ending.TIME_UP),
     ("まで3手で先手の不戦勝", Winner.BLACK, Ending.FORFEIT),
+    ("まで3手詰", Winner.BLACK, Ending.CHECKMATE),          # a mate problem's summary (no で)
 ])
 def test_summary_lines(line: str, winner: Winner, ending: Ending) -> None:
     record = parse_one(HEADER + "▲７六歩    △３四歩    ▲２六歩\n" + line + "\n")
