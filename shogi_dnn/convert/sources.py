@@ -279,7 +279,8 @@ def _nested(level: _Level, name: names.Name, open_member: Callable[[], ContextMa
 def _iter_zip(source: Path | IO[bytes], level: _Level) -> Iterator[SourceFile | KifuError]:
     try:
         archive = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    # UnicodeDecodeError: a name flagged UTF-8 (bit 11) that is not, which zipfile cannot list at all
+    except (zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError) as exc:
         yield KifuError(level.name.text, 0, f"not a readable zip archive ({exc})")
         return
     with archive:
@@ -291,7 +292,8 @@ def _iter_zip(source: Path | IO[bytes], level: _Level) -> Iterator[SourceFile | 
             try:
                 _check_size(member.file_size, member.compress_size)      # as declared: nothing read yet
                 if is_archive(member.filename):
-                    yield from _nested(level, name, functools.partial(archive.open, member), member.compress_size)
+                    opener = functools.partial(archive.open, member)
+                    yield from _nested(level, name, opener, member.compress_size)
                     continue
                 with archive.open(member) as stream:
                     data = _read_capped(stream, member.compress_size, level.counted())
@@ -309,8 +311,9 @@ def _iter_zip(source: Path | IO[bytes], level: _Level) -> Iterator[SourceFile | 
 def _iter_tar(source: Path | IO[bytes], size: int, level: _Level) -> Iterator[SourceFile | KifuError]:
     """Tar members in archive order (streamed: a compressed tar can only be read front to back)."""
     try:
-        archive = (tarfile.open(source, "r:*") if isinstance(source, Path)  # noqa: SIM115 - `with` below
-                   else tarfile.open(fileobj=source, mode="r:*"))
+        # closed by the `with` below
+        archive = (tarfile.open(source, "r:*") if isinstance(source, Path)  # noqa: SIM115
+                   else tarfile.open(fileobj=source, mode="r:*"))  # noqa: SIM115
     except (tarfile.TarError, OSError, EOFError) as exc:
         yield KifuError(level.name.text, 0, f"not a readable tar archive ({exc})")
         return
@@ -331,7 +334,8 @@ def _iter_tar(source: Path | IO[bytes], size: int, level: _Level) -> Iterator[So
                 # a member's data must be decompressed to reach the next one: past the ratio, stop here
                 _check_size(member.size, compressed)
                 if is_archive(member.name):
-                    yield from _nested(level, name, functools.partial(_tar_member, archive, member), compressed)
+                    opener = functools.partial(_tar_member, archive, member)
+                    yield from _nested(level, name, opener, compressed)
                     continue
                 with _tar_member(archive, member) as handle:
                     data = _read_capped(handle, compressed, level.counted())
@@ -403,7 +407,9 @@ def _drain_7z(archive: Any, archive_size: int, level: _Level) -> Iterator[Source
             self.name, self.parts, self.length, self.too_large = name, [], 0, ""
             self.full = level.name.join(names.from_str(name))
             self.nested = is_archive(name) and level.depth < MAX_NESTING and not level.budget.spent
-            self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) if self.nested else None
+            # closed by the consumer once read (_drain_7z), or by _close_spools
+            self.spool = (tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+                          if self.nested else None)
 
         def write(self, s: bytes | bytearray) -> int:
             if stop.is_set():
