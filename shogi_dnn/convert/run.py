@@ -42,7 +42,7 @@ from typing import Any
 
 from shogi_dnn.folders import locks, run_files
 from shogi_dnn.dataset import shards
-from shogi_dnn.convert import names, resume
+from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
     DRAWS,
     RATING_OF,
@@ -75,6 +75,7 @@ from shogi_dnn.convert.writer import (
     DatasetWriter,
 )
 from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.kifu import names
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural
 

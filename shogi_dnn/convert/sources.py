@@ -9,7 +9,7 @@ Names: a plain file keeps the path it was found under (`corpus/2024/game.csa`); 
 is named `archive.zip:member.csa` (`outer.zip:inner.tar.gz:member.csa` when nested), the form
 KifuError and the games table use. A name that is not UTF-8 (a zip made on Windows in Japan stores
 cp932 names without the UTF-8 flag; old disks hold Shift_JIS or EUC-JP names) is shown decoded
-(names.py) and its bytes travel beside it (`SourceFile.raw_name`, the games table's `source_raw`).
+(kifu/names.py) and its bytes travel beside it (`SourceFile.raw_name`, the games table's `source_raw`).
 
 Archives: .zip, .tar, .tar.gz/.tgz, .tar.bz2, .tar.xz and, when py7zr is installed (extra
 `archives`), .7z. An archive inside an archive is read too, MAX_NESTING (3) archives deep at most:
@@ -50,9 +50,8 @@ from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
 from typing import IO, Any
 
-from shogi_dnn.convert import names
 from shogi_dnn.errors import KifuError
-from shogi_dnn.kifu import RECORD_SUFFIXES
+from shogi_dnn.kifu import RECORD_SUFFIXES, names
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".7z")
 # A folder or archive entry is a record file when its suffix is one of these (case-insensitive).
@@ -108,7 +107,7 @@ def _copy_capped(stream: IO[bytes], out: IO[bytes] | list[bytes], compressed: in
 
 @dataclasses.dataclass(frozen=True)
 class SourceFile:
-    """One record file's bytes. `name` is a path or `archive:member`, readable (names.py)."""
+    """One record file's bytes. `name` is a path or `archive:member`, readable (kifu/names.py)."""
 
     name: str
     data: bytes

@@ -31,7 +31,7 @@ features.py): read_rows unpacks. Schema 1 stored board and hands as such
 convert again.
 
 `games/source` is always readable text: a file or member name that is not UTF-8 (cp932 from a zip
-made on Windows in Japan, EUC-JP from an old disk) is decoded (convert/names.py) or, when nothing
+made on Windows in Japan, EUC-JP from an old disk) is decoded (kifu/names.py) or, when nothing
 decodes it, written with `\\xNN` escapes. `games/source_raw` (OPTIONAL_GAME_SCHEMA) then holds its
 bytes in hex ('' for the shard's other games), to find the file again; it is written only in a
 shard where some game needs it, so shards of UTF-8 names are byte for byte what they were before it,

@@ -7,7 +7,7 @@ name that is not UTF-8 (that crashed the shard write: `surrogates not allowed`).
 - `text`: the name to show, always UTF-8 encodable. The name's bytes are decoded as UTF-8, else as
   cp932 (Windows in Japan: zip files made there, old FAT/NTFS disks), else as EUC-JP (old Unix
   disks), one path component at a time (a folder may be UTF-8 and a file inside it cp932); bytes
-  that none of these decode (or decode only to control or private-use characters) are written as
+  that none of these decode (or decode to control or private-use characters) are written as
   `\\xNN`. When both cp932 and EUC-JP decode a component, the one with fewer half-width katakana
   wins (EUC-JP bytes read as cp932 give them; real names seldom have them), cp932 on a tie.
 - `raw`: the name's bytes as found, when they are not `text` in UTF-8 (b"" otherwise), so the file

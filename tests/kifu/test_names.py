@@ -1,4 +1,4 @@
-"""convert/names.py: names that are not UTF-8 (cp932, EUC-JP, undecodable), on disk and in zip files
+"""kifu/names.py: names that are not UTF-8 (cp932, EUC-JP, undecodable), on disk and in zip files
 written as Windows in Japan writes them (cp932, no UTF-8 flag), down to the games table and the report."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn.convert import names
 from shogi_dnn.convert.run import REPORT_NAME, ConvertSettings, run_convert
 from shogi_dnn.convert.sources import SourceFile, iter_sources
 from shogi_dnn.dataset import shards
+from shogi_dnn.kifu import names
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "csa"
 GAMES = [DATA / "ending_toryo.csa", DATA / "mogproject_001.csa", DATA / "ending_tsumi.csa",
@@ -177,3 +177,18 @@ def test_tar_member_names_in_euc_jp_are_decoded(tmp_path: Path) -> None:
         t.addfile(info, io.BytesIO(game))
     assert list(iter_sources([path])) == [SourceFile(f"{path}:棋譜/対局.csa", game,
                                                      f"{path}:".encode() + "棋譜/対局.csa".encode("euc_jp"))]
+
+
+def test_record_files_and_inspect_name_a_cp932_file_readably(tmp_path: Path) -> None:
+    from shogi_dnn import kifu
+    from shogi_dnn.analysis import inspect
+
+    raw = os.fsencode(tmp_path) + b"/" + _cp932("棋譜.csa")
+    with open(raw, "wb") as f:
+        f.write(GAMES[0].read_bytes())
+    items = list(kifu.read_record_file(os.fsdecode(raw)))
+    assert [item.source.path for item in items] == [f"{tmp_path}/棋譜.csa"]
+    summary = inspect.format_records_summary(os.fsdecode(raw), items)
+    summary.encode("utf-8")                               # printable on a strict UTF-8 console
+    assert summary.startswith(f"{tmp_path}/棋譜.csa: 1 game")
+    assert inspect.records_summary_dict(os.fsdecode(raw), items)["input"] == f"{tmp_path}/棋譜.csa"
