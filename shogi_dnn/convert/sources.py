@@ -316,7 +316,7 @@ def _iter_tar(source: Path | IO[bytes], size: int, level: _Level) -> Iterator[So
     except (tarfile.TarError, OSError, EOFError) as exc:
         yield KifuError(level.name.text, 0, f"not a readable tar archive ({exc})")
         return
-    compressed = size if not level.name.text.lower().endswith(".tar") else None
+    compressed = None if name_is_plain_tar(Path(level.name.text)) else size    # the ratio's denominator
     with archive:
         while True:
             try:
