@@ -37,6 +37,7 @@ from shogi_dnn.dataset.features import (
     game_labels,
 )
 from shogi_dnn.errors import KifuError, ShardFormatError
+from shogi_dnn.kifu import names
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
 from shogi_dnn.wording import plural
 
@@ -285,7 +286,9 @@ def record_dict(number: int, record: GameRecord) -> dict[str, Any]:
 def records_summary_dict(name: str, items: list[GameRecord | KifuError]) -> dict[str, Any]:
     """JSON-able summary of a record input: totals, each readable game, and the bad games' errors."""
     games = [record_dict(n, r) for n, r in good_games(items)]
-    return {"input": name, "games": len(games), "positions": sum(g["positions"] for g in games),
+    # the input's name readable (kifu/names.py): a name that is not UTF-8 cannot be printed as it is
+    return {"input": names.from_str(name).text, "games": len(games),
+            "positions": sum(g["positions"] for g in games),
             "positions_with_eval": sum(g["positions_with_eval"] for g in games),
             "with_result": sum(g["has_result"] for g in games),
             "winners": dict(sorted(collections.Counter(g["winner"] for g in games).items())),
@@ -298,7 +301,7 @@ def format_records_summary(name: str, items: list[GameRecord | KifuError]) -> st
     data = records_summary_dict(name, items)
     bad = f", {len(data['errors'])} unreadable" if data["errors"] else ""
     games = f"{plural(data['games'], 'game')} ({data['with_result']} with a result{bad})"
-    lines = [f"{name}: {games}, {plural(data['positions'], 'position')}"]
+    lines = [f"{data['input']}: {games}, {plural(data['positions'], 'position')}"]
     width = max(len("source"), *(len(g["source"]) for g in data["records"]))
     lines.append(f"{'game':>5}{'moves':>7}{'evals':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}"
                  "  start")

@@ -209,6 +209,10 @@ def _off_path_shards(plan: Plan, out: Path, load: Callable[[Chunk], ChunkResult]
                      shards.KEY_WIN: np.full(n, np.nan, np.float32)}
         ids = np.unique(rows[shards.KEY_GAME])
         table = {key: [games[int(i)][key] for i in ids] for key in shards.GAME_SCHEMA}
+        for key in shards.OPTIONAL_GAME_SCHEMA:         # kept where some game has one (source_raw)
+            column = [games[int(i)].get(key, "") for i in ids]
+            if any(column):
+                table[key] = column
         digest = shards.write_shard(out / name, "train", positions, table)
         info = shards.shard_info(out / name, "train", n, len(ids), digest, ids.tolist())
         written.append(_record(state, dataclasses.replace(info, no_result=n)))
@@ -236,10 +240,11 @@ def _off_path_batches(plan: Plan, load: Callable[[Chunk], ChunkResult]) -> Itera
 
 
 def _train_games(plan: Plan) -> dict[int, dict[str, Any]]:
-    """game id -> its games-table row (GAME_SCHEMA keys), for every game of the source's train split."""
+    """game id -> its games-table row (GAME_SCHEMA keys, and the OPTIONAL_GAME_SCHEMA ones its shard
+    has), for every game of the source's train split."""
     games: dict[int, dict[str, Any]] = {}
     for info in plan.train_shards:
         table = shards.read_games(plan.manifest.shard_path(info))
         for i, game_id in enumerate(table["game_id"].tolist()):
-            games[int(game_id)] = {key: table[key][i] for key in shards.GAME_SCHEMA}
+            games[int(game_id)] = {key: table[key][i] for key in table}    # optional columns too
     return games

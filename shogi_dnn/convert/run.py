@@ -75,6 +75,7 @@ from shogi_dnn.convert.writer import (
     DatasetWriter,
 )
 from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.kifu import names
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural
 
@@ -265,7 +266,7 @@ def _input_bytes(inputs: Sequence[str | os.PathLike[str]]) -> int:
 def _check_inputs(inputs: Sequence[str | os.PathLike[str]]) -> None:
     if not inputs:
         raise ConfigError("no INPUT given (files, folders or archives of game records)")
-    missing = [str(p) for p in inputs if not Path(p).exists()]
+    missing = [names.from_path(p).text for p in inputs if not Path(p).exists()]
     if missing:        # a typo must not give an empty dataset and exit 0
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise ConfigError(f"{missing[0]}: no such file or folder{more}")
@@ -358,7 +359,8 @@ def _finish(out: Path, settings: ConvertSettings, inputs: Sequence[Any], state: 
               "games_per_split": report.games, "positions_per_split": report.positions,
               "games_found": report.games_found, "skipped": dict(sorted(report.skipped.items()))}
     report.warnings = small_split_warnings(report.games, report.positions, settings)
-    manifest_settings = {**settings.to_dict(), "inputs": [str(p) for p in inputs]}
+    # readable names (convert/names.py): a path that is not UTF-8 cannot go into the JSON as it is
+    manifest_settings = {**settings.to_dict(), "inputs": [names.from_path(p).text for p in inputs]}
     shards.write_manifest(out, written, manifest_settings, totals)
     text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
     run_files.write_atomic(out / REPORT_NAME, text)   # no half-written report; a full disk is one line

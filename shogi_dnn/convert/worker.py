@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
-from shogi_dnn.convert.sources import SourceFile
+from shogi_dnn.convert.sources import SourceFile, skip_kind
 from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.dataset.features import encode_game, first_fourfold, repeated_games
 from shogi_dnn.kifu import read_record_bytes, repetition
@@ -49,6 +49,7 @@ class SourcePiece:
     data: bytes
     first_line: int = 1
     last: bool = True          # the file's last piece (counted as a file read)
+    raw_name: bytes = b""      # the name's bytes when they are not `name` in UTF-8 (SourceFile.raw_name)
 
 
 def split_source(source: SourceFile, piece_bytes: int | None = None) -> Iterator[SourcePiece]:
@@ -57,14 +58,14 @@ def split_source(source: SourceFile, piece_bytes: int | None = None) -> Iterator
     data, start, line = source.data, 0, 1
     piece_bytes = piece_bytes or PIECE_BYTES
     if len(data) <= piece_bytes or not source.name.lower().endswith(".csa"):
-        yield SourcePiece(source.name, data)
+        yield SourcePiece(source.name, data, raw_name=source.raw_name)
         return
     while True:
         cut = _CSA_SEPARATOR.search(data, start + piece_bytes)
         if cut is None:
-            yield SourcePiece(source.name, data[start:], line, True)
+            yield SourcePiece(source.name, data[start:], line, True, source.raw_name)
             return
-        yield SourcePiece(source.name, data[start:cut.end()], line, False)
+        yield SourcePiece(source.name, data[start:cut.end()], line, False, source.raw_name)
         line += data.count(b"\n", start, cut.end())
         start = cut.end()
 
@@ -90,14 +91,17 @@ class FileResult:
     # endings (ILLEGAL_MOVE games by format), repetitions cut or refused (kifu.repetition kinds).
     fidelity: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     repaired: list[str] = dataclasses.field(default_factory=list)     # `file:line: what` per repair
+    input_skipped: str = ""          # an unreadable input or member: why, as sources.skip_kind says
 
 
-def _game_row(record: GameRecord) -> tuple:
+def _game_row(record: GameRecord, source_raw: str) -> tuple:
+    """The games-table row (shards.GAME_SCHEMA without game_id), then `source_raw` (the file name's
+    bytes in hex, '' for a UTF-8 name: shards.OPTIONAL_GAME_SCHEMA)."""
     nan = float("nan")
     return (record.source.path, record.source.line, record.black, record.white,
             nan if record.black_rating is None else record.black_rating,
             nan if record.white_rating is None else record.white_rating,
-            record.winner.value, record.ending.value, len(record.moves), record.start_sfen)
+            record.winner.value, record.ending.value, len(record.moves), record.start_sfen, source_raw)
 
 
 def _read_records(source: SourcePiece, result: FileResult) -> Iterator[GameRecord | KifuError]:
@@ -132,7 +136,7 @@ def _shift_lines(item: GameRecord | KifuError, offset: int) -> GameRecord | Kifu
 def process_file(source: SourcePiece | KifuError, settings: ConvertSettings, backend: str) -> FileResult:
     """Parse, filter, split and encode every game of one file or piece (runs in a worker process)."""
     if isinstance(source, KifuError):
-        return FileResult(source.path, readable=False, errors=[str(source)])
+        return FileResult(source.path, readable=False, errors=[str(source)], input_skipped=skip_kind(source))
     with _rules_backend(backend):
         return _process_records(source, settings, position_factory(backend))
 
@@ -178,7 +182,7 @@ def _process_records(source: SourcePiece, settings: ConvertSettings, factory: Ca
             result.encode_s += time.perf_counter() - start
         key = game_key(item)
         split = assign_split(key, settings.val_fraction, settings.test_fraction)
-        result.games.append(ConvertedGame(split, _game_row(item), positions, key))
+        result.games.append(ConvertedGame(split, _game_row(item, source.raw_name.hex()), positions, key))
         records.append(item)
     start = time.perf_counter()
     _settle_repetitions(result, records, factory)
@@ -226,7 +230,7 @@ def _settle_repetitions(result: FileResult, records: list[GameRecord], factory: 
         if settled.kind:
             result.fidelity[f"repetition:{settled.kind}"] += 1
         if settled.record is not record:
-            result.games[index] = dataclasses.replace(game, row=_game_row(settled.record),
+            result.games[index] = dataclasses.replace(game, row=_game_row(settled.record, game.row[-1]),
                                                       positions=encode_game(settled.record, factory))
     for index in reversed(dropped):
         del result.games[index]

@@ -67,6 +67,9 @@ class ConvertReport:
     fidelity: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     repaired: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)       # filters.small_split_warnings
+    # Inputs and archive members not read (files_unreadable), by kind (sources.SKIP_*: nested_too_deep,
+    # too_large, decompression_bomb, bad_symlink, unreadable); `errors` names each with its reason.
+    inputs_skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConvertReport:
@@ -75,6 +78,7 @@ class ConvertReport:
         report = cls(**{k: v for k, v in data.items() if k in fields})
         report.skipped = collections.Counter(report.skipped)
         report.fidelity = collections.Counter(report.fidelity)
+        report.inputs_skipped = collections.Counter(report.inputs_skipped)
         report.timings = collections.defaultdict(float, report.timings)
         return report
 
@@ -82,6 +86,8 @@ class ConvertReport:
         """Count one worker result (its kept games are counted by the writer)."""
         self.files_read += int(result.readable and result.last)
         self.files_unreadable += int(not result.readable)
+        if result.input_skipped:
+            self.inputs_skipped[result.input_skipped] += 1
         self.games_found += result.found
         self.skipped.update(result.skipped)
         self.fidelity.update(result.fidelity)
@@ -100,6 +106,7 @@ class ConvertReport:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "worker_cpu"}
         data["skipped"] = dict(sorted(self.skipped.items()))
         data["fidelity"] = dict(sorted(self.fidelity.items()))
+        data["inputs_skipped"] = dict(sorted(self.inputs_skipped.items()))
         data["positions_total"] = sum(self.positions.values())
         data["timings"] = {k: round(v, 3) for k, v in sorted(self.timings.items())}
         return data
@@ -121,7 +128,9 @@ class ConvertReport:
         fidelity = ", ".join(f"{k} {v:,}" for k, v in sorted(self.fidelity.items()))
         first = f", the first {len(self.errors):,}" if self.errors_not_listed else ""
         workers = self.worker_plan or plural(self.workers, 'worker')
-        return (resumed + f"{plural(self.files_read, 'file')} read ({self.files_unreadable:,} unreadable); "
+        kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(self.inputs_skipped.items()))
+        unreadable = f"{self.files_unreadable:,} unreadable" + (f": {kinds}" if kinds else "")
+        return (resumed + f"{plural(self.files_read, 'file')} read ({unreadable}); "
                 f"{plural(self.games_found, 'game')} found, {self.converted:,} converted, "
                 f"skipped: {skipped}\n"
                 f"{splits or 'no positions written'}\n"
@@ -349,6 +358,10 @@ def _shard_arrays(games: list[tuple[int, ConvertedGame]], seed: list[int] | None
     table: dict[str, list] = {"game_id": [game_id for game_id, _ in games]}
     for i, column in enumerate(columns):
         table[column] = [g.row[i] for _, g in games]
+    # source_raw only when some game's file name is not UTF-8: other shards are what they were before it
+    raw = [g.row[len(columns)] if len(g.row) > len(columns) else "" for _, g in games]
+    if any(raw):
+        table[shards.KEY_SOURCE_RAW] = raw
     return positions, table
 
 

@@ -20,6 +20,7 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 3), N positions, G games:
   games/ending         [G]       string   kifu.Ending value ('resign', 'checkmate', ...)
   games/num_moves      [G]       int16    moves in the main line
   games/start_sfen     [G]       string   start position
+  games/source_raw     [G]       string   optional: hex of the bytes of `source` when they are not UTF-8
   attrs: schema_version, split, num_positions, num_games
 
 A position takes 58 bytes raw (45 of them the packed position, where dlshogi's 38-byte records spend
@@ -28,6 +29,13 @@ back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA, the side to 
 features.py): read_rows unpacks. Schema 1 stored board and hands as such
 (108 bytes a position raw); schema 2 had no chunk checksums. Shards of either are refused with a message to
 convert again.
+
+`games/source` is always readable text: a file or member name that is not UTF-8 (cp932 from a zip
+made on Windows in Japan, EUC-JP from an old disk) is decoded (kifu/names.py) or, when nothing
+decodes it, written with `\\xNN` escapes. `games/source_raw` (OPTIONAL_GAME_SCHEMA) then holds its
+bytes in hex ('' for the shard's other games), to find the file again; it is written only in a
+shard where some game needs it, so shards of UTF-8 names are byte for byte what they were before it,
+and it did not change SCHEMA_VERSION (read_games gives it only when present).
 
 `eval` is OPTIONAL_SCHEMA: written only when at least one position of the shard has an evaluation, so
 a shard of records without evaluations is byte-for-byte what it was before the dataset existed. It did
@@ -82,6 +90,7 @@ KEY_BOARD, KEY_HANDS, KEY_TURN, KEY_PLY, KEY_MOVE, KEY_WIN, KEY_GAME = (
 KEY_PIECES, KEY_PROMOTED = "pieces", "promoted"
 KEY_EVAL = "eval"
 GAMES_GROUP = "games"
+KEY_SOURCE_RAW = "source_raw"
 # Position datasets on disk: name -> (row shape, dtype). Pinned by tests/test_shards.py.
 STORED_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
     KEY_PIECES: ((features.NUM_SLOTS,), np.dtype(np.uint8)),
@@ -115,6 +124,8 @@ GAME_SCHEMA: dict[str, np.dtype] = {
     "black_rating": np.dtype(np.float32), "white_rating": np.dtype(np.float32), "winner": _STR,
     "ending": _STR, "num_moves": np.dtype(np.int16), "start_sfen": _STR,
 }
+# Optional games-table columns, written only when some game of the shard has a value (module docstring).
+OPTIONAL_GAME_SCHEMA: dict[str, np.dtype] = {KEY_SOURCE_RAW: _STR}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +148,7 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
             `promoted` as pack_stored gives them, are stored as they are, board and hands then
             unused); `eval` may be left out, and is stored only when some row has an evaluation
             (not features.EVAL_NONE).
-        games: columns keyed as GAME_SCHEMA, all of length G.
+        games: columns keyed as GAME_SCHEMA, all of length G, and optionally OPTIONAL_GAME_SCHEMA ones.
     Raises:
         ValueError: a position holds more pieces of a kind than one set (convert skips such games
             before they get here: features.encode_game checks).
@@ -191,7 +202,9 @@ def _write_file(tmp: Path, split: str, n: int, stored: dict[str, np.ndarray],
             f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
                              shuffle=True, fletcher32=True, track_times=False)
         group = _create_untimed_group(f, GAMES_GROUP)
-        for key, dtype in GAME_SCHEMA.items():
+        for key, dtype in {**GAME_SCHEMA, **OPTIONAL_GAME_SCHEMA}.items():
+            if key not in games:            # an optional column (absent when no game has a value)
+                continue
             group.create_dataset(key, data=np.asarray(games[key], dtype=object if dtype is _STR else dtype),
                                  dtype=dtype, track_times=False)
 
@@ -317,11 +330,13 @@ def read_positions(path: str | Path, start: int = 0, stop: int | None = None,
 
 
 def read_games(path: str | Path) -> dict[str, np.ndarray]:
-    """The games table of a shard: columns keyed as GAME_SCHEMA (strings decoded)."""
+    """The games table of a shard: columns keyed as GAME_SCHEMA, and those of OPTIONAL_GAME_SCHEMA the
+    shard has (strings decoded)."""
+    schema = {**GAME_SCHEMA, **OPTIONAL_GAME_SCHEMA}
     with open_shard(path) as f:
         group = f[GAMES_GROUP]
-        return {key: (group[key].asstr()[:] if GAME_SCHEMA[key] is _STR else group[key][:])
-                for key in GAME_SCHEMA}
+        return {key: (group[key].asstr()[:] if schema[key] is _STR else group[key][:])
+                for key in schema if key in group}
 
 
 @dataclasses.dataclass(frozen=True)

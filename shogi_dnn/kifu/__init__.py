@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from shogi_dnn.errors import KifuError
+from shogi_dnn.kifu import names
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.kifu.text import decode_record
 
@@ -60,9 +61,10 @@ def read_record_bytes(data: bytes, name: str, fmt: str | None = None) -> Iterato
 
 
 def read_record_file(path: str | Path) -> Iterator[GameRecord | KifuError]:
-    """Parse one record file from disk (see read_record_bytes)."""
+    """Parse one record file from disk (see read_record_bytes); its games and errors carry a readable
+    name (names.from_path: a file name that is not UTF-8 is decoded, never passed on as surrogates)."""
     path = Path(path)
-    yield from read_record_bytes(path.read_bytes(), str(path))
+    yield from read_record_bytes(path.read_bytes(), names.from_path(path).text)
 
 
 def _parser(fmt: str):

@@ -251,3 +251,25 @@ def test_fairy_stockfish_labels_a_few_positions(source: Path, tmp_path: Path) ->
             assert features.decode_move(int(move), int(turn)) in new_position(sfen).legal_usi()
     again = run_annotate(src, tmp_path / "again", settings, workers=1)      # deterministic at a node budget
     assert _digests(tmp_path / "out") == _digests(tmp_path / "again") and again.failed == 0
+
+
+def test_file_name_bytes_follow_the_games_into_the_output(fake_engine, tmp_path: Path) -> None:
+    """A source converted from a file named in cp932: games/source_raw is kept in the copied shards and
+    given to the off-path shard's games (shards.OPTIONAL_GAME_SCHEMA)."""
+    from shogi_dnn.convert.run import ConvertSettings, run_convert
+    from tests.support.kifugen import write_corpus
+
+    write_corpus(tmp_path / "records", seed=4, files=2, per_file=3)
+    raw = os.fsencode(tmp_path / "records") + b"/" + "棋譜.csa".encode("cp932")
+    os.rename(tmp_path / "records" / "games-00.csa", raw)
+    run_convert([tmp_path / "records"], tmp_path / "data", ConvertSettings(val_fraction=0.0), workers=1)
+    source_table = shards.read_games(tmp_path / "data" / "train-00000.h5")
+    raw_of = dict(zip(source_table["game_id"].tolist(), source_table[shards.KEY_SOURCE_RAW]))
+    assert sorted(set(raw_of.values())) == ["", raw.hex()]
+    settings = AnnotateSettings(nodes=10, off_path=30, plies=1, seed=2, chunk_positions=64)
+    run_annotate(tmp_path / "data", tmp_path / "out", settings, engine=fake_engine(moves=True), workers=1)
+    copied = shards.read_games(tmp_path / "out" / "train-00000.h5")
+    assert list(copied[shards.KEY_SOURCE_RAW]) == list(source_table[shards.KEY_SOURCE_RAW])
+    off = shards.read_games(tmp_path / "out" / "offpath-00000.h5")
+    assert [raw_of[int(g)] for g in off["game_id"]] == list(off[shards.KEY_SOURCE_RAW])
+    assert set(off[shards.KEY_SOURCE_RAW]) == {"", raw.hex()}       # games of both files

@@ -248,3 +248,109 @@ def test_looping_and_dangling_symlinks_are_skipped_while_the_rest_converts(tmp_p
     # good.csa and link.csa hold the same game: one converted, the copy dropped as a duplicate (--dedup)
     assert report.converted == 1 and report.skipped == {"duplicate": 1} and report.files_unreadable == 2
     assert any("dangling symlink" in e for e in report.errors) and any("symlink loop" in e for e in report.errors)
+
+
+# -- archives inside archives ---------------------------------------------------------------------------
+
+
+def _zip_bytes(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_nested_zip_and_tar_members_are_read_in_order(tmp_path: Path) -> None:
+    inner_zip = _zip_bytes({"z2.csa": b"z2", "z1.kif": b"z1", "README.md": b"x"})
+    inner_tgz = _tar_bytes({"t1.csa": b"t1", "deeper.zip": _zip_bytes({"d.csa": b"d"})})
+    path = tmp_path / "outer.zip"
+    path.write_bytes(_zip_bytes({"a.csa": b"a", "in/b.zip": inner_zip, "c.tar.gz": inner_tgz}))
+    got = _names_data(list(iter_sources([path])))
+    assert got == [(f"{path}:a.csa", b"a"), (f"{path}:c.tar.gz:t1.csa", b"t1"),
+                   (f"{path}:c.tar.gz:deeper.zip:d.csa", b"d"),
+                   (f"{path}:in/b.zip:z1.kif", b"z1"), (f"{path}:in/b.zip:z2.csa", b"z2")]
+    outer_tar = tmp_path / "outer.tar"
+    outer_tar.write_bytes(_tar_bytes({"b.zip": inner_zip}, "w"))
+    assert _names_data(list(iter_sources([outer_tar]))) == [(f"{outer_tar}:b.zip:z1.kif", b"z1"),
+                                                             (f"{outer_tar}:b.zip:z2.csa", b"z2")]
+
+
+def test_nested_7z_both_ways(tmp_path: Path) -> None:
+    py7zr = pytest.importorskip("py7zr")
+    seven = tmp_path / "inner.7z"
+    with py7zr.SevenZipFile(seven, "w") as z:
+        z.writestr(b"s", "s.csa")
+        z.writestr(_zip_bytes({"q.csa": b"q"}), "q.zip")
+    outer = tmp_path / "outer.zip"
+    outer.write_bytes(_zip_bytes({"inner.7z": seven.read_bytes()}, zipfile.ZIP_STORED))
+    assert sorted(_names_data(list(iter_sources([outer])))) == [(f"{outer}:inner.7z:q.zip:q.csa", b"q"),
+                                                                (f"{outer}:inner.7z:s.csa", b"s")]
+    assert sorted(_names_data(list(iter_sources([seven])))) == [(f"{seven}:q.zip:q.csa", b"q"),
+                                                                (f"{seven}:s.csa", b"s")]
+
+
+def test_an_archive_nested_too_deep_is_skipped_with_a_reason_the_report_counts(tmp_path: Path) -> None:
+    from shogi_dnn.convert import sources
+    from shogi_dnn.convert.run import run_convert
+
+    level4 = _zip_bytes({"deep.csa": GOOD})
+    level3 = _zip_bytes({"l4.zip": level4, "three.csa": GOOD.replace(b"3334", b"8384")})
+    level2 = _zip_bytes({"l3.zip": level3})
+    path = tmp_path / "l1.zip"
+    path.write_bytes(_zip_bytes({"l2.zip": level2}))
+    assert sources.MAX_NESTING == 3
+    got = _reasons(iter_sources([path]))
+    assert got == {f"{path}:l2.zip:l3.zip:three.csa": "ok",
+                   f"{path}:l2.zip:l3.zip:l4.zip":
+                       "skipped: an archive nested 4 deep (sources.MAX_NESTING is 3)"}
+    report = run_convert([path], tmp_path / "out", workers=1)
+    assert report.converted == 1 and report.files_unreadable == 1
+    assert report.inputs_skipped == {sources.SKIP_NESTED_TOO_DEEP: 1}
+    assert report.errors == [(f"{path}:l2.zip:l3.zip:l4.zip:0: skipped: an archive nested 4 deep "
+                              "(sources.MAX_NESTING is 3)")]
+    assert "1 unreadable: nested_too_deep 1" in report.summary()
+
+
+def test_nested_member_caps_apply(tmp_path: Path, small_caps: None) -> None:
+    path = tmp_path / "outer.zip"
+    path.write_bytes(_zip_bytes({"inner.zip": _bomb_zip(tmp_path / "bomb.zip", 3 << 20).read_bytes()},
+                                zipfile.ZIP_STORED))
+    got = _reasons(iter_sources([path]))
+    assert got[f"{path}:inner.zip:a.csa"] == got[f"{path}:inner.zip:c.csa"] == "ok"
+    assert got[f"{path}:inner.zip:bomb.csa"].startswith("skipped: decompresses to more than 100 times")
+
+
+def _ratio_78(seed: int) -> bytes:
+    """640 KiB that deflate packs about 78x: under MAX_RATIO alone, and past the 64 KiB floor."""
+    import random
+
+    rnd = random.Random(seed)
+    return b"".join(bytes([rnd.randrange(256)]) + bytes(300) for _ in range(640 * 1024 // 301))
+
+
+def test_nesting_does_not_multiply_the_ratio_cap(tmp_path: Path, small_caps: None) -> None:
+    """40 copies of one 8 KB tar.gz, each 640 KiB inside (78x), in a tar.gz that packs the copies 30x:
+    no member passes MAX_RATIO, yet 25 MiB would come out of 12 KB. The input's budget stops it."""
+    inner = _tar_bytes({"g.csa": _ratio_78(1)})
+    path = tmp_path / "top.tar.gz"
+    path.write_bytes(_tar_bytes({f"in-{i:02d}.tar.gz": inner for i in range(40)}))
+    assert path.stat().st_size < 20_000 and len(inner) * 40 < 100 * path.stat().st_size
+    got = _reasons(iter_sources([path]))
+    read = [name for name, reason in got.items() if reason == "ok"]
+    assert 1 <= len(read) <= 3 and len(got) == 40
+    first_refused = f"{path}:in-{len(read):02d}.tar.gz:g.csa"
+    assert got[first_refused].startswith(f"skipped: the archives nested in {path} decompress to more "
+                                         "than 100")
+    assert got[first_refused].endswith(f"the rest of {path}:in-{len(read):02d}.tar.gz is not read")
+    assert got[f"{path}:in-39.tar.gz"].endswith("; not read")
