@@ -76,6 +76,23 @@ def save_png(fig: Figure, path: str | Path) -> Path:
     return path
 
 
+def count_label(value: float) -> str:
+    """A tick label for a count: 950, 150k, 1.2M (six-digit numbers ran together on a half-width axis)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:g}"
+
+
+def count_axis(axis: Any, max_ticks: int = 6) -> None:
+    """Label an axis of counts (samples seen, positions) as count_label does, with at most `max_ticks`
+    round ticks (axis: ax.xaxis or ax.yaxis)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(nbins=max_ticks, steps=[1, 2, 2.5, 5, 10]))
+    axis.set_major_formatter(FuncFormatter(lambda value, _pos: count_label(value)))
+
+
 def font_files() -> list[Path]:
     """The files of FONT_FAMILY, in fallback order."""
     setup()

@@ -61,6 +61,7 @@ from shogi_dnn import config
 from shogi_dnn.dataset import identity, policy, shards
 from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, scoring, tactics
+from shogi_dnn.analysis.tower_diagnosis import device_kind
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule
@@ -462,7 +463,7 @@ BASELINE_LABELS = {"material": "material", "piece_square": "piece-square", "side
 
 def format_table(result: dict[str, Any]) -> str:
     """A readable summary of an evaluation: model vs baselines (with 95% intervals over games and the paired
-    comparisons), per GPU, by ply, by rating, calibration."""
+    comparisons), per tower (headed by the device kind: GPU, CPU), by ply, by rating, calibration."""
     b = result["baselines"]
     averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
@@ -497,7 +498,9 @@ def format_table(result: dict[str, Any]) -> str:
     if "policy" in result:
         lines += ["", scoring.policy_text(result["policy"]) + " (legal moves"
                   + (", mirror-averaged)" if result.get("mirror_average") else ")")]
-    lines += ["", f"{'per GPU':40}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
+    kind = device_kind([g["device"] for g in result["per_gpu"]])     # GPU, CPU, or device when mixed
+    lines += ["", f"{'per ' + ('tower' if kind == 'device' else kind):40}{'positions':>10}{'loss':>8}"
+              f"{'accuracy':>10}"]
     lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}"
               f"{_f(g['accuracy'], 10)}" for g in result["per_gpu"]]
     spread = result["per_gpu_spread"]

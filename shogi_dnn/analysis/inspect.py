@@ -27,6 +27,9 @@ import h5py
 import numpy as np
 
 from shogi_dnn import kifu
+from shogi_dnn.kifu import repetition
+from shogi_dnn.convert.filters import SKIP_DUPLICATE, SKIP_NO_RESULT, ConvertSettings, Deduplicator, game_key
+from shogi_dnn.convert.worker import TrainedGame, trained_game
 from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import (
     EVAL_NONE,
@@ -38,7 +41,7 @@ from shogi_dnn.dataset.features import (
 )
 from shogi_dnn.errors import KifuError, ShardFormatError
 from shogi_dnn.kifu import names
-from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord
+from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, Winner
 from shogi_dnn.wording import plural
 
 
@@ -272,43 +275,135 @@ def record_start(record: GameRecord) -> str:
     return (f"{record.handicap}: " if record.handicap else "") + f"sfen {record.start_sfen}"
 
 
-def record_dict(number: int, record: GameRecord) -> dict[str, Any]:
-    """JSON-able description of one game of a record input."""
-    return {"game": number, "source": str(record.source), "format": record.format,
+@dataclasses.dataclass(frozen=True)
+class ShownGame:
+    """One readable game of a record input: its number (as predict --game counts), the record as written,
+    and what convert makes of it (convert.worker.TrainedGame; None with --raw)."""
+
+    number: int
+    raw: GameRecord
+    trained: TrainedGame | None
+
+    @property
+    def record(self) -> GameRecord:
+        """The game shown: as convert trains it when convert keeps it, else as written."""
+        return self.trained.record if self.trained and self.trained.record else self.raw
+
+
+def shown_games(items: list[GameRecord | KifuError], *, raw: bool = False,
+                settings: ConvertSettings | None = None) -> list[ShownGame]:
+    """The readable games, each with what convert (default settings) makes of it: the same filters,
+    repetition rule and --dedup (within this input) as `shogi-dnn convert`. `raw`: the records only.
+
+    Raises:
+        KifuError: no game can be read (good_games).
+    """
+    games = good_games(items)
+    if raw:
+        return [ShownGame(number, record, None) for number, record in games]
+    settings = settings or ConvertSettings()
+    dedup = Deduplicator(settings.dedup)
+    shown = []
+    for number, record in games:
+        trained = trained_game(record, settings)
+        if trained.record is not None and dedup.is_duplicate(game_key(record)):
+            trained = TrainedGame(None, SKIP_DUPLICATE)
+        shown.append(ShownGame(number, record, trained))
+    return shown
+
+
+def convert_note(game: ShownGame) -> str:
+    """What convert does to a game and why, in words ('' when it trains the record as written)."""
+    trained, raw = game.trained, game.raw
+    if trained is None:
+        return ""
+    if trained.record is None:
+        why = {SKIP_NO_RESULT: "no result", SKIP_DUPLICATE: "the same start and moves as an earlier game "
+               "(--dedup)"}.get(trained.skip, trained.skip)
+        return f"skipped: {trained.detail or why}"
+    if trained.repetition in ("", repetition.ENDED_SENNICHITE, repetition.ENDED_OUTE_SENNICHITE):
+        return ""
+    new = trained.record
+    result = "a draw" if new.winner is Winner.DRAW else f"{new.winner.value} won"
+    recorded = f"the record says {_result_words(raw)}"
+    if trained.plies_cut:
+        rule = "perpetual check" if new.ending is Ending.OUTE_SENNICHITE else "fourfold repetition"
+        return (f"cut at move {len(new.moves)} of {len(raw.moves)}: {rule} (千日手) there, {result}; "
+                f"{recorded}")
+    return f"relabelled: fourfold repetition (千日手) at the last move, {result}; {recorded}"
+
+
+def _result_words(record: GameRecord) -> str:
+    if record.winner is Winner.DRAW:
+        return f"a draw ({record.ending.value})"
+    return f"{record.winner.value} won ({record.ending.value}) after {len(record.moves)} moves"
+
+
+def record_dict(game: ShownGame) -> dict[str, Any]:
+    """JSON-able description of one game of a record input, as convert trains it (unless --raw or
+    skipped); `recorded` is the record as written, `convert` what convert does to it."""
+    number, record = game.number, game.record
+    data = {"game": number, "source": str(record.source), "format": record.format,
             "moves": len(record.moves), "positions": len(record.moves) + 1,
             "positions_with_eval": sum(value is not None for value in record.evals),
             "evals": list(record.evals) or None,    # side to move's view per position, None where none
             "winner": record.winner.value, "ending": record.ending.value, "has_result": record.has_result,
             "start_sfen": record.start_sfen, "handicap": record.handicap,
             "black": record.black, "white": record.white, "event": record.event}
+    if game.trained is not None:
+        trained = game.trained
+        data["recorded"] = {"moves": len(game.raw.moves), "winner": game.raw.winner.value,
+                            "ending": game.raw.ending.value}
+        data["convert"] = {"kept": trained.record is not None, "skip": trained.skip or None,
+                           "repetition": trained.repetition or None, "moves_cut": trained.plies_cut,
+                           "note": convert_note(game) or None}
+    return data
 
 
-def records_summary_dict(name: str, items: list[GameRecord | KifuError]) -> dict[str, Any]:
-    """JSON-able summary of a record input: totals, each readable game, and the bad games' errors."""
-    games = [record_dict(n, r) for n, r in good_games(items)]
+def records_summary_dict(name: str, items: list[GameRecord | KifuError], *,
+                         raw: bool = False) -> dict[str, Any]:
+    """JSON-able summary of a record input: totals, each readable game (as convert trains it, unless
+    `raw`), and the bad games' errors."""
+    games = [record_dict(game) for game in shown_games(items, raw=raw)]
     # the input's name readable (kifu/names.py): a name that is not UTF-8 cannot be printed as it is
-    return {"input": names.from_str(name).text, "games": len(games),
+    data = {"input": names.from_str(name).text, "games": len(games),
             "positions": sum(g["positions"] for g in games),
             "positions_with_eval": sum(g["positions_with_eval"] for g in games),
             "with_result": sum(g["has_result"] for g in games),
             "winners": dict(sorted(collections.Counter(g["winner"] for g in games).items())),
             "endings": dict(collections.Counter(g["ending"] for g in games).most_common()),
             "records": games, "errors": [str(e) for e in items if isinstance(e, KifuError)]}
+    if not raw:
+        data["kept_by_convert"] = sum(g["convert"]["kept"] for g in games)
+    return data
 
 
-def format_records_summary(name: str, items: list[GameRecord | KifuError]) -> str:
-    """A readable table of a record input: one line per readable game (bad games are in `errors`)."""
-    data = records_summary_dict(name, items)
+def format_records_summary(name: str, items: list[GameRecord | KifuError], *, raw: bool = False) -> str:
+    """A readable table of a record input: one line per readable game (bad games are in `errors`), as
+    convert trains it unless `raw`; then one line per game convert changes and per skip reason."""
+    shown = shown_games(items, raw=raw)
+    data = records_summary_dict(name, items, raw=raw)
     bad = f", {len(data['errors'])} unreadable" if data["errors"] else ""
     games = f"{plural(data['games'], 'game')} ({data['with_result']} with a result{bad})"
-    lines = [f"{data['input']}: {games}, {plural(data['positions'], 'position')}"]
+    form = "as written (--raw)" if raw else f"as convert trains them ({data['kept_by_convert']} kept)"
+    lines = [f"{data['input']}: {games}, {plural(data['positions'], 'position')}, {form}"]
     width = max(len("source"), *(len(g["source"]) for g in data["records"]))
     lines.append(f"{'game':>5}{'moves':>7}{'evals':>7}  {'winner':<9}{'ending':<16}{'source':<{width}}"
                  "  start")
-    for game, (_, record) in zip(data["records"], good_games(items)):
+    for game, shown_game in zip(data["records"], shown):
         lines.append(f"{game['game']:>5}{game['moves']:>7}{game['positions_with_eval']:>7}  "
                      f"{game['winner']:<9}"
-                     f"{game['ending']:<16}{game['source']:<{width}}  {record_start(record)}")
+                     f"{game['ending']:<16}{game['source']:<{width}}  {record_start(shown_game.record)}")
+    skipped: dict[str, list[int]] = {}
+    for game in shown:
+        note = convert_note(game)
+        if note.startswith("skipped: "):
+            skipped.setdefault(note.removeprefix("skipped: "), []).append(game.number)
+        elif note:
+            lines.append(f"game {game.number}: {note}")
+    for reason, numbers in skipped.items():
+        lines.append(f"convert skips {'game' if len(numbers) == 1 else 'games'} "
+                     f"{', '.join(map(str, numbers))}: {reason}")
     return "\n".join(lines)
 
 

@@ -380,19 +380,23 @@ def plot_curve(curve: GameCurve, path: str | Path, title: str = "", record: Game
     return plotting.save_png(curve_figure(curve, title, record, notes), path)
 
 
-# Offsets (points) and alignment tried in turn for a swing's label until it lies inside the axes and
-# overlaps no label placed before it: right of the point first, then left of it.
-_LABEL_OFFSETS = [(4, 6, "left"), (4, -16, "left"), (-4, 6, "right"), (-4, -16, "right"), (4, 20, "left"),
-                  (4, -30, "left"), (-4, 20, "right"), (-4, -30, "right"), (4, 34, "left"), (4, -44, "left"),
-                  (-4, 34, "right"), (-4, -44, "right"), (4, 48, "left"), (4, -58, "left")]
+# Offsets (points) and alignment tried in turn for a swing's label until it lies inside the axes, overlaps
+# no label or leader line placed before it, and neither it nor its leader crosses the curve: beside the point
+# first (right, then left), then farther above and below, straight and aslant (a leader line joins it).
+_LABEL_OFFSETS = [(dx, dy, "left" if dx > 0 else "right")
+                  for dy in (6, -16, 20, -30, 34, -44, 48, -58, 66, -76, 90, -100) for dx in (4, -4, 28, -28)]
+# The recorded ending's label at the last ply: left of its square, below or above it, then farther away.
+_END_OFFSETS = [(-8, -14, "right"), (-8, 8, "right"), (-8, -28, "right"), (-8, 22, "right"),
+                (-8, -44, "right"), (-8, 38, "right"), (-8, -62, "right"), (-8, 56, "right"),
+                (-8, -84, "right"), (-8, 78, "right"), (-8, -110, "right"), (-8, 104, "right")]
 
 
 def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None,
                  notes: Sequence[str] = ()):
     """The graph of plot_curve as a matplotlib Figure: the title (with the record's result and `notes`
     below it), the swings' labels (ply and KIF move) placed inside the axes so that none overlaps another
-    (the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point), and the recorded
-    ending marked at the last ply."""
+    or crosses the curve (the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point),
+    and the recorded ending marked at the last ply, its label off the curve too (_END_OFFSETS)."""
     # matplotlib only for a record's graph: a position's answer does not wait for it
     from shogi_dnn import plotting
 
@@ -400,7 +404,7 @@ def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = 
     ax = fig.add_subplot()
     plies = np.arange(len(curve.p_black))
     ax.fill_between(plies, 50, 100 * curve.p_black, color="tab:blue", alpha=0.25, lw=0)
-    ax.plot(plies, 100 * curve.p_black, color="tab:blue", lw=1.5)
+    curve_line, = ax.plot(plies, 100 * curve.p_black, color="tab:blue", lw=1.5)
     ax.axhline(50, color="grey", lw=0.8, ls=":")
     ax.set_ylim(0, 100)
     ax.set_xlim(0, max(1, len(plies) - 1) * 1.01)       # room for the last ply's marks
@@ -409,21 +413,21 @@ def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = 
     subtitle = " · ".join(([result_text(record)] if record is not None else []) + list(notes))
     ax.set_title((title or "win rate") + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
     ax.grid(alpha=0.3)
-    if record is not None:
-        _mark_end(ax, record, len(plies) - 1, 100 * curve.p_black[-1])
     fig.tight_layout()                    # fixed before the labels are placed, so their pixels stay put
-    _place_swing_labels(fig, ax, curve)
+    marked = [(i, 100 * curve.p_black[i]) for i in [*curve.swings(), len(plies) - 1]]   # swings, the end
+    labels = _Labels(fig, ax, curve_line, marked)
+    if record is not None:
+        _mark_end(ax, labels, record, len(plies) - 1, 100 * curve.p_black[-1])
+    _place_swing_labels(ax, labels, curve)
     return fig
 
 
-def _mark_end(ax, record: GameRecord, ply: int, y: float) -> None:
+def _mark_end(ax, labels: _Labels, record: GameRecord, ply: int, y: float) -> None:
     """The recorded ending at the last ply: a black square and `resign: Black won` inside the axes."""
     winner = {Winner.BLACK: "Black won", Winner.WHITE: "White won", Winner.DRAW: "draw"}.get(record.winner,
                                                                                              "no result")
     ax.plot(ply, y, "s", color="black", ms=5)
-    ax.annotate(f"{record.ending.value.replace('_', ' ')}: {winner}", (ply, y),
-                xytext=(-6, -14 if y > 50 else 8),
-                textcoords="offset points", ha="right", fontsize=8)
+    labels.place(f"{record.ending.value.replace('_', ' ')}: {winner}", (ply, y), _END_OFFSETS, color="black")
 
 
 def _text_box(text, renderer):
@@ -435,31 +439,81 @@ def _text_box(text, renderer):
     return Text.get_window_extent(text, renderer).expanded(1.05, 1.1)
 
 
-def _place_swing_labels(fig, ax, curve: GameCurve) -> None:
-    """Each swing: a red point and its label at the first offset inside the axes that overlaps no text
-    placed before (else the first inside the axes, overlap or not; else the first)."""
-    renderer = fig.canvas.get_renderer()
-    frame = ax.get_window_extent(renderer)
-    placed = [_text_box(t, renderer) for t in ax.texts]
+def _leader(point, box):
+    """The line (a Path in pixels) from a label's point to the nearest side of its text's box."""
+    from matplotlib.path import Path as LinePath
+
+    x, y = point
+    return LinePath([(x, y), (min(max(x, box.x0), box.x1), box.y0 if y < box.y0 else box.y1)])
+
+
+def _clear_of_point(leader, gap: float = 6.0):
+    """The leader without its first `gap` pixels: the part that may not cross the curve (it starts on it)."""
+    from matplotlib.path import Path as LinePath
+
+    (x0, y0), (x1, y1) = leader.vertices
+    length = max(1e-9, ((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5)
+    t = min(1.0, gap / length)
+    return LinePath([(x0 + t * (x1 - x0), y0 + t * (y1 - y0)), (x1, y1)])
+
+
+POINT_PX = 5          # half the side of the square around a marked point that no label may cover (pixels)
+
+
+class _Labels:
+    """Places text labels on a laid-out figure: each at the first offset whose text lies inside the axes,
+    overlaps no label placed before and does not cross `curve` (a Line2D); else the first that is inside
+    and free, else the first inside, else the first offset."""
+
+    def __init__(self, fig, ax, curve, points: Sequence[tuple[float, float]] = ()) -> None:
+        from matplotlib.transforms import Bbox
+
+        self.ax, self.renderer = ax, fig.canvas.get_renderer()
+        self.frame = ax.get_window_extent(self.renderer)
+        self.curve = curve.get_transform().transform_path(curve.get_path())   # in pixels
+        self.placed = [_text_box(t, self.renderer) for t in ax.texts]
+        for x, y in ax.transData.transform(np.asarray(points, float).reshape(-1, 2)):   # the marked points
+            self.placed.append(Bbox.from_extents(x - POINT_PX, y - POINT_PX, x + POINT_PX, y + POINT_PX))
+        self.leaders: list = []                     # the lines joining moved labels to their points (pixels)
+
+    def place(self, label: str, xy: tuple[float, float], offsets: Sequence[tuple[int, int, str]],
+              color: str) -> None:
+        """Annotate `xy` with `label` at the best of `offsets` ((dx, dy, ha) in points)."""
+        candidates, point = [], self.ax.transData.transform(xy)
+        others = [b for b in self.placed if not b.contains(*point)]     # not the square of its own point
+        for dx, dy, ha in offsets:
+            beside = abs(dy) < 10 and abs(dx) <= 4          # next to its point: no leader line needed
+            text = self.ax.annotate(label, xy, fontsize=8, xytext=(dx, dy), ha=ha, textcoords="offset points",
+                                    color=color, arrowprops=None if beside else
+                                    {"arrowstyle": "-", "color": color, "lw": 0.5})
+            box = _text_box(text, self.renderer)
+            leader = None if beside else _leader(point, box)
+            f = self.frame
+            inside = f.x0 <= box.x0 and box.x1 <= f.x1 and f.y0 <= box.y0 and box.y1 <= f.y1
+            free = (not any(box.overlaps(other) for other in others)
+                    and not any(line.intersects_bbox(box, filled=False) for line in self.leaders)
+                    and not (leader is not None
+                             and any(leader.intersects_bbox(b, filled=False) for b in others)))
+            clear = not self.curve.intersects_bbox(box, filled=False)
+            straight = leader is None or not _clear_of_point(leader).intersects_path(self.curve, filled=False)
+            placeable = inside and free
+            kind = (placeable and clear and straight, placeable and clear, placeable, inside)
+            candidates.append((text, box, leader, kind))
+            if kind[0]:
+                break
+        best = max(candidates, key=lambda c: c[3])        # the first of the best kind (max keeps the first)
+        for text, *_ in candidates:
+            if text is not best[0]:
+                text.remove()
+        self.placed.append(best[1])
+        if best[2] is not None:
+            self.leaders.append(best[2])
+
+
+def _place_swing_labels(ax, labels: _Labels, curve: GameCurve) -> None:
+    """Each swing: a red point and its label (ply and KIF move) placed by `labels`."""
     notation = curve.positions.notation or curve.positions.moves
     for i in curve.swings():
         y = 100 * curve.p_black[i]
         ax.plot(i, y, "o", color="tab:red", ms=5)
-        candidates = []
-        for dx, dy, ha in _LABEL_OFFSETS:
-            text = ax.annotate(f"{i} {notation[i]}", (i, y), fontsize=8, xytext=(dx, dy), ha=ha,
-                               textcoords="offset points", color="tab:red",
-                               arrowprops=None if abs(dy) < 10 else {"arrowstyle": "-", "color": "tab:red",
-                                                                     "lw": 0.5})
-            box = _text_box(text, renderer)
-            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
-            free = not any(box.overlaps(other) for other in placed)
-            candidates.append((text, box, inside, free))
-            if inside and free:
-                break
-        best = next((c for c in candidates if c[2] and c[3]), None) or next((c for c in candidates if c[2]),
-                                                                               candidates[0])
-        for text, *_ in candidates:
-            if text is not best[0]:
-                text.remove()
-        placed.append(best[1])
+        labels.place(f"{i} {notation[i]}", (i, y), _LABEL_OFFSETS, color="tab:red")

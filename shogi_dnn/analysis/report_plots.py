@@ -13,7 +13,9 @@ named by its device (`CPU:0`, `GPU:1`) and a title says GPU, CPU or device as th
                            tower, validation points on top
   throughput.png           positions/s per tower over samples seen
   lr.png                   learning rate over samples seen
-  calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed)
+  calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed), and
+                           below it a bar per bin with its count of positions
+The samples axes read 150k, 1.2M (plotting.count_axis); point labels sit on the side the line leaves free.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def _figure(title: str, ylabel: str, xlabel: str = SAMPLES_LABEL) -> tuple[Any, 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
+    if xlabel == SAMPLES_LABEL:
+        plotting.count_axis(ax.xaxis)              # 150k, 1.2M: full numbers ran together
     return fig, ax
 
 
@@ -131,18 +135,37 @@ def validation_figure(records: Sequence[dict[str, Any]]) -> Any:
         points = [(r["samples"], r[key], r.get("epoch"), r.get("stage")) for r in validation
                   if r.get(key) is not None]
         ax.plot([p[0] for p in points], [p[1] for p in points], "o-")
-        for x, y, epoch, stage in points:
-            ax.annotate(f"e{epoch} s{stage}", (x, y), fontsize=7, xytext=(2, 4), textcoords="offset points")
+        ys = [p[1] for p in points]
+        for i, (x, y, epoch, stage) in enumerate(points):
+            dx, dy, ha, va = _point_label_offset(ys, i)
+            ax.annotate(f"e{epoch} s{stage}", (x, y), fontsize=7, xytext=(dx, dy), textcoords="offset points",
+                        ha=ha, va=va)
         for epoch, x in starts:
             ax.axvline(x, color="grey", ls=":", lw=0.8)
             ax.annotate(f"epoch {epoch}", (x, 1), xycoords=("data", "axes fraction"), xytext=(2, -10),
                         textcoords="offset points", fontsize=7, color="grey")
         ax.set_title(f"validation {key}")
         ax.set_xlabel(SAMPLES_LABEL)
+        plotting.count_axis(ax.xaxis, max_ticks=5)     # a half-width panel: 150k, 1.2M, few ticks
         ax.set_ylabel(ylabel)
         ax.margins(x=0.08, y=0.15)                 # room for the labels inside the frame
         ax.grid(alpha=0.3)
     return fig
+
+
+def _point_label_offset(ys: Sequence[float], i: int) -> tuple[int, int, str, str]:
+    """(dx, dy, ha, va) of point i's label, on the side its line leaves free: above a peak, below a
+    trough, above-left on a rise and above-right on a fall (the line runs down-left, or down-right)."""
+    before = ys[i - 1] if i > 0 else None
+    after = ys[i + 1] if i + 1 < len(ys) else None
+    before = after if before is None else before
+    after = before if after is None else after
+    y = ys[i]
+    if before is None or (y >= before and y >= after):
+        return 0, 5, "center", "bottom"
+    if y <= before and y <= after:
+        return 0, -6, "center", "top"
+    return (-4, 3, "right", "bottom") if before < y else (4, 3, "left", "bottom")
 
 
 def _epoch_starts(validation: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
@@ -170,22 +193,34 @@ def calibration_points(result: dict[str, Any]) -> list[tuple[float, float, int, 
 
 
 def calibration_figure(evals: dict[str, dict[str, Any]]) -> Any:
-    """Reliability curves of every evaluated split, each bin labelled with its count of positions; bins of
-    fewer than SMALL_BIN positions are hollow (and named in the legend)."""
-    fig, ax = _figure("calibration", "observed score (win 1, draw 0.5)", "predicted win probability")
+    """Reliability curves of every evaluated split (top), bins of fewer than SMALL_BIN positions hollow (and
+    named in the legend); below, a bar per bin and split with its count of positions, so that no count
+    sits on a curve or on the diagonal."""
+    fig = plotting.new_figure((8, 5.5), tight_layout=True)
+    grid = fig.add_gridspec(2, 1, height_ratios=(3, 1))
+    ax = fig.add_subplot(grid[0])
+    counts = fig.add_subplot(grid[1], sharex=ax)
+    ax.set_title("calibration")
+    ax.set_ylabel("observed score (win 1, draw 0.5)")
+    ax.grid(alpha=0.3)
     ax.plot([0, 1], [0, 1], color="grey", ls=":", label="perfect")
-    for split, result in evals.items():
-        _draw_calibration(ax, split, result)
+    for i, (split, result) in enumerate(evals.items()):
+        color = _draw_calibration(ax, split, result)
+        _draw_bin_counts(counts, result, color, i, len(evals))
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
-    ax.text(0.99, 0.01, "numbers: positions per bin", transform=ax.transAxes, ha="right", fontsize=7,
-            color="grey")
+    ax.tick_params(labelbottom=False)
+    counts.set_xlabel("predicted win probability")
+    counts.set_ylabel("positions")
+    counts.grid(alpha=0.3, axis="y")
+    plotting.count_axis(counts.yaxis, max_ticks=3)
+    counts.set_ylim(0, max([1, *(h.get_height() for h in counts.patches)]) * 1.35)   # room for the counts
     return fig
 
 
-def _draw_calibration(ax: Any, split: str, result: dict[str, Any]) -> None:
-    """One split's reliability curve on `ax`: filled points, hollow small bins, each bin's count."""
+def _draw_calibration(ax: Any, split: str, result: dict[str, Any]) -> str:
+    """One split's reliability curve on `ax`: filled points, hollow small bins. Returns its colour."""
     points = calibration_points(result)
     line, = ax.plot([p[0] for p in points], [p[1] for p in points], "-",
                     label=f"{split} (ECE {result.get('ece') or 0:.3f})")
@@ -195,6 +230,19 @@ def _draw_calibration(ax: Any, split: str, result: dict[str, Any]) -> None:
     if small:
         ax.plot([p[0] for p in small], [p[1] for p in small], "o", mfc="none", color=line.get_color(),
                 label=f"{split}: bin of < {SMALL_BIN} positions")
-    for x, y, n, _ in points:
-        ax.annotate(f"{n:,}", (x, y), fontsize=6, xytext=(3, -9), textcoords="offset points",
-                    color=line.get_color())
+    return line.get_color()
+
+
+def _draw_bin_counts(ax: Any, result: dict[str, Any], color: str, index: int, splits: int) -> None:
+    """Split `index` of `splits`: a bar per reliability bin (side by side within the bin), its count of
+    positions on top; bins of fewer than SMALL_BIN positions hollow."""
+    for row in result.get("reliability", []):
+        n, lo, hi = int(row.get("positions", 0)), row.get("lo"), row.get("hi")
+        if not n or lo is None or hi is None:
+            continue
+        width = (hi - lo) * 0.8 / splits
+        x = lo + (hi - lo) * 0.1 + width * (index + 0.5)
+        small = n < SMALL_BIN
+        ax.bar(x, n, width, color="none" if small else color, edgecolor=color, alpha=1 if small else 0.6)
+        ax.annotate(f"{n:,}", (x, n), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=6, color=color)

@@ -11,6 +11,7 @@ BENCHES = {
     "scaling": "per-GPU batch x device-count sweep and the fitted v0/t throughput model",
     "planes": "time of attack_planes against expand_planes on one [4096, 81] batch (CPU)",
     "games": "the USI engine's W/D/L and Elo in games against a reference player (ShogiArena)",
+    "startup": "seconds `train` takes to refuse bad arguments (they are checked before TensorFlow)",
 }
 
 

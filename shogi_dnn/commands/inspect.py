@@ -1,5 +1,7 @@
-"""`shogi-dnn inspect PATH [--sfen] [--json] [--verify]`: summarise a dataset folder or one shard, or
-the games of a record file (CSA, KIF, KI2, SFEN/USI lines) or of a position (`startpos moves ...`)."""
+"""`shogi-dnn inspect PATH [--sfen] [--json] [--verify] [--raw]`: summarise a dataset folder or one shard,
+or the games of a record file (CSA, KIF, KI2, SFEN/USI lines) or of a position (`startpos moves ...`):
+a record's games as `convert` trains them (cut at a fourfold repetition, skipped without a result), with
+the reason, or as written (--raw)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--verify", action="store_true",
                         help="check every shard's sha256 against the manifest")
+    parser.add_argument("--raw", action="store_true",
+                        help="a record's games as written; by default as `convert` trains them (a game "
+                             "played on past a fourfold repetition is cut there, a draw; games convert "
+                             "skips are shown as written, with the reason)")
     return parser
 
 
@@ -69,19 +75,20 @@ def _inspect_records(args: argparse.Namespace, items: list) -> int:
     """A record file or position: bad games as `file:line: reason` on stderr, the good ones shown."""
     if args.verify:
         raise ShardFormatError(f"{args.path}: --verify needs a dataset folder (a record has no manifest)")
-    games = inspect.good_games(items)          # raises when no game is readable
+    games = inspect.shown_games(items, raw=args.raw)          # raises when no game is readable
     for item in items:
         if isinstance(item, KifuError):
             print(item, file=sys.stderr)
     try:
         if args.sfen:
-            for number, record in games:
-                for line in inspect.record_sfen_lines(number, record):
+            for game in games:
+                for line in inspect.record_sfen_lines(game.number, game.record):
                     sys.stdout.write(line + "\n")
         elif args.json:
-            print(json.dumps(inspect.records_summary_dict(args.path, items), indent=2, ensure_ascii=False))
+            summary = inspect.records_summary_dict(args.path, items, raw=args.raw)
+            print(json.dumps(summary, indent=2, ensure_ascii=False))
         else:
-            print(inspect.format_records_summary(args.path, items))
+            print(inspect.format_records_summary(args.path, items, raw=args.raw))
     except BrokenPipeError:
         _quiet_stdout()
     return 0

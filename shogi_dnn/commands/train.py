@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = cluster.worker_dir(Path(args.run_dir), cluster_spec)
     with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
         shards.read_manifest(args.data)                 # no dataset there: one line, no TensorFlow
+        if not args.resume and cluster_spec is None:    # a finished run: likewise (a cluster's workers
+            run_files.refuse_existing_run(run_dir)      # must agree: resume.start_run checks that)
         command = shlex.join(["shogi-dnn", "train", *(sys.argv[1:] if argv is None else argv)])
         return _train(args, config, cluster_spec, fits, run_dir, command)
 

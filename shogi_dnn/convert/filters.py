@@ -165,7 +165,8 @@ def small_split_warnings(games: dict[str, int], positions: dict[str, int],
     """One line per held-out split (validation, test) asked for but given fewer than MIN_SPLIT_GAMES games,
     with the fraction that would give enough, from the number of games converted: e.g. "validation: 3 games
     (313 positions): too few to compare models (want >= 100); only 88 games in all: --val-fraction 0.3 would
-    give ~26 (more games are needed for ~100: about 334)". A split's share of games is drawn per game
+    give ~26 (more games are needed for ~100: about 334)". When the flag already asks for that fraction (or
+    more), the line says that only more games help. A split's share of games is drawn per game
     (assign_split), so the counts are expectations."""
     total = sum(games.values())
     lines = []
@@ -177,12 +178,24 @@ def small_split_warnings(games: dict[str, int], positions: dict[str, int],
         head = (f"{split}: {plural(count, 'game')} ({plural(positions.get(split, 0), 'position')}): "
                 f"too few to compare models (want >= {MIN_SPLIT_GAMES})")
         wanted = math.ceil(100 * 1.2 * MIN_SPLIT_GAMES / total) / 100     # 20% above: the share is drawn
-        if wanted <= MAX_SUGGESTED_FRACTION:
+        suggested = min(wanted, MAX_SUGGESTED_FRACTION)
+        if suggested <= fraction:              # the flag already asks for as much: a larger one cannot help
+            lines.append(f"{head}; {more_games_help(flag, fraction, total)}")
+        elif wanted <= MAX_SUGGESTED_FRACTION:
             lines.append(f"{head}; {flag} {wanted:g} would give ~{round(wanted * total):,} "
                          f"of the {total:,} games")
         else:
-            most = MAX_SUGGESTED_FRACTION
-            lines.append(f"{head}; only {total:,} games in all: {flag} {most:g} would give "
-                         f"~{round(most * total):,} (more games are needed for ~{MIN_SPLIT_GAMES}: about "
-                         f"{math.ceil(MIN_SPLIT_GAMES / most):,})")
+            lines.append(f"{head}; only {total:,} games in all: {flag} {suggested:g} would give "
+                         f"~{round(suggested * total):,} (more games are needed for ~{MIN_SPLIT_GAMES}: "
+                         f"about {math.ceil(MIN_SPLIT_GAMES / suggested):,})")
     return lines
+
+
+def more_games_help(flag: str, fraction: float, total: int) -> str:
+    """The end of a small-split warning when `flag` already asks for the fraction a larger split needs."""
+    needed = math.ceil(MIN_SPLIT_GAMES / fraction)
+    if needed > total:
+        return (f"{flag} {fraction:g} is already given: only more games help (about {needed:,} in all for "
+                f"~{MIN_SPLIT_GAMES}; {total:,} now)")
+    return (f"{flag} {fraction:g} is already given and should hold ~{round(fraction * total):,} of the "
+            f"{total:,} games (the split is drawn per game): only more games help")

@@ -251,6 +251,45 @@ def _repeat_span(positions, end: int) -> tuple[int, list[bool] | None]:
 CLAIMED_REPETITION = (Ending.SENNICHITE, Ending.OUTE_SENNICHITE)
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainedGame:
+    """One record as convert trains it (`inspect` shows this): `record` is the game convert encodes (cut
+    and relabelled by the fourfold-repetition rule, or the record itself), None when convert skips it.
+
+    skip: the skip reason (a SKIP_* name) when skipped; repetition: kifu.repetition's kind of change ('' when
+    none); plies_cut: moves cut off the record; detail: the error of a skipped game (unconfirmed claim,
+    a move that cannot be encoded)."""
+
+    record: GameRecord | None
+    skip: str = ""
+    repetition: str = ""
+    plies_cut: int = 0
+    detail: str = ""
+
+
+def trained_game(record: GameRecord, settings: ConvertSettings,
+                 factory: Callable | None = None) -> TrainedGame:
+    """What convert makes of one readable record: the same filters, encoding and repetition rule as
+    _process_records (which finds the repetition candidates of a whole piece at once; this checks one
+    game). The --dedup skip is the caller's: it depends on the games before this one."""
+    reason = settings.filters.skip_reason(record)
+    if reason is not None:
+        return TrainedGame(None, reason)
+    try:
+        positions = encode_game(record) if factory is None else encode_game(record, factory)
+    except ValueError as exc:
+        return TrainedGame(None, SKIP_ERROR, detail=f"cannot encode: {exc}")
+    end = first_fourfold(positions)
+    if end < 0 and record.ending not in CLAIMED_REPETITION:
+        return TrainedGame(record)
+    first, checks = _repeat_span(positions, end)
+    try:
+        settled = repetition.settle(record, end, checks, first)
+    except KifuError as exc:                     # a claimed repetition that did not happen
+        return TrainedGame(None, SKIP_REPETITION, detail=exc.reason)
+    return TrainedGame(settled.record, repetition=settled.kind, plies_cut=settled.plies_cut)
+
+
 def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C goes to the parent, which stops the pool
 

@@ -35,6 +35,7 @@ import errno
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -84,6 +85,35 @@ def check_run_dir(run_dir: str | Path) -> Path:
     if not any((path / m).exists() for m in markers):
         raise RunError(f"{path}: not a run directory (none of {', '.join(markers)})")
     return path
+
+
+_CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{8,})$")
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run (RUN/checkpoints/ckpt-NNNNNNNN holding state.json), oldest first."""
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _CHECKPOINT_NAME.match(p.name) and (p / CHECKPOINT_STATE).is_file()]
+    return sorted(found, key=lambda p: int(p.name.split("-", 1)[1]))
+
+
+def existing_run_message(run_dir: str | Path, latest: Path) -> str:
+    """The refusal of a new run in a folder that already has checkpoints (before and after TensorFlow)."""
+    return (f"{run_dir} already has checkpoints (latest {latest.name}): add --resume to continue it, "
+            f"or choose a new --run-dir")
+
+
+def refuse_existing_run(run_dir: str | Path) -> None:
+    """A new run (no --resume) into a folder with checkpoints is refused, without TensorFlow.
+
+    Raises:
+        RunError: RUN/checkpoints holds a complete checkpoint (one line naming the newest).
+    """
+    existing = list_checkpoints(run_dir)
+    if existing:
+        raise RunError(existing_run_message(run_dir, existing[-1]))
 
 
 def lock_run_dir(run_dir: str | Path, command: str) -> locks.WriterLock:

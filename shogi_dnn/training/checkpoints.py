@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -35,26 +34,15 @@ from shogi_dnn.folders.run_files import (
     KEY_DATASET,
     MODEL_FILE,
     atomic_path,
+    list_checkpoints,
     remove_stale_temp_files,
     write_json_atomic,
 )
 from shogi_dnn.training import memory
 from shogi_dnn.training.stages import TrainState
 
-_NAME = re.compile(r"^ckpt-(\d{8,})$")
-
-
 def checkpoint_name(step: int) -> str:
     return f"ckpt-{step:08d}"
-
-
-def list_checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoints of a run, oldest first."""
-    root = Path(run_dir) / CHECKPOINTS_DIR
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if _NAME.match(p.name) and (p / CHECKPOINT_STATE).is_file()]
-    return sorted(found, key=lambda p: int(_NAME.match(p.name).group(1)))
 
 
 def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:

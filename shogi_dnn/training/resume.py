@@ -57,8 +57,7 @@ def start_run(parts: RunParts, options: StartOptions) -> TrainState:
     strategy, run_dir = parts.steps.strategy, parts.run_dir
     existing = cluster.agreed_checkpoints(strategy, list_checkpoints(run_dir))   # same on every worker
     if existing and not options.resume:
-        raise RunError(f"{run_dir} already has checkpoints (latest {existing[-1].name}): add --resume "
-                       f"to continue it, or choose a new --run-dir")
+        raise RunError(run_files.existing_run_message(run_dir, existing[-1]))
     history_entry = None
     if existing:
         state, history_entry = _restore_newest_valid(parts, options, existing)

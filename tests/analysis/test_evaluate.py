@@ -68,6 +68,19 @@ def test_totals_match_a_plain_prediction_of_every_row(planted) -> None:
     assert evaluated["model"]["accuracy"] == pytest.approx(scoring.accuracy(logits[has], win[has]))
 
 
+def test_table_names_the_device_kind_the_run_used(planted) -> None:
+    # A CPU run's evaluate table said "per GPU" (the report and the plots already said CPU).
+    _manifest, _run_dir, result = planted
+    assert all("CPU" in g["device"] for g in result["per_gpu"])     # the tests' towers are logical CPUs
+    table = evaluate.format_table(result)
+    assert "per CPU " in table and "GPU" not in table
+    gpus = {**result, "per_gpu": [{**g, "device": f"/job:localhost/replica:0/task:0/device:GPU:{i}"}
+                                  for i, g in enumerate(result["per_gpu"])]}
+    assert "per GPU " in evaluate.format_table(gpus)
+    mixed = {**result, "per_gpu": [{**gpus["per_gpu"][0]}, *result["per_gpu"][1:]]}
+    assert "per tower " in evaluate.format_table(mixed)
+
+
 def test_per_gpu_matches_the_training_eval_step(planted) -> None:
     manifest, run_dir, result = planted
     strategy = make_strategy(simulate_devices=2)

@@ -142,12 +142,13 @@ def test_sfen_file_summary_dump_and_bad_lines(capsys: pytest.CaptureFixture) -> 
     assert captured.err.splitlines() == [f"{SFEN_FILE}:7: illegal move 2h2b (ply 3)",
                                          f"{SFEN_FILE}:10: expected 'moves' after the position, got '7g7f'"]
     lines = captured.out.splitlines()
-    assert lines[0] == f"{SFEN_FILE}: 7 games (0 with a result, 2 unreadable), 18 positions"
+    assert lines[0] == (f"{SFEN_FILE}: 7 games (0 with a result, 2 unreadable), 18 positions, "
+                        "as convert trains them (0 kept)")
     assert lines[1].split()[:4] == ["game", "moves", "evals", "winner"]
     assert lines[2].split() == ["1", "5", "0", "unknown", "none", f"{SFEN_FILE}:3", "startpos"]
     assert lines[6].split()[:6] == ["6", "1", "0", "unknown", "none", f"{SFEN_FILE}:8"]
     assert lines[6].endswith("sfen 4k4/9/9/9/9/9/9/9/4K4 b P2p 12")
-    assert len(lines) == 2 + 7
+    assert lines[2 + 7:] == ["convert skips games 1, 2, 3, 4, 6, 7, 9: no result"]
 
     assert cli.main(["inspect", str(SFEN_FILE), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -191,6 +192,46 @@ def test_kif_file_labels_from_the_side_to_move(capsys: pytest.CaptureFixture) ->
     assert all(r[1] == ("1" if int(r[3]) % 2 == 0 else "0") for r in rows)
     assert all(r[0].split()[1] == ("b" if int(r[3]) % 2 == 0 else "w") for r in rows)
     assert rows[0][0] == STANDARD_START_SFEN and {r[2] for r in rows} == {"1"}
+
+
+CYCLE = ["+5948OU", "-5142OU", "+4859OU", "-4251OU"]       # back to the start position every 4 plies
+
+
+def test_record_is_shown_as_convert_trains_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # The user's record: a fourfold repetition played through to 200 moves, then Black resigns. Inspect
+    # showed 200 moves, White won; convert trains 12 moves, a draw: inspect now shows that, and why.
+    path = tmp_path / "rep.csa"
+    path.write_text("V2.2\nPI\n+\n" + "\n".join(CYCLE * 50) + "\n%TORYO\n/\n"
+                    "V2.2\nPI\n+\n" + "\n".join(CYCLE[:2]) + "\n%SENNICHITE\n/\n"
+                    "V2.2\nPI\n+\n+7776FU\n-3334FU\n%CHUDAN\n")
+    assert cli.main(["inspect", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{path}: 3 games (2 with a result), 19 positions, as convert trains them (1 kept)"
+    assert lines[2].split()[:5] == ["1", "12", "0", "draw", "sennichite"]
+    assert lines[3].split()[:5] == ["2", "2", "0", "draw", "sennichite"]       # skipped: shown as written
+    assert lines[5:] == [
+        "game 1: cut at move 12 of 200: fourfold repetition (千日手) there, a draw; the record says white "
+        "won (resign) after 200 moves",
+        "convert skips game 2: unconfirmed_claim: sennichite claimed after 2 moves but no position occurred "
+        "four times",
+        "convert skips game 3: no result"]
+
+    assert cli.main(["inspect", str(path), "--json"]) == 0
+    game = json.loads(capsys.readouterr().out)["records"][0]
+    assert (game["moves"], game["winner"], game["ending"]) == (12, "draw", "sennichite")
+    assert game["recorded"] == {"moves": 200, "winner": "white", "ending": "resign"}
+    assert game["convert"]["kept"] and game["convert"]["repetition"] == "cut_sennichite"
+    assert game["convert"]["moves_cut"] == 188
+
+    assert cli.main(["inspect", str(path), "--sfen"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    first_game = [r for r in rows if r[2] == "1"]
+    assert len(first_game) == 13 and {r[1] for r in first_game} == {"0.5"}      # a draw: 0.5 throughout
+
+    assert cli.main(["inspect", str(path), "--raw"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("207 positions, as written (--raw)") and len(lines) == 2 + 3
+    assert lines[2].split()[:5] == ["1", "200", "0", "white", "resign"]
 
 
 def test_bad_records_and_positions_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -147,6 +147,31 @@ def test_swing_and_end_labels_stay_inside_the_frame(p_end: float) -> None:
     assert "Black (yyr) won by resign after 81 moves · in the run's train split" in ax.get_title()
 
 
+def test_labels_do_not_sit_on_the_curve() -> None:
+    """The demo's picture: '53 ▲同 角(85)' and 'resign: White won' were drawn across the curve. Swings
+    close together on a jagged curve, and an ending below a curve that runs just above it: no label's text
+    crosses the curve, nor another label, and none covers a marked point."""
+    record = predict.read_game(RECORD)
+    positions = predict.game_positions(record)
+    rng = np.random.default_rng(3)
+    p_black = np.clip(0.45 + 0.08 * rng.standard_normal(82), 0.3, 0.6)
+    p_black[[47, 48, 49, 50, 51, 52, 53, 54]] = [0.36, 0.40, 0.64, 0.55, 0.40, 0.37, 0.64, 0.52]
+    p_black[66:] = np.linspace(0.3, 0.03, 16) + 0.04 * (np.arange(16) % 2)
+    curve = predict.GameCurve(positions, p_black, p_black)
+    fig = predict.curve_figure(curve, "test", record)
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    line = ax.lines[0]
+    pixels = line.get_transform().transform_path(line.get_path())
+    boxes = [predict._text_box(t, renderer) for t in ax.texts]
+    assert len(boxes) == 1 + predict.SWINGS and {49, 53} <= set(curve.swings())
+    assert [t.get_text() for t in ax.texts if pixels.intersects_bbox(predict._text_box(t, renderer),
+                                                                      filled=False)] == []
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    points = ax.transData.transform([(i, 100 * p_black[i]) for i in curve.swings()])
+    assert not any(box.contains(x, y) for box in boxes for x, y in points)
+
+
 def test_cli_says_what_it_loads_before_tensorflow_starts(run, capsys) -> None:
     run_dir, _ = run
     assert cli.main(["predict", "--run-dir", str(run_dir), "startpos"]) == 0

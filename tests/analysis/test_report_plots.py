@@ -13,11 +13,30 @@ def test_calibration_plot_shows_counts_and_marks_small_bins() -> None:
         {"lo": 0.4, "hi": 0.5, "positions": 5000, "mean_prob": 0.45, "mean_label": 0.44},
         {"lo": 0.5, "hi": 0.6, "positions": 0, "mean_prob": None, "mean_label": None}]}
     assert report_plots.calibration_points(result) == [(0.05, 0.0, 1, True), (0.45, 0.44, 5000, False)]
-    ax = report_plots.calibration_figure({"validation": result}).axes[0]
-    labels = {t.get_text() for t in ax.texts}
-    assert {"1", "5,000"} <= labels
+    ax, counts = report_plots.calibration_figure({"validation": result}).axes
+    # The counts are on a bar panel below the curves (on the curve panel the diagonal struck them through).
+    assert len(ax.texts) == 0 and [t.get_text() for t in counts.texts] == ["1", "5,000"]
+    assert [round(p.get_height()) for p in counts.patches] == [1, 5000]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(f"< {report_plots.SMALL_BIN} positions" in t for t in legend)
+
+
+def test_sample_axes_read_in_thousands_with_few_ticks() -> None:
+    # "100000150000200000...": six-digit tick labels ran together on the validation panels.
+    from shogi_dnn import plotting
+
+    assert [plotting.count_label(v) for v in (0, 950, 150_000, 1_200_000, 2.5e9)] == ["0", "950", "150k",
+                                                                                      "1.2M", "2.5G"]
+    records = [{"kind": "validation", "samples": s, "loss": 0.6 - s / 1e7, "accuracy": 0.6, "epoch": 0,
+                "stage": i, "step": i} for i, s in enumerate(range(100_000, 500_000, 50_000))]
+    fig = report_plots.validation_figure(records)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        low, high = ax.get_xlim()
+        labels = [t for t in ax.get_xticklabels() if t.get_text() and low <= t.get_position()[0] <= high]
+        assert 2 <= len(labels) <= 6 and all(t.get_text().endswith("k") for t in labels)
+        boxes = [t.get_window_extent() for t in labels]
+        assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
 
 
 def test_per_device_titles_and_validation_panels_with_labels_and_epochs(tmp_path, monkeypatch) -> None:

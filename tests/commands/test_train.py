@@ -62,6 +62,22 @@ def test_missing_data_is_refused_before_tensorflow_loads(tmp_path: Path) -> None
     assert "no manifest" in out.stderr
 
 
+def test_finished_run_dir_is_refused_before_tensorflow_loads(dataset: Path, tmp_path: Path) -> None:
+    # Training into a finished run took 30 s to refuse: the checkpoints are listed before TensorFlow starts.
+    run = tmp_path / "run"
+    for step in (4, 12):
+        (run / "checkpoints" / f"ckpt-{step:08d}").mkdir(parents=True)
+        (run / "checkpoints" / f"ckpt-{step:08d}" / "state.json").write_text("{}")
+    (run / "checkpoints" / "ckpt-00000099").mkdir()             # no state.json: not a complete checkpoint
+    code = ("import sys\nfrom shogi_dnn.cli import main\n"
+            f"rc = main(['train', '--config', {SMOKE!r}, '--data', {str(dataset)!r}, "
+            f"'--run-dir', {str(run)!r}])\n"
+            "print(rc, 'tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.stdout.split()[-2:] == ["2", "False"], out.stdout + out.stderr
+    assert "already has checkpoints (latest ckpt-00000012): add --resume" in out.stderr
+
+
 def final_weights(run_dir: Path) -> list[np.ndarray]:
     from shogi_dnn.training.model import load_model
 

@@ -35,6 +35,24 @@ def test_warning_and_suggestion_from_the_games_count() -> None:
     assert small_split_warnings({}, {}, ConvertSettings()) == []
 
 
+def test_no_suggestion_of_the_fraction_already_given() -> None:
+    # The user's case: --val-fraction 0.3 given, 30 games, 9 in validation. It said "--val-fraction 0.3
+    # would give ~9": now only more games can help, and how many.
+    assert small_split_warnings({"train": 21, "validation": 9}, {"validation": 900},
+                                ConvertSettings(val_fraction=0.3)) == [
+        "validation: 9 games (900 positions): too few to compare models (want >= 100); --val-fraction 0.3 is "
+        "already given: only more games help (about 334 in all for ~100; 30 now)"]
+    # Above the cap (0.5): no smaller fraction suggested either.
+    assert small_split_warnings({"train": 40, "validation": 40}, {}, ConvertSettings(val_fraction=0.5)) == [
+        "validation: 40 games (0 positions): too few to compare models (want >= 100); --val-fraction 0.5 is "
+        "already given: only more games help (about 200 in all for ~100; 80 now)"]
+    # Enough games for the fraction given, but the per-game draw fell short: no smaller fraction suggested.
+    assert small_split_warnings({"train": 1405, "validation": 95}, {}, ConvertSettings(val_fraction=0.1)) == [
+        "validation: 95 games (0 positions): too few to compare models (want >= 100); --val-fraction 0.1 is "
+        "already given and should hold ~150 of the 1,500 games (the split is drawn per game): only more "
+        "games help"]
+
+
 def test_convert_prints_and_records_the_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write_corpus(tmp_path / "records", seed=2, files=2, per_file=6)          # 12 games
     out = tmp_path / "data"

@@ -1,0 +1,23 @@
+"""`shogi-dnn bench startup`: both refusals are timed, and each says TensorFlow stayed unloaded."""
+
+from __future__ import annotations
+
+import pytest
+
+from shogi_dnn.bench import startup
+
+
+def test_bench_startup_times_both_refusals_without_tensorflow(capsys: pytest.CaptureFixture) -> None:
+    assert startup.main(["--repeats", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["case=missing_data", "case=finished_run"]
+    for line in lines:
+        fields = dict(item.split("=", 1) for item in line.split(" message=")[0].split())
+        assert fields["rc"] == "2" and fields["tensorflow_loaded"] == "False", line
+        assert float(fields["wall_s"]) > 0 and float(fields["cpu_s"]) > 0
+    assert "no manifest" in lines[0] and "already has checkpoints (latest ckpt-00000008)" in lines[1]
+
+
+def test_bench_startup_wants_data_and_run_dir_together() -> None:
+    with pytest.raises(SystemExit):
+        startup.main(["--data", "somewhere"])
