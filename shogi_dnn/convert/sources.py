@@ -23,6 +23,8 @@ convert-report.json) while the rest converts:
   compress 5-20x; the ratio is checked only past RATIO_FLOOR_BYTES (1 MiB) of output. A 1 MB zip
   holding a 1 GiB member (the classic bomb, ~1000x) is skipped after at most 1 MiB of output;
 - a symlink that loops or whose target is missing is skipped (`dangling symlink`, `symlink loop`).
+- a tar member with a record's name that is a symbolic or hard link, a device or a FIFO is skipped
+  with that reason (a link's target is read where it is stored; nothing outside the archive is read).
 """
 
 from __future__ import annotations
@@ -205,9 +207,12 @@ def _iter_tar(path: Path) -> Iterator[SourceFile | KifuError]:
                 return
             if member is None:
                 return
-            if not member.isfile() or not _wanted_member(member.name):
+            if member.isdir() or not _wanted_member(member.name):
                 continue
             name = f"{path}:{member.name}"
+            if not member.isfile():
+                yield KifuError(name, 0, f"skipped: {_special_member(member)}, not a regular file")
+                continue
             try:
                 # a member's data must be decompressed to reach the next one: past the ratio, stop here
                 _check_size(member.size, archive_size if compressed else None)
@@ -224,6 +229,19 @@ def _iter_tar(path: Path) -> Iterator[SourceFile | KifuError]:
                 yield KifuError(name, 0, f"cannot extract ({exc})")
                 return
             yield SourceFile(name, data)
+
+
+def _special_member(member: tarfile.TarInfo) -> str:
+    """What a tar member that is neither a file nor a folder is, in words (the reason it is skipped)."""
+    if member.issym():
+        return f"a symbolic link to {member.linkname!r} in the archive"
+    if member.islnk():
+        return f"a hard link to {member.linkname!r} in the archive (read there, if a record)"
+    if member.ischr() or member.isblk():
+        return f"a {'character' if member.ischr() else 'block'} device in the archive"
+    if member.isfifo():
+        return "a FIFO (named pipe) in the archive"
+    return f"a tar member of type {member.type!r}"
 
 
 def name_is_plain_tar(path: Path) -> bool:

@@ -178,9 +178,11 @@ def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
     Why in memory: HDF5 writing to disk meets a full disk in its own flushes and object closes, where
     h5py can only print ignored exceptions, and freeing the half-closed file later crashed the process
     (exit 139). In memory, nothing touches the disk until write_shard's one Python write. The image is
-    taken before closing (flushed): deterministic, as every shard must be (tests/convert/test_run.py
-    compares shards written in worker processes and here); convert's shards of the GNU Shogi corpus and
-    of tests/data/csa are byte-identical to those the disk driver wrote before."""
+    taken flushed, before the close, so it may end with the unused rest of HDF5's last metadata block (a
+    close on disk gives it back; the superblock's end-of-file address covers it): the same objects and
+    bytes before, readable by any HDF5, and as deterministic as before (tests/convert/test_run.py compares
+    shards written in worker processes and here). The GNU Shogi corpus's four shards are byte-identical
+    to the disk driver's; test_eval_shards.py's pinned shard gained 1,024 bytes."""
     with _create_untimed_file(path) as f:
         _fill_file(f, split, n, stored, positions, games, chunk_rows)
         f.flush()
@@ -218,7 +220,7 @@ def _fill_file(f: h5py.File, split: str, n: int, stored: dict[str, np.ndarray],
 _ORDER = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
 
 
-_IMAGE_BLOCK = 1 << 20             # the core driver's growth step (bytes); the image is cut to its end
+_IMAGE_BLOCK = 1 << 20             # the core driver's memory growth step (bytes), not the image's length
 
 
 def _create_untimed_file(path: Path) -> h5py.File:

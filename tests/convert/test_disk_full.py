@@ -76,7 +76,8 @@ def test_a_failed_shard_write_leaves_no_partial_file(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(Path, "write_bytes", failing)
     out = tmp_path / "out"
-    with pytest.raises(DiskFullError, match=r"train-00001.h5: disk full \(needs about [\d.]+ [KM]iB, [\d,.]+ [KM]iB free"):
+    with pytest.raises(DiskFullError,
+                       match=r"train-00001.h5: disk full \(needs about [\d.]+ [KM]iB, [\d,.]+ [KM]iB free"):
         run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
     assert [p.name for p in out.glob("*.h5*")] == ["train-00000.h5"]
     monkeypatch.setattr(Path, "write_bytes", real)
