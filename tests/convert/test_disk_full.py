@@ -88,11 +88,12 @@ def test_a_failed_shard_write_leaves_no_partial_file(tmp_path: Path, monkeypatch
     assert sizes == [(out / "train-00001.h5").stat().st_size]     # "needs about" is the shard's size
 
 
-def _convert_in_subprocess(out: Path, preexec=None) -> subprocess.CompletedProcess:
-    """`shogi-dnn convert` of tests/data/csa in a process of its own: a crash (exit 139) shows there."""
+def _convert_in_subprocess(out: Path, preexec=None, workers: int = 1) -> subprocess.CompletedProcess:
+    """`shogi-dnn convert` of tests/data/csa in a process of its own: a crash (exit 139) shows there.
+    With 2 workers the shards are written in a worker process (the error comes back through the pool)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": ""}
     return subprocess.run([sys.executable, "-m", "shogi_dnn", "convert", str(CSA), "--out", str(out),
-                           "--workers", "1", "--shard-size", "300", "--no-progress"],
+                           "--workers", str(workers), "--shard-size", "300", "--no-progress"],
                           capture_output=True, text=True, env=env, preexec_fn=preexec, timeout=120)
 
 
@@ -115,19 +116,25 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return _files(out)
 
 
-@pytest.mark.parametrize("limit_kib", [4, 24])
-def test_convert_over_a_file_size_limit_is_one_line_and_the_rerun_is_identical(
-        tmp_path: Path, reference: dict[str, str], limit_kib: int) -> None:
-    """A size-limited write without root: RLIMIT_FSIZE (`ulimit -f`) with SIGXFSZ ignored makes the
-    shard write fail with EFBIG inside the limit, as ENOSPC would on a full disk. HDF5 writing the file
-    itself used to crash there (exit 139, dozens of ignored-exception tracebacks, a .tmp left)."""
+def _file_size_limit(limit_kib: int):
+    """A preexec_fn: RLIMIT_FSIZE (`ulimit -f`) of `limit_kib` KiB with SIGXFSZ ignored (EFBIG, not a kill)."""
 
     def limited() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_kib << 10, limit_kib << 10))
 
+    return limited
+
+
+@pytest.mark.parametrize("limit_kib,workers", [(4, 1), (24, 2)])
+def test_convert_over_a_file_size_limit_is_one_line_and_the_rerun_is_identical(
+        tmp_path: Path, reference: dict[str, str], limit_kib: int, workers: int) -> None:
+    """A size-limited write without root: RLIMIT_FSIZE (`ulimit -f`) with SIGXFSZ ignored makes the
+    shard write fail with EFBIG inside the limit, as ENOSPC would on a full disk. HDF5 writing the file
+    itself used to crash there (exit 139, dozens of ignored-exception tracebacks, a .tmp left; with
+    2 workers exit 1 or 2 after 28-43 lines)."""
     out = tmp_path / "out"
-    _assert_one_line(_convert_in_subprocess(out, limited), out, "file too large (")
+    _assert_one_line(_convert_in_subprocess(out, _file_size_limit(limit_kib), workers), out, "file too large (")
     run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
     assert _files(out) == reference
 
@@ -175,3 +182,27 @@ def test_a_full_disk_at_the_report_is_one_line_and_leaves_no_temp(tmp_path: Path
     reference = tmp_path / "reference"
     run_convert([CSA], reference, ConvertSettings(shard_size=300), workers=1)
     assert _files(out) == _files(reference) and (out / "convert-report.json").is_file()
+
+
+@pytest.mark.slow
+def test_every_point_where_the_disk_fills_is_one_line(tmp_path: Path) -> None:
+    """The sweep (root only): tmpfs of 8 to 80 KiB, so that the disk fills in the first shard, the
+    dedup index, a resume checkpoint, the second shard, ... (tests/data/csa's shards are 38 and 31 KiB):
+    always exit 2 and one line naming the file, or a complete conversion."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    failed_at = set()
+    for size_kib in range(8, 88, 8):
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(mount)],
+                              capture_output=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()})")
+        try:
+            out = mount / "out"
+            done = _convert_in_subprocess(out)
+            if done.returncode:
+                _assert_one_line(done, out, "disk full (")
+                failed_at.add(done.stderr.split(": disk full")[0].rsplit("/", 1)[1])
+        finally:
+            subprocess.run(["umount", str(mount)], check=False)
+    assert {"train-00000.h5", "train-00001.h5"} <= failed_at and len(failed_at) >= 3, failed_at
