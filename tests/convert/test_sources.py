@@ -300,5 +300,5 @@ def test_tar_special_members_are_counted_and_named_in_the_report(tmp_path: Path)
     run_convert([archive], out, ConvertSettings(val_fraction=0.0), workers=1)
     report = json.loads((out / "convert-report.json").read_text(encoding="utf-8"))
     assert report["files_read"] == 1 and report["files_unreadable"] == 1 and report["converted"] == 1
-    assert report["errors"] == [f"{archive}:b.csa:0: skipped: a symbolic link to 'a.csa' in the archive, "
-                                "not a regular file"]
+    expected = f"{archive}:b.csa:0: skipped: a symbolic link to 'a.csa' in the archive, not a regular file"
+    assert report["errors"] == [expected]

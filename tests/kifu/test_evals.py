@@ -73,8 +73,9 @@ def test_csa_scores_in_other_than_ascii_digits_are_counted_not_read(comment: str
     reader says so in GameRecord.repairs (convert-report.json: repaired:csa_eval_digits, the line)."""
     record = parse_csa(CSA_HEAD + "+7776FU\n" + comment + "\n-3334FU\n'** 7\n%TORYO\n")
     assert record.evals == (None, None, 7)
-    assert record.repairs == (f"csa_eval_digits line 7: {comment} has other than ASCII digits: read as a "
-                              "comment, not an engine evaluation",)
+    expected = (f"csa_eval_digits line 7: {comment} has other than ASCII digits: read as a comment, not an "
+                "engine evaluation")
+    assert record.repairs == (expected,)
     assert parse_csa(CSA_HEAD + "+7776FU\n'** 99\n-3334FU\n%TORYO\n").repairs == ()
 
 

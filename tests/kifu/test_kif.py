@@ -142,7 +142,8 @@ def test_board_diagram_white_to_move() -> None:
 
 
 @pytest.mark.parametrize("header,diagram,said", [
-    ("香落ち", "平手", "平手's start"), ("平手", "角落ち", "角落ち's start"), ("平手", "custom", "another position")])
+    ("香落ち", "平手", "平手's start"), ("平手", "角落ち", "角落ち's start"),
+    ("平手", "custom", "another position")])
 def test_a_handicap_header_the_board_diagram_contradicts_is_read_from_the_board_and_said(
         header: str, diagram: str, said: str) -> None:
     """手合割 and the diagram disagree: the diagram is the position the moves were played from (the
@@ -157,8 +158,9 @@ def test_a_handicap_header_the_board_diagram_contradicts_is_read_from_the_board_
     board = kif.board_sfen(kif.GameState("t", "kif", 1, board_rows=rows), 1)
     assert record.start_sfen.split()[0] == board.split()[0] and len(record.moves) == 1
     line = len(lines) + 2
-    assert record.repairs == (f"kif_handicap_board line {line}: 手合割 {header} but the board diagram is "
-                              f"{said}; the diagram is read",)
+    expected = (f"kif_handicap_board line {line}: 手合割 {header} but the board diagram is {said}; "
+                "the diagram is read")
+    assert record.repairs == (expected,)
 
 
 @pytest.mark.parametrize("header", ["香落ち", "平手", "その他"])
