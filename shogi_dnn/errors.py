@@ -106,6 +106,21 @@ def disk_full(path: object, needed: int | None = None) -> DiskFullError:
                          "same command again")
 
 
+def is_file_too_large(exc: BaseException) -> bool:
+    """True when a write failed with EFBIG: the file passed the process's file size limit (`ulimit -f`,
+    with SIGXFSZ ignored) or the largest file the file system holds (4 GiB on FAT32)."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno == errno.EFBIG
+
+
+def file_too_large(path: object, needed: int | None = None) -> OutputError:
+    """The one-line error for a write of `path` refused with EFBIG (is_file_too_large)."""
+    need = f"needs about {_size(needed)}; " if needed else ""
+    return OutputError(f"{path}: file too large ({need}over this process's file size limit, `ulimit -f`, "
+                       "or the file system's largest file); raise the limit or write elsewhere")
+
+
 def _size(n: int) -> str:
     """Bytes for a message: KiB below a MiB, then MiB."""
     return f"{n / 2**10:,.1f} KiB" if n < 2**20 else f"{n / 2**20:,.1f} MiB"

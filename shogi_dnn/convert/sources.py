@@ -32,6 +32,8 @@ convert-report.json) while the rest converts:
   archive counts against MAX_RATIO times that input's size (_Budget, past RATIO_FLOOR_BYTES); past it
   the nested archive being read is left (`the rest of ... is not read`) and later ones are not opened;
 - a symlink that loops or whose target is missing is skipped (`dangling symlink`, `symlink loop`).
+- a tar member with a record's name that is a symbolic or hard link, a device or a FIFO is skipped
+  with that reason (a link's target is read where it is stored; nothing outside the archive is read).
 """
 
 from __future__ import annotations
@@ -326,9 +328,12 @@ def _iter_tar(source: Path | IO[bytes], size: int, level: _Level) -> Iterator[So
                 return
             if member is None:
                 return
-            if not member.isfile() or not _wanted_member(member.name):
+            if member.isdir() or not _wanted_member(member.name):
                 continue
             name = level.name.join(names.from_str(member.name))
+            if not member.isfile():
+                yield KifuError(name.text, 0, f"skipped: {_special_member(member)}, not a regular file")
+                continue
             try:
                 # a member's data must be decompressed to reach the next one: past the ratio, stop here
                 _check_size(member.size, compressed)
@@ -357,6 +362,19 @@ def _tar_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> ContextMan
     """A tar member's stream (an empty one for a member without data)."""
     handle = archive.extractfile(member)
     return handle if handle is not None else io.BytesIO(b"")
+
+
+def _special_member(member: tarfile.TarInfo) -> str:
+    """What a tar member that is neither a file nor a folder is, in words (the reason it is skipped)."""
+    if member.issym():
+        return f"a symbolic link to {member.linkname!r} in the archive"
+    if member.islnk():
+        return f"a hard link to {member.linkname!r} in the archive (read there, if a record)"
+    if member.ischr() or member.isblk():
+        return f"a {'character' if member.ischr() else 'block'} device in the archive"
+    if member.isfifo():
+        return "a FIFO (named pipe) in the archive"
+    return f"a tar member of type {member.type!r}"
 
 
 def name_is_plain_tar(path: Path) -> bool:

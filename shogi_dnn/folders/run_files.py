@@ -44,7 +44,8 @@ from typing import Any
 
 from shogi_dnn.folders import locks
 from shogi_dnn.config import Config, from_dict
-from shogi_dnn.errors import ConfigError, OutputError, RunError, disk_full, is_disk_full
+from shogi_dnn.errors import (ConfigError, OutputError, RunError, disk_full, file_too_large, is_disk_full,
+                              is_file_too_large)
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,8 @@ def _removed_on_error(tmp: Path, path: Path, needed: int | None) -> Iterator[Non
         _remove(tmp)
         if is_disk_full(exc):
             raise disk_full(path, needed) from None
+        if is_file_too_large(exc):
+            raise file_too_large(path, needed) from None
         raise
 
 

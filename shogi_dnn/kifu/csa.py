@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from shogi_dnn import rules
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu.csa_board import CSA_PIECES, PIECE_TYPE, StartLines, read_position_line, start_position
-from shogi_dnn.kifu.evals import csa_comment_eval, evals_by_position
+from shogi_dnn.kifu.evals import csa_comment_eval, csa_comment_wide_score, evals_by_position
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import HAND_PIECE_TYPES, PROMOTED, SFEN_PIECE, in_check
 from shogi_dnn.rules.native import csa_position_factory, move_line_counter
@@ -68,6 +68,8 @@ SPECIAL_MOVES: dict[str, tuple[Ending, Loser]] = {
     "%ERROR": (Ending.INTERRUPTED, Loser.UNKNOWN),
     "%FUZUMI": (Ending.INTERRUPTED, Loser.UNKNOWN),            # tsume problems: "no mate"
 }
+# The GameRecord.repairs kind of a score in full-width digits (`'** ９９`, evals.csa_comment_wide_score).
+REPAIRED_EVAL = "csa_eval_digits"
 ILLEGAL_ENDINGS = ("%ILLEGAL_MOVE", "%+ILLEGAL_ACTION", "%-ILLEGAL_ACTION")
 
 # Shogi Wars exports end with `<SENTE|GOTE>_WIN_<KIND>` or `DRAW_<KIND>` (sometimes with a `%`).
@@ -132,6 +134,7 @@ class _Game:
     summary: str = ""
     summary_line: int = 0
     evals: dict[int, int] = dataclasses.field(default_factory=dict)   # position index -> Black-view score
+    repairs: list[str] = dataclasses.field(default_factory=list)     # GameRecord.repairs beyond the board's
     pending: str = ""                                        # header whose value is on the next line
     has_content: bool = False                                # anything beyond comments and a version
     error: KifuError | None = None
@@ -259,7 +262,7 @@ def _read_line(game: _Game, line: str, number: int, path: str) -> None:
             if token:
                 _read_token(game, token, number, path)
         if quote:
-            _read_eval(game, comment)         # `+7776FU,'** 30 -3334FU`
+            _read_eval(game, comment, number)       # `+7776FU,'** 30 -3334FU`
         return
     if (game.move_count or game.ending is not None) and (head in "$P" or line.startswith(("N+", "N-"))):
         raise KifuError(path, number, f"header line after the moves: {line[:40]!r}")
@@ -310,22 +313,26 @@ def _read_comment(game: _Game, comment: str, number: int = 0) -> None:
     if comment.startswith("summary:"):
         game.summary, game.summary_line = comment[len("summary:"):], number
     elif comment.startswith("**"):
-        _read_eval(game, comment)
+        _read_eval(game, comment, number)
 
 
 _COMMENT_HEADS = frozenset("bws*")       # the first letters of the comments _read_comment reads
 
 
-def _read_eval(game: _Game, comment: str) -> None:
+def _read_eval(game: _Game, comment: str, number: int) -> None:
     """`'** <score> <pv>`: the Black-view score of the position reached so far (the first one wins).
 
-    Comments after the ending are not read; a malformed score is no evaluation.
+    Comments after the ending are not read; a malformed score is no evaluation, and one in full-width
+    digits (`'** ９９`) is counted as such (a repair of kind REPAIRED_EVAL, line `number`).
     """
     if game.ending is not None:
         return
     score = csa_comment_eval(comment)
     if score is not None:
         game.evals.setdefault(game.move_count, score)
+    elif csa_comment_wide_score(comment):
+        game.repairs.append(f"{REPAIRED_EVAL} line {number}: '{comment[:40]} has other than ASCII digits: "
+                            "read as a comment, not an engine evaluation")
 
 
 def _read_token(game: _Game, token: str, number: int, path: str) -> None:
@@ -365,7 +372,8 @@ def _build_record(game: _Game, path: str, new_game_position=None) -> GameRecord:
         source=SourceLine(path, game.start_line), format="csa", black=game.black, white=game.white,
         black_rating=game.black_rating, white_rating=game.white_rating, handicap=handicap,
         event=game.event, evals=evals_by_position(game.evals, start_sfen, len(moves)),
-        repairs=repairs, move_codes=codes if codes is not None and len(codes) == len(moves) else None)
+        repairs=repairs + tuple(game.repairs),
+        move_codes=codes if codes is not None and len(codes) == len(moves) else None)
 
 
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:

@@ -43,6 +43,9 @@ Sign conventions (who the raw number favours when positive), with the evidence:
 
 Other comments (human notes, PV lines, `* 123` with a space, whose writer and sign are unknown) are
 not evaluations. A malformed score (`'** abc`) is no evaluation: these are comments, never errors.
+A CSA score in other than ASCII digits (`'** ９９`, full-width) is no evaluation either: the CSA format
+and every engine write ASCII, so it is a human's note, not an engine's 99; the CSA reader counts each
+such comment (`repaired:csa_eval_digits` in convert-report.json's fidelity, the line listed in `repaired`).
 
 Mate and large scores: engines write mate as large numbers of their own scale (floodgate: `100000`,
 `15000`, `-999999999`; GPS writes ±300000..900000 for won positions) or as words (`+詰 13`,
@@ -61,7 +64,8 @@ from shogi_dnn.rules import BLACK
 MATE_EVAL = 32000
 """The clip of every stored evaluation, and the value of a mate score (± from the side to move's view)."""
 
-_INT = re.compile(r"[+-]?\d+")
+_INT = re.compile(r"[+-]?[0-9]+")       # ASCII only: `\d` would take `９９` (full-width) as 99
+_WIDE_INT = re.compile(r"[+\-＋－]?\d+")  # any Unicode digits: a number, but not an engine's (see below)
 # ShogiHome: `**評価値=80`, `*#評価値=-60`, `**詰み=先手勝ち`, `*#詰み=後手勝ち:8手` (Black's view).
 _KEYED = re.compile(r"^\*\*?#?(?:評価値=(?P<cp>[+-]?\d+(?:\.\d+)?)|詰み=(?P<side>先手|後手|下手|上手)勝ち)")
 # ShogiGUI-style: `**解析 0 ○ 候補1 ... 評価値 123↓ 読み筋 ...`, `... 評価値 -詰 3 ...` (Black's view).
@@ -87,6 +91,16 @@ def csa_comment_eval(comment: str) -> int | None:
     if not tokens or not _INT.fullmatch(tokens[0]):
         return None
     return clip_eval(int(tokens[0]))
+
+
+def csa_comment_wide_score(comment: str) -> bool:
+    """True for a CSA comment `** <number>` whose number has other than ASCII digits (`** ９９`,
+    `** －１２０`): no engine writes that (the CSA protocol and floodgate's files are ASCII), so it is
+    no evaluation (csa_comment_eval gives None) and the reader counts it (GameRecord.repairs)."""
+    if not comment.startswith("**"):
+        return False
+    tokens = comment[2:].split(None, 1)
+    return bool(tokens) and bool(_WIDE_INT.fullmatch(tokens[0])) and not _INT.fullmatch(tokens[0])
 
 
 def kif_comment_eval(line: str) -> tuple[int, bool] | None:

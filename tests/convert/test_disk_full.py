@@ -5,7 +5,11 @@ can mount one (root), else skipped; the fault-injecting variant runs everywhere.
 from __future__ import annotations
 
 import errno
+import os
+import resource
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,28 +63,103 @@ def test_convert_on_a_full_tmpfs_is_one_line_and_the_rerun_is_identical(small_fs
 
 
 def test_a_failed_shard_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fault injection at the lowest seam h5py gives Python (the dataset write): ENOSPC on the 2nd shard."""
-    import h5py
+    """ENOSPC part-way through the 2nd shard's one write (shards are built in memory, then written by
+    run_files.write_atomic): one line with the shard's exact size, no .tmp, the rerun is identical."""
+    real, sizes = Path.write_bytes, []
 
-    real, calls = h5py.Group.create_dataset, []
+    def failing(self, data, *args, **kwargs):
+        if self.name == "train-00001.h5.tmp":
+            sizes.append(len(data))
+            real(self, data[:len(data) // 2])            # a partial write, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data, *args, **kwargs)
 
-    def failing(self, name, *args, **kwargs):
-        if name == "pieces":
-            calls.append(name)
-            if len(calls) == 2:
-                raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, name, *args, **kwargs)
-
-    monkeypatch.setattr(h5py.Group, "create_dataset", failing)
+    monkeypatch.setattr(Path, "write_bytes", failing)
     out = tmp_path / "out"
-    with pytest.raises(DiskFullError, match=r"train-00001.h5: disk full \(needs about [\d.]+ [KM]iB, [\d,.]+ [KM]iB free"):
+    with pytest.raises(DiskFullError,
+                       match=r"train-00001.h5: disk full \(needs about [\d.]+ [KM]iB, [\d,.]+ [KM]iB free"):
         run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
     assert [p.name for p in out.glob("*.h5*")] == ["train-00000.h5"]
-    monkeypatch.setattr(h5py.Group, "create_dataset", real)
+    monkeypatch.setattr(Path, "write_bytes", real)
     run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
     reference = tmp_path / "reference"
     run_convert([CSA], reference, ConvertSettings(shard_size=300), workers=1)
     assert _files(out) == _files(reference)
+    assert sizes == [(out / "train-00001.h5").stat().st_size]     # "needs about" is the shard's size
+
+
+def _convert_in_subprocess(out: Path, preexec=None, workers: int = 1) -> subprocess.CompletedProcess:
+    """`shogi-dnn convert` of tests/data/csa in a process of its own: a crash (exit 139) shows there.
+    With 2 workers the shards are written in a worker process (the error comes back through the pool)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": ""}
+    return subprocess.run([sys.executable, "-m", "shogi_dnn", "convert", str(CSA), "--out", str(out),
+                           "--workers", str(workers), "--shard-size", "300", "--no-progress"],
+                          capture_output=True, text=True, env=env, preexec_fn=preexec, timeout=120,
+                          check=False)
+
+
+def _assert_one_line(done: subprocess.CompletedProcess, out: Path, words: str) -> None:
+    """Exit 2, one stderr line naming a file of `out` with `words`, no traceback, nothing partial left."""
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1, (done.returncode, err[:5])
+    assert words in err[0] and f"{out}/" in err[0] and "needs about " in err[0], err[0]
+    assert not list(out.glob("*.tmp")) and not list(out.glob(".*.tmp")) and not (out / "writer.lock").exists()
+    for path in out.glob("*.h5"):                    # every shard left is complete
+        with shards.open_shard(path):
+            pass
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The shards of an uninterrupted conversion (the subprocess tests' settings)."""
+    out = tmp_path_factory.mktemp("reference") / "out"
+    run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
+    return _files(out)
+
+
+def _file_size_limit(limit_kib: int):
+    """A preexec_fn: RLIMIT_FSIZE (`ulimit -f`) of `limit_kib` KiB, SIGXFSZ ignored (EFBIG, not a kill)."""
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_kib << 10, limit_kib << 10))
+
+    return limited
+
+
+@pytest.mark.parametrize("limit_kib,workers", [(4, 1), (24, 2)])
+def test_convert_over_a_file_size_limit_is_one_line_and_the_rerun_is_identical(
+        tmp_path: Path, reference: dict[str, str], limit_kib: int, workers: int) -> None:
+    """A size-limited write without root: RLIMIT_FSIZE (`ulimit -f`) with SIGXFSZ ignored makes the
+    shard write fail with EFBIG inside the limit, as ENOSPC would on a full disk. HDF5 writing the file
+    itself used to crash there (exit 139, dozens of ignored-exception tracebacks, a .tmp left; with
+    2 workers exit 1 or 2 after 28-43 lines)."""
+    out = tmp_path / "out"
+    done = _convert_in_subprocess(out, _file_size_limit(limit_kib), workers)
+    _assert_one_line(done, out, "file too large (")
+    run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
+    assert _files(out) == reference
+
+
+@pytest.mark.parametrize("size", ["16k", "64k"])
+def test_convert_on_a_small_tmpfs_exits_with_one_line(tmp_path: Path, reference: dict[str, str],
+                                                     size: str) -> None:
+    """A real full disk (root only: a tmpfs of `size`; 16k filled in the first shard, 64k in the
+    second, both crashed before): exit 2 and one line; with space again the rerun is identical."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                          capture_output=True, check=False)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()})")
+    try:
+        out = mount / "out"
+        _assert_one_line(_convert_in_subprocess(out), out, "disk full (")
+        subprocess.run(["mount", "-o", "remount,size=16m", str(mount)], check=True)
+        run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
+        assert _files(out) == reference
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
 
 
 def test_a_full_disk_at_the_report_is_one_line_and_leaves_no_temp(tmp_path: Path,
@@ -105,3 +184,27 @@ def test_a_full_disk_at_the_report_is_one_line_and_leaves_no_temp(tmp_path: Path
     reference = tmp_path / "reference"
     run_convert([CSA], reference, ConvertSettings(shard_size=300), workers=1)
     assert _files(out) == _files(reference) and (out / "convert-report.json").is_file()
+
+
+@pytest.mark.slow
+def test_every_point_where_the_disk_fills_is_one_line(tmp_path: Path) -> None:
+    """The sweep (root only): tmpfs of 8 to 80 KiB, so that the disk fills in the first shard, the
+    dedup index, a resume checkpoint, the second shard, ... (tests/data/csa's shards are 38 and 31 KiB):
+    always exit 2 and one line naming the file, or a complete conversion."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    failed_at = set()
+    for size_kib in range(8, 88, 8):
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(mount)],
+                              capture_output=True, check=False)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()})")
+        try:
+            out = mount / "out"
+            done = _convert_in_subprocess(out)
+            if done.returncode:
+                _assert_one_line(done, out, "disk full (")
+                failed_at.add(done.stderr.split(": disk full")[0].rsplit("/", 1)[1])
+        finally:
+            subprocess.run(["umount", str(mount)], check=False)
+    assert {"train-00000.h5", "train-00001.h5"} <= failed_at and len(failed_at) >= 3, failed_at

@@ -354,3 +354,57 @@ def test_nesting_does_not_multiply_the_ratio_cap(tmp_path: Path, small_caps: Non
                                          "than 100")
     assert got[first_refused].endswith(f"the rest of {path}:in-{len(read):02d}.tar.gz is not read")
     assert got[f"{path}:in-39.tar.gz"].endswith("; not read")
+
+
+def test_tar_links_devices_and_fifos_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    """Tar members with a record's name that are not regular files are items with a reason (counted and
+    listed by convert), not dropped without a word; folders and non-record names stay silent."""
+    archive = tmp_path / "games.tar"
+    game = FILES["b/2.csa"]
+    special = {"sym.csa": (tarfile.SYMTYPE, "a.csa"), "hard.csa": (tarfile.LNKTYPE, "a.csa"),
+               "fifo.csa": (tarfile.FIFOTYPE, ""), "tty.kif": (tarfile.CHRTYPE, ""),
+               "disk.ki2": (tarfile.BLKTYPE, ""), "link-to-readme": (tarfile.SYMTYPE, "README.md")}
+    with tarfile.open(archive, "w") as t:
+        info = tarfile.TarInfo("a.csa")
+        info.size = len(game)
+        t.addfile(info, io.BytesIO(game))
+        folder = tarfile.TarInfo("sub.csa")
+        folder.type = tarfile.DIRTYPE
+        t.addfile(folder)
+        for name, (kind, target) in special.items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            t.addfile(info)
+    items = list(iter_sources([archive]))
+    assert items[0] == SourceFile(f"{archive}:a.csa", game)
+    reasons = {e.path: e.reason for e in items[1:] if isinstance(e, KifuError)}
+    assert len(reasons) == len(items) - 1 == 5, items
+    assert reasons == {
+        f"{archive}:sym.csa": "skipped: a symbolic link to 'a.csa' in the archive, not a regular file",
+        f"{archive}:hard.csa": "skipped: a hard link to 'a.csa' in the archive (read there, if a record), "
+                               "not a regular file",
+        f"{archive}:fifo.csa": "skipped: a FIFO (named pipe) in the archive, not a regular file",
+        f"{archive}:tty.kif": "skipped: a character device in the archive, not a regular file",
+        f"{archive}:disk.ki2": "skipped: a block device in the archive, not a regular file"}
+
+
+def test_tar_special_members_are_counted_and_named_in_the_report(tmp_path: Path) -> None:
+    import json
+
+    from shogi_dnn.convert.run import ConvertSettings, run_convert
+
+    archive = tmp_path / "games.tar"
+    game = FILES["b/2.csa"]
+    with tarfile.open(archive, "w") as t:
+        info = tarfile.TarInfo("a.csa")
+        info.size = len(game)
+        t.addfile(info, io.BytesIO(game))
+        link = tarfile.TarInfo("b.csa")
+        link.type, link.linkname = tarfile.SYMTYPE, "a.csa"
+        t.addfile(link)
+    out = tmp_path / "out"
+    run_convert([archive], out, ConvertSettings(val_fraction=0.0), workers=1)
+    report = json.loads((out / "convert-report.json").read_text(encoding="utf-8"))
+    assert report["files_read"] == 1 and report["files_unreadable"] == 1 and report["converted"] == 1
+    expected = f"{archive}:b.csa:0: skipped: a symbolic link to 'a.csa' in the archive, not a regular file"
+    assert report["errors"] == [expected]

@@ -67,6 +67,18 @@ def test_csa_malformed_or_other_comments_are_no_evaluation(comment: str) -> None
     assert record.evals == (None, None, 7)
 
 
+@pytest.mark.parametrize("comment", ["'** ９９", "'** －１２０ -3334FU", "'** ٩٩", "'** +９"])
+def test_csa_scores_in_other_than_ascii_digits_are_counted_not_read(comment: str) -> None:
+    """`'** ９９` is a note, not an engine's 99 (`\\d` and int() would read it): no evaluation, and the
+    reader says so in GameRecord.repairs (convert-report.json: repaired:csa_eval_digits, the line)."""
+    record = parse_csa(CSA_HEAD + "+7776FU\n" + comment + "\n-3334FU\n'** 7\n%TORYO\n")
+    assert record.evals == (None, None, 7)
+    expected = (f"csa_eval_digits line 7: {comment} has other than ASCII digits: read as a comment, not an "
+                "engine evaluation")
+    assert record.repairs == (expected,)
+    assert parse_csa(CSA_HEAD + "+7776FU\n'** 99\n-3334FU\n%TORYO\n").repairs == ()
+
+
 def test_csa_record_without_evaluations_has_empty_evals() -> None:
     record = parse_csa(CSA_HEAD + "+7776FU\n'just a note\n-3334FU\n%TORYO\n'summary:toryo:a win:b lose\n")
     assert record.evals == ()

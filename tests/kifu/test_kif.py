@@ -141,6 +141,38 @@ def test_board_diagram_white_to_move() -> None:
     assert record.winner is Winner.WHITE
 
 
+@pytest.mark.parametrize("header,diagram,said", [
+    ("香落ち", "平手", "平手's start"), ("平手", "角落ち", "角落ち's start"),
+    ("平手", "custom", "another position")])
+def test_a_handicap_header_the_board_diagram_contradicts_is_read_from_the_board_and_said(
+        header: str, diagram: str, said: str) -> None:
+    """手合割 and the diagram disagree: the diagram is the position the moves were played from (the
+    game is kept as it was), and the contradiction is a repair (convert-report.json: counted as
+    repaired:kif_handicap_board, the file and line listed), not read without a word."""
+    lines = (BOARD.splitlines() if diagram == "custom"
+             else kif.board_diagram(new_position(ja.HANDICAPS[diagram])))
+    moves = ("   1 ５二飛打\n" if diagram == "custom" else
+             "   1 ７六歩(77)\n" if diagram == "平手" else "   1 ３四歩(33)\n") + "   2 投了\n"
+    record = parse_one(f"手合割：{header}\n" + "\n".join(lines) + "\n" + moves)
+    rows = [row for row in lines if row.startswith("|")]
+    board = kif.board_sfen(kif.GameState("t", "kif", 1, board_rows=rows), 1)
+    assert record.start_sfen.split()[0] == board.split()[0] and len(record.moves) == 1
+    line = len(lines) + 2
+    expected = (f"kif_handicap_board line {line}: 手合割 {header} but the board diagram is {said}; "
+                "the diagram is read")
+    assert record.repairs == (expected,)
+
+
+@pytest.mark.parametrize("header", ["香落ち", "平手", "その他"])
+def test_a_handicap_header_that_agrees_with_the_diagram_is_no_repair(header: str) -> None:
+    """The same pieces (the side to move is not compared), or a 手合割 that names no standard start."""
+    name = "平手" if header == "その他" else header
+    lines = kif.board_diagram(new_position(ja.HANDICAPS[name]))
+    move = "   1 ７六歩(77)\n" if name == "平手" else "   1 ３四歩(33)\n"
+    record = parse_one(f"手合割：{header}\n" + "\n".join(lines) + "\n" + move + "   2 投了\n")
+    assert record.repairs == () and record.start_sfen.split()[0] == ja.HANDICAPS[name].split()[0]
+
+
 def test_bad_board_diagram_is_an_error() -> None:
     text = "\n".join(BOARD.splitlines()[:6]) + "\n   1 ５二飛打\n"
     items = parse_all(text)
