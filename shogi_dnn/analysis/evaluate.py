@@ -136,16 +136,18 @@ def _check_by_games(run_dir: Path, manifest: shards.Manifest, current: identity.
               "trained_positions": overlap.trained_positions, "run_games": trained.games,
               "run_digest": trained.digest()}
     log.info("%s: %s checked against the run's %s (%.2f s)", current.data_dir,
-             plural(overlap.games, "game"), plural(trained.games, "trained game"), time.perf_counter() - start)
+             plural(overlap.games, "game"), plural(trained.games, "trained game"),
+             time.perf_counter() - start)
     if not overlap.trained_games:
         return identity.DataCheck("foreign", f"{where} ({current.describe(splits)}): none of its "
                                   f"{plural(overlap.games, 'game')} is one the run trained on", None, current,
                                   counts)
     detail = f"the run trained on {overlap.text()} of {where} ({current.describe(splits)})"
     if not allow_trained:
-        raise RunError(f"{run_dir}: {detail}. Pass {run_files.ALLOW_TRAINED_GAMES} to score anyway (the output "
-                       "is labelled)")
-    log.warning("TRAINED GAMES scored: %s (%s: the output is labelled)", detail, run_files.ALLOW_TRAINED_GAMES)
+        raise RunError(f"{run_dir}: {detail}. Pass {run_files.ALLOW_TRAINED_GAMES} to score anyway (the "
+                       "output is labelled)")
+    log.warning("TRAINED GAMES scored: %s (%s: the output is labelled)", detail,
+                run_files.ALLOW_TRAINED_GAMES)
     return identity.DataCheck("overlap", detail, None, current, counts)
 
 
@@ -158,8 +160,8 @@ def _check_by_identity(run_dir: Path, data_dir: Path, split: str, check: identit
         log.warning("%s records no dataset identity (trained before runs recorded one): cannot check that %s "
                     "holds the %s split it was trained with", run_dir, data_dir, split)
     elif check.changed and not allow_changed:
-        raise RunError(f"{run_dir} was trained on {check.detail}{old}. Pass {run_files.ALLOW_CHANGED_DATA} to "
-                       "score anyway (the output is labelled).")
+        raise RunError(f"{run_dir} was trained on {check.detail}{old}. Pass {run_files.ALLOW_CHANGED_DATA} "
+                       "to score anyway (the output is labelled).")
     elif check.changed:
         log.warning("DATA CHANGED since training: %s%s (%s: the output is labelled)", check.detail, old,
                     run_files.ALLOW_CHANGED_DATA)
@@ -456,10 +458,10 @@ def data_line(result: dict[str, Any]) -> str:
     """The table's line naming the scored dataset and how it relates to the run's training games."""
     check = result.get("data_check") or {}
     games = {k: f"{v:,}" if isinstance(v, int) else "?" for k, v in (check.get("games") or {}).items()}
+    scored, trained = games.get("games", "?"), games.get("trained_games", "?")
     say = {"same": "the run's own data",
-           "foreign": f"another dataset: none of its {games.get('games', '?')} games is one the run trained on",
-           "overlap": (f"the run trained on {games.get('trained_games', '?')} of its {games.get('games', '?')} "
-                       "games: labelled"),
+           "foreign": f"another dataset: none of its {scored} games is one the run trained on",
+           "overlap": f"the run trained on {trained} of its {scored} games: labelled",
            "changed": "other data than the run's: labelled"}.get(str(check.get("status")))
     return f"data {result.get('data_dir', '?')}" + (f" ({say})" if say else "")
 

@@ -126,4 +126,5 @@ def _games_change(run_dir: Path, games: dict[str, Any]) -> str | None:
     if trained is None or trained.digest() == games.get("run_digest"):
         return None
     return (f"checked against the {games.get('run_games', '?')} games the run had trained on; it has trained "
-            f"on {trained.games:,} since (resumed on other data), some of which may be among the scored games")
+            f"on {trained.games:,} since (resumed on other data), some of which may be among the scored "
+            "games")

@@ -132,8 +132,8 @@ def read_trained_games(run_dir: str | Path) -> TrainedGames | None:
         raise RunError(f"{path}: not a trained-games file ({type(exc).__name__}: {exc}); delete it to "
                        "check by dataset identity instead") from exc
     if version != KEY_VERSION or keys.dtype != np.uint64 or keys.ndim != 1:
-        raise RunError(f"{path}: version {version} keys {keys.dtype} {keys.shape}, this version reads version "
-                       f"{KEY_VERSION} uint64 [G]")
+        raise RunError(f"{path}: version {version} keys {keys.dtype} {keys.shape}, this version reads "
+                       f"version {KEY_VERSION} uint64 [G]")
     return TrainedGames(keys, manifests)
 
 
@@ -174,4 +174,5 @@ class Overlap:
 def overlap(scored: SplitKeys, trained: TrainedGames) -> Overlap:
     """The scored games that are among the run's trained games."""
     hit = np.isin(scored.keys, trained.keys)
-    return Overlap(scored.games, int(scored.positions.sum()), int(hit.sum()), int(scored.positions[hit].sum()))
+    return Overlap(scored.games, int(scored.positions.sum()), int(hit.sum()),
+                   int(scored.positions[hit].sum()))
