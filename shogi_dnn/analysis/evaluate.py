@@ -67,7 +67,7 @@ from tqdm import tqdm
 from shogi_dnn import config
 from shogi_dnn.dataset import game_keys, identity, policy, shards
 from shogi_dnn.folders import run_files
-from shogi_dnn.analysis import baselines, scoring, tactics
+from shogi_dnn.analysis import baselines, eval_rows, scoring, tactics
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule
@@ -454,18 +454,6 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     return result
 
 
-def data_line(result: dict[str, Any]) -> str:
-    """The table's line naming the scored dataset and how it relates to the run's training games."""
-    check = result.get("data_check") or {}
-    games = {k: f"{v:,}" if isinstance(v, int) else "?" for k, v in (check.get("games") or {}).items()}
-    scored, trained = games.get("games", "?"), games.get("trained_games", "?")
-    say = {"same": "the run's own data",
-           "foreign": f"another dataset: none of its {scored} games is one the run trained on",
-           "overlap": f"the run trained on {trained} of its {scored} games: labelled",
-           "changed": "other data than the run's: labelled"}.get(str(check.get("status")))
-    return f"data {result.get('data_dir', '?')}" + (f" ({say})" if say else "")
-
-
 BASELINE_NAMES = ("material", "piece_square", "side_to_move", "engine")     # the order of the comparisons
 
 
@@ -532,7 +520,7 @@ def format_table(result: dict[str, Any]) -> str:
     averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
     lines += [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
-             f"{result['draws']['positions']} draws{averaged})"), data_line(result), "",
+             f"{result['draws']['positions']} draws{averaged})"), eval_rows.data_line(result), "",
              f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   "
              f"{'loss 95%':<16}{'accuracy 95%':<16}"]
     rows = [("model", result)] + [(BASELINE_LABELS[n], b[n]) for n in BASELINE_NAMES if n in b]

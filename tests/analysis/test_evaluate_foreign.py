@@ -2,7 +2,7 @@
 (RUN/trained-games.npz, dataset/game_keys.py). A dataset of other records scores without a flag, named in
 the table and the JSON; the run's records converted again with another split are refused in one line with
 the counts; --allow-trained-games (alias --allow-changed-data) scores them, labelled with the counts; report
-refuses such an evaluation once the run has trained on other games since."""
+names the other dataset too, and refuses such an evaluation once the run has trained on other games since."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from shogi_dnn.dataset import game_keys, identity, shards
 from shogi_dnn.errors import RunError
 from tests.support.evalrun import make_random_run
 from tests.support.kifugen import write_corpus
+from tests.support.metricsgen import write_metrics
 
 
 def convert(records: Path, out: Path, val_fraction: float) -> shards.Manifest:
@@ -57,6 +58,12 @@ def test_evaluate_on_another_dataset_with_and_without_games_the_run_trained_on(
     assert check["games"]["games"] == scored == result["games"] and check["games"]["trained_games"] == 0
     assert check["detail"].startswith(f"the validation split of dataset {other.root.resolve()} (manifest ")
     assert report.check_evals(run, {"validation": result}) == {"validation": result["warnings"]}
+    named = f"{other.root.resolve()} (another dataset: none of its {scored} games is one the run trained on)"
+    table = summary.summary_table(run).splitlines()
+    assert table[0].startswith("WARNING: only") and table[1].startswith("validation split: model vs baselines")
+    assert table[2] == f"data {named}"
+    write_metrics(run)
+    assert f"\nScored on {named}.\n" in report.write_report(run).read_text()
 
     # The run's records converted again with another split: refused, saying how many games it trained on.
     trained = keys(again, "validation") & keys(data, "train")
