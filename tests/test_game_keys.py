@@ -94,3 +94,16 @@ def test_trained_games_file(corpora: dict, tmp_path: Path) -> None:
     path.write_bytes(b"not a zip")
     with pytest.raises(RunError, match=f"^{path}: not a trained-games file .*delete it to check by dataset"):
         game_keys.read_trained_games(run)
+
+
+def test_a_run_without_the_file_reads_its_games_from_unchanged_data(corpora: dict, tmp_path: Path) -> None:
+    a, c = corpora["a"], corpora["c"]
+    ident_a, ident_c = (identity.dataset_identity(m).to_dict() for m in (a, c))
+    trained = game_keys.trained_games_from_datasets([ident_a, ident_c])        # resumed from a onto c
+    assert trained is not None and trained.keys.tolist() == sorted(keyset(a, ("train",)) | keyset(c, ("train",)))
+    assert trained.manifests == (ident_a["manifest"], ident_c["manifest"])
+    changed = {**ident_a, "manifest": "0" * 64}                                 # converted again since
+    assert game_keys.trained_games_from_datasets([changed]) is None
+    assert game_keys.trained_games_from_datasets([{**ident_a, "data_dir": str(tmp_path / "gone")}]) is None
+    assert game_keys.trained_games_from_datasets([None]) is None                # no identity recorded
+    assert game_keys.trained_games_from_datasets([{"data_dir": "/old"}, ident_c]) is None

@@ -44,9 +44,10 @@ one line saying how many of the scored games (and positions) the run trained on,
 (--allow-trained-games, alias --allow-changed-data): "overlap", labelled TRAINED GAMES. data_check.games
 holds the counts {games, positions, trained_games, trained_positions} and the run's trained games then
 {run_games, run_digest} (report: a run that trained on more games since is evaluated again). A run without
-trained-games.npz (trained before runs recorded their games) can only tell its own data: other data is
-refused unless the flag (then "changed", labelled DATA CHANGED), with one line saying why. A run trained
-before runs recorded their data is scored, with one line saying its data cannot be checked.
+trained-games.npz (trained before runs recorded their games) reads its trained games from the datasets
+it trained on while they are unchanged; once they changed or moved it can only tell its own data: other
+data is refused unless the flag (then "changed", labelled DATA CHANGED), with one line saying why. A run
+trained before runs recorded their data is scored, with one line saying its data cannot be checked.
 """
 
 from __future__ import annotations
@@ -113,16 +114,31 @@ def check_data(run_dir: Path, data_dir: Path, split: str, allow_trained: bool = 
     splits = shards.SPLITS if split == "all" else (split,)
     manifest = shards.read_manifest(data_dir)
     current = identity.dataset_identity(manifest, splits)
+    info = run_files.read_run_json(run_dir)
     try:
-        check = identity.compare(run_files.read_run_json(run_dir).get(run_files.KEY_DATASET), current, splits)
+        check = identity.compare(info.get(run_files.KEY_DATASET), current, splits)
     except ValueError as exc:
         raise RunError(f"{run_dir / run_files.RUN_JSON}: {run_files.KEY_DATASET}: {exc}") from exc
     if check.status == "same":
         return check
-    trained = game_keys.read_trained_games(run_dir)
+    trained = game_keys.read_trained_games(run_dir) or _trained_from_datasets(run_dir, info)
     if trained is None:
         return _check_by_identity(run_dir, data_dir, split, check, allow_trained)
     return _check_by_games(run_dir, manifest, current, splits, trained, allow_trained)
+
+
+def _trained_from_datasets(run_dir: Path, info: dict[str, Any]) -> game_keys.TrainedGames | None:
+    """A run without RUN/trained-games.npz: its trained games from the datasets it trained on (run.json
+    "dataset" and the "from" of each data change), when they are all still there, unchanged."""
+    history = info.get(run_files.KEY_HISTORY)
+    identities = [entry.get("from") for entry in (history if isinstance(history, list) else [])
+                  if isinstance(entry, dict)]
+    trained = game_keys.trained_games_from_datasets([*identities, info.get(run_files.KEY_DATASET)])
+    if trained is not None:
+        log.info("%s has no %s (trained before runs recorded their games): its %s read from the data it "
+                 "trained on, unchanged since", run_dir, run_files.TRAINED_GAMES,
+                 plural(trained.games, "trained game"))
+    return trained
 
 
 def _check_by_games(run_dir: Path, manifest: shards.Manifest, current: identity.DatasetIdentity,
@@ -153,9 +169,11 @@ def _check_by_games(run_dir: Path, manifest: shards.Manifest, current: identity.
 
 def _check_by_identity(run_dir: Path, data_dir: Path, split: str, check: identity.DataCheck,
                        allow_changed: bool) -> identity.DataCheck:
-    """A run without RUN/trained-games.npz: its own data only (the data identity), as before."""
-    old = (f"; {run_dir} has no {run_files.TRAINED_GAMES} (trained before runs recorded their games), so it "
-           "cannot tell another dataset's games from those it trained on")
+    """A run without RUN/trained-games.npz whose training data is gone or changed: its own data only (the
+    data identity), as before."""
+    old = (f"; {run_dir} has no {run_files.TRAINED_GAMES} (trained before runs recorded their games) and "
+           "the data it trained on changed or moved since, so it cannot tell another dataset's games from "
+           "those it trained on")
     if check.status == "unknown":
         log.warning("%s records no dataset identity (trained before runs recorded one): cannot check that %s "
                     "holds the %s split it was trained with", run_dir, data_dir, split)

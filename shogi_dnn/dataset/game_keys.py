@@ -13,7 +13,8 @@ games: they are left out (their games are in the split's game shards).
 When `train` starts (or resumes), the chief writes the keys of its training split to RUN/trained-games.npz
 (write_trained_games, atomically; on `--resume --data-changed` the union with the keys already there), so
 that `evaluate --data OTHER` can say how many of the games it scores the run trained on, even after the
-training folder was converted again or deleted:
+training folder was converted again or deleted (a run without the file, trained before runs wrote it: read
+from the datasets it trained on while they are unchanged, trained_games_from_datasets):
 
   array       shape  dtype    meaning
   keys        [G]    uint64   game keys (above) of every game the run trained on, sorted, unique
@@ -30,13 +31,14 @@ import dataclasses
 import hashlib
 import io
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from shogi_dnn.dataset import identity, shards
-from shogi_dnn.errors import RunError
+from shogi_dnn.errors import RunError, ShardFormatError
 from shogi_dnn.folders import run_files
 
 KEY_VERSION = 1
@@ -154,6 +156,26 @@ def write_trained_games(run_dir: str | Path, manifest: shards.Manifest) -> Train
                         KEY_VERSION_NAME: np.int32(KEY_VERSION)})
     run_files.write_atomic(trained_games_path(run_dir), buffer.getvalue())
     return trained
+
+
+def trained_games_from_datasets(identities: Sequence[Any]) -> TrainedGames | None:
+    """The trained games of a run without RUN/trained-games.npz, read from the datasets it trained on
+    (identity.DatasetIdentity JSON: run.json "dataset" and its history's "from"), when every one of them
+    is still where it was, unchanged (the same manifest digest); None otherwise."""
+    keys, manifests = [], []
+    for recorded in identities:
+        try:
+            before = identity.DatasetIdentity.from_dict(recorded)
+            manifest = shards.read_manifest(before.data_dir)
+        except (ValueError, ShardFormatError):
+            return None
+        if identity.manifest_digest(manifest) != before.manifest:
+            return None
+        keys.append(split_keys(manifest, ("train",)).keys)
+        manifests.append(before.manifest)
+    if not keys:
+        return None
+    return TrainedGames(np.unique(np.concatenate(keys)), tuple(manifests))
 
 
 @dataclasses.dataclass(frozen=True)

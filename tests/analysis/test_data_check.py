@@ -66,9 +66,9 @@ def test_evaluate_checks_the_split_and_labels_what_it_scores(tmp_path: Path, cap
     assert err == (f"shogi-dnn evaluate: error: {run} was trained on dataset {d} (manifest {trained.manifest[:8]}, "
                    f"validation {games} games); {d} now has manifest {now.manifest[:8]}, validation "
                    f"{now.splits['validation'].games} games: its validation split changed (re-converted?); {run} has "
-                   "no trained-games.npz (trained before runs recorded their games), so it cannot tell another "
-                   "dataset's games from those it trained on. Pass --allow-changed-data to score anyway (the output "
-                   "is labelled).")
+                   "no trained-games.npz (trained before runs recorded their games) and the data it trained on "
+                   "changed or moved since, so it cannot tell another dataset's games from those it trained on. "
+                   "Pass --allow-changed-data to score anyway (the output is labelled).")
     # --allow-changed-data: scored, labelled on the console and in the JSON.
     assert cli.main(["evaluate", "--run-dir", str(run), "--allow-changed-data"]) == 0
     first = capsys.readouterr().out.splitlines()[0]

@@ -79,6 +79,12 @@ def test_evaluate_on_another_dataset_with_and_without_games_the_run_trained_on(
               f"({ident.describe(['validation'])})")
     assert err == (f"shogi-dnn evaluate: error: {run}: {detail}. Pass --allow-trained-games to score anyway (the "
                    "output is labelled)")
+    # A run from before trained-games.npz: its games are read from its dataset while it is unchanged.
+    saved = (run / "trained-games.npz").read_bytes()
+    (run / "trained-games.npz").unlink()
+    assert cli.main(["evaluate", "--run-dir", str(run), "--data", str(again.root)]) == 2
+    assert capsys.readouterr().err.strip() == err
+    (run / "trained-games.npz").write_bytes(saved)
     # The flag (here by its old name) scores it, labelled with the counts on the console and in the JSON.
     assert cli.main(["evaluate", "--run-dir", str(run), "--data", str(again.root), "--allow-changed-data"]) == 0
     lines = capsys.readouterr().out.splitlines()
