@@ -1,6 +1,6 @@
 """The rows both evaluation tables show, report.md's and `report --summary`'s (no TensorFlow): the model
-and each baseline of an eval-<split>.json, numbers with their interval over games, and the paired
-comparisons of the model with each baseline."""
+and each baseline of an eval-<split>.json, numbers with their interval over games, the paired
+comparisons of the model with each baseline, and the line naming the scored data (evaluate's table too)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ BASELINE_ROWS = (("material baseline", "material", "material"),
 COMPARISON_LABELS = {"material": "material", "piece_square": "piece-square", "side_to_move": "side to move",
                      "engine": "engine", "engine_evaluated": "engine on evaluated positions"}
 REPORT_LABELS, SUMMARY_LABELS = 0, 1      # which label of BASELINE_ROWS a table uses
+OTHER_DATA = ("foreign", "overlap", "changed")     # data_check statuses of data other than the run's own
 
 
 def format_number(value: Any, fmt: str = ".4f") -> str:
@@ -63,3 +64,17 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
     lines.append(f"({level:.0%} intervals: bootstrap over {boot.get('games', '?')} games, "
                  f"{boot.get('resamples', '?')} resamples; not resolved: the interval contains 0)")
     return lines
+
+
+def data_line(result: dict[str, Any]) -> str:
+    """'data DIR (another dataset: none of its 185 games is one the run trained on)': the scored dataset and
+    how it relates to the games the run trained on (its "data_check", evaluate.check_data)."""
+    check = result.get("data_check") or {}
+    games = {k: f"{v:,}" if isinstance(v, int) else "?" for k, v in (check.get("games") or {}).items()}
+    scored, trained = games.get("games", "?"), games.get("trained_games", "?")
+    say = {"same": "the run's own data",
+           "foreign": f"another dataset: none of its {scored} games is one the run trained on",
+           "overlap": f"the run trained on {trained} of its {scored} games: labelled",
+           "changed": "other data than the run's: labelled"}.get(str(check.get("status")))
+    return f"data {result.get('data_dir', '?')}" + (f" ({say})" if say else "")
+

@@ -13,8 +13,8 @@ the others: analysis/tactics.py, free_capture_block),
 baselines {side_to_move, material, piece_square, engine (when evaluations exist), train_positions,
 fitted_on} (baselines.py), mirror_average (whether the model's probability was the mean over the position
 and its left-right mirror, model.value_logits), seconds, positions_per_s, games (in the split), dataset (the
-scored data's identity, identity.py), data_check {status: same | unknown | changed, detail} (against the
-run's run.json "dataset"), warnings (a list of lines: e.g. fewer than MIN_EVAL_GAMES games), and the
+scored data's identity, identity.py), data_check {status: same | foreign | overlap | unknown | changed,
+detail, games} (below), warnings (a list of lines: e.g. fewer than MIN_EVAL_GAMES games), and the
 uncertainty:
 
   intervals     {accuracy: [lo, hi], loss: [lo, hi]}: 95% bootstrap interval over games (scoring.py), in
@@ -36,9 +36,17 @@ mirror-averaged as the value is (model.policy_logits). Finding the legal moves r
 Files written before the intervals existed lack those keys (and the piece-square and engine baselines);
 report reads both.
 
-The split must hold the games it held when the run was trained (identity.compare): a folder converted
-again with another --val-fraction, or other data given with --data, is refused in one line unless
-allow_changed_data (--allow-changed-data), and the output then says DATA CHANGED (data_check). A run
+Which data may be scored (check_data): the run's own split (its games digest, identity.compare) is "same".
+Other data (--data another folder, or the run's folder converted again with another split) is checked game
+by game against RUN/trained-games.npz (the keys of every game the run trained on, game_keys.py): none of
+the scored games among them, "foreign": scored, the table and the JSON name the dataset; some, refused in
+one line saying how many of the scored games (and positions) the run trained on, unless allow_changed_data
+(--allow-trained-games, alias --allow-changed-data): "overlap", labelled TRAINED GAMES. data_check.games
+holds the counts {games, positions, trained_games, trained_positions} and the run's trained games then
+{run_games, run_digest} (report: a run that trained on more games since is evaluated again). A run without
+trained-games.npz (trained before runs recorded their games) reads its trained games from the datasets
+it trained on while they are unchanged; once they changed or moved it can only tell its own data: other
+data is refused unless the flag (then "changed", labelled DATA CHANGED), with one line saying why. A run
 trained before runs recorded their data is scored, with one line saying its data cannot be checked.
 """
 
@@ -58,15 +66,16 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from shogi_dnn import config
-from shogi_dnn.dataset import identity, policy, shards
+from shogi_dnn.dataset import game_keys, identity, policy, shards
 from shogi_dnn.folders import run_files
-from shogi_dnn.analysis import baselines, scoring, tactics
+from shogi_dnn.analysis import baselines, eval_rows, scoring, tactics
 from shogi_dnn.analysis.tower_diagnosis import device_kind
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule
 from shogi_dnn.training import model as model_lib
 from shogi_dnn.training.devices import make_strategy
+from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -93,26 +102,87 @@ def split_paths(data_dir: Path, split: str, verify_full: bool = False) -> list[P
     return [manifest.shard_path(s) for s in infos]
 
 
-def check_data(run_dir: Path, data_dir: Path, split: str, allow_changed: bool = False) -> identity.DataCheck:
-    """The scored split against the data the run was trained on (run.json "dataset").
+def check_data(run_dir: Path, data_dir: Path, split: str, allow_trained: bool = False) -> identity.DataCheck:
+    """The scored split against the data the run was trained on: the run's own split (run.json "dataset")
+    is "same"; other data is checked game by game against RUN/trained-games.npz (game_keys.py): "foreign"
+    when none of its games is one the run trained on, else refused. A run without that file (trained
+    before runs recorded their games) can only tell its own data: other data is "changed", refused.
 
     Raises:
-        RunError: its games differ and not `allow_changed`: one line naming both datasets and the flag.
+        RunError: scored games the run trained on (or, for a run without trained games, other data) and
+            not `allow_trained`: one line naming the dataset, the counts and the flag.
     """
     splits = shards.SPLITS if split == "all" else (split,)
-    current = identity.dataset_identity(shards.read_manifest(data_dir), splits)
+    manifest = shards.read_manifest(data_dir)
+    current = identity.dataset_identity(manifest, splits)
+    info = run_files.read_run_json(run_dir)
     try:
-        check = identity.compare(run_files.read_run_json(run_dir).get(run_files.KEY_DATASET), current, splits)
+        check = identity.compare(info.get(run_files.KEY_DATASET), current, splits)
     except ValueError as exc:
         raise RunError(f"{run_dir / run_files.RUN_JSON}: {run_files.KEY_DATASET}: {exc}") from exc
+    if check.status == "same":
+        return check
+    trained = game_keys.read_trained_games(run_dir) or _trained_from_datasets(run_dir, info)
+    if trained is None:
+        return _check_by_identity(run_dir, data_dir, split, check, allow_trained)
+    return _check_by_games(run_dir, manifest, current, splits, trained, allow_trained)
+
+
+def _trained_from_datasets(run_dir: Path, info: dict[str, Any]) -> game_keys.TrainedGames | None:
+    """A run without RUN/trained-games.npz: its trained games from the datasets it trained on (run.json
+    "dataset" and the "from" of each data change), when they are all still there, unchanged."""
+    history = info.get(run_files.KEY_HISTORY)
+    identities = [entry.get("from") for entry in (history if isinstance(history, list) else [])
+                  if isinstance(entry, dict)]
+    trained = game_keys.trained_games_from_datasets([*identities, info.get(run_files.KEY_DATASET)])
+    if trained is not None:
+        log.info("%s has no %s (trained before runs recorded their games): its %s read from the data it "
+                 "trained on, unchanged since", run_dir, run_files.TRAINED_GAMES,
+                 plural(trained.games, "trained game"))
+    return trained
+
+
+def _check_by_games(run_dir: Path, manifest: shards.Manifest, current: identity.DatasetIdentity,
+                    splits: Sequence[str], trained: game_keys.TrainedGames,
+                    allow_trained: bool) -> identity.DataCheck:
+    """Another dataset (or the run's, converted again) against the games the run trained on."""
+    start = time.perf_counter()
+    overlap = game_keys.overlap(game_keys.split_keys(manifest, splits), trained)
+    where = f"the {' and '.join(splits)} split{'s' if len(splits) > 1 else ''} of dataset {current.data_dir}"
+    counts = {"games": overlap.games, "positions": overlap.positions, "trained_games": overlap.trained_games,
+              "trained_positions": overlap.trained_positions, "run_games": trained.games,
+              "run_digest": trained.digest()}
+    log.info("%s: %s checked against the run's %s (%.2f s)", current.data_dir,
+             plural(overlap.games, "game"), plural(trained.games, "trained game"),
+             time.perf_counter() - start)
+    if not overlap.trained_games:
+        return identity.DataCheck("foreign", f"{where} ({current.describe(splits)}): none of its "
+                                  f"{plural(overlap.games, 'game')} is one the run trained on", None, current,
+                                  counts)
+    detail = f"the run trained on {overlap.text()} of {where} ({current.describe(splits)})"
+    if not allow_trained:
+        raise RunError(f"{run_dir}: {detail}. Pass {run_files.ALLOW_TRAINED_GAMES} to score anyway (the "
+                       "output is labelled)")
+    log.warning("TRAINED GAMES scored: %s (%s: the output is labelled)", detail,
+                run_files.ALLOW_TRAINED_GAMES)
+    return identity.DataCheck("overlap", detail, None, current, counts)
+
+
+def _check_by_identity(run_dir: Path, data_dir: Path, split: str, check: identity.DataCheck,
+                       allow_changed: bool) -> identity.DataCheck:
+    """A run without RUN/trained-games.npz whose training data is gone or changed: its own data only (the
+    data identity), as before."""
+    old = (f"; {run_dir} has no {run_files.TRAINED_GAMES} (trained before runs recorded their games) and "
+           "the data it trained on changed or moved since, so it cannot tell another dataset's games from "
+           "those it trained on")
     if check.status == "unknown":
         log.warning("%s records no dataset identity (trained before runs recorded one): cannot check that %s "
                     "holds the %s split it was trained with", run_dir, data_dir, split)
     elif check.changed and not allow_changed:
-        raise RunError(identity.refusal(str(run_dir), check, run_files.ALLOW_CHANGED_DATA,
-                                        "score anyway (the output is labelled)"))
+        raise RunError(f"{run_dir} was trained on {check.detail}{old}. Pass {run_files.ALLOW_CHANGED_DATA} "
+                       "to score anyway (the output is labelled).")
     elif check.changed:
-        log.warning("DATA CHANGED since training: %s (%s: the output is labelled)", check.detail,
+        log.warning("DATA CHANGED since training: %s%s (%s: the output is labelled)", check.detail, old,
                     run_files.ALLOW_CHANGED_DATA)
     return check
 
@@ -365,8 +435,8 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     runs twice per position); recorded as the result's "mirror_average".
     verify_shards: check the split's shards against the manifest with their full sha256 (a cheap check of
     size, counts, schema and shapes is always made before the model is loaded).
-    allow_changed_data: score a split whose games differ from those the run was trained with (check_data),
-    the result labelled (data_check).
+    allow_changed_data: score a split holding games the run trained on (or, for a run without its trained
+    games, other data than its own: check_data), the result labelled (data_check).
     """
     run_dir = run_files.check_run_dir(run_dir)
     data_dir = run_files.data_dir(run_dir, data)
@@ -396,7 +466,8 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
                   positions_per_s=round(result["positions"] / seconds, 1) if seconds > 0 else None)
     games = sum(s.games for s in check.current.splits.values())
     result.update(games=games, dataset=check.current.to_dict(),
-                  data_check={"status": check.status, "detail": check.detail},
+                  data_check={"status": check.status, "detail": check.detail,
+                              **({"games": check.games} if check.games else {})},
                   warnings=small_data_warnings(split, games))
     run_files.write_json_atomic(run_files.eval_path(run_dir, split), result, allow_nan=False)
     return result
@@ -468,7 +539,7 @@ def format_table(result: dict[str, Any]) -> str:
     averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
     lines += [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
-             f"{result['draws']['positions']} draws{averaged})"), "",
+             f"{result['draws']['positions']} draws{averaged})"), eval_rows.data_line(result), "",
              f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   "
              f"{'loss 95%':<16}{'accuracy 95%':<16}"]
     rows = [("model", result)] + [(BASELINE_LABELS[n], b[n]) for n in BASELINE_NAMES if n in b]

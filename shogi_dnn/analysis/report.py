@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn.analysis import scoring
-from shogi_dnn.analysis.eval_rows import (REPORT_LABELS, comparison_lines, format_number as _n,
-                                          format_with_interval, predictor_rows)
+from shogi_dnn.analysis.eval_rows import (OTHER_DATA, REPORT_LABELS, comparison_lines, format_number as _n,
+                                          data_line, format_with_interval, predictor_rows)
 from shogi_dnn.analysis.report_checks import check_evals, plan_check
 from shogi_dnn.analysis.report_plots import make_plots
 from shogi_dnn.analysis.tower_diagnosis import (LAST_WINDOW, TowerFlag, device_kind, device_label,
@@ -178,7 +178,7 @@ def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) 
     lines = ["", f"## Evaluation: {split}", "", *(f"> **WARNING**: {line}\n" for line in labels),
              (f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
               f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive "
-              "positions."), "",
+              "positions."), *_data_lines(result), "",
              f"| predictor | loss{intervals} | accuracy{intervals} | Brier | ECE |", "|---|---|---|---|---|"]
     model = "model (mirror-averaged)" if result.get("mirror_average") else "model"
     for name, row in predictor_rows(result, model, REPORT_LABELS):
@@ -191,6 +191,12 @@ def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) 
     if extra:
         lines += [""] + [f"- {line}" for line in extra]
     return lines + _eval_tower_lines(result)
+
+
+def _data_lines(result: dict[str, Any]) -> list[str]:
+    """Scored on data other than the run's own: the line naming it (eval_rows.data_line)."""
+    status = (result.get("data_check") or {}).get("status")
+    return ["", f"Scored on {data_line(result)[len('data '):]}."] if status in OTHER_DATA else []
 
 
 def _engine_line(result: dict[str, Any]) -> list[str]:

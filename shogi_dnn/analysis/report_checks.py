@@ -5,6 +5,8 @@ Data (check_evals): each eval-<split>.json records the identity of the data it s
 scored on data other than what the run now says it trains on (run.json "dataset": the run was resumed on
 other data with --data-changed after the evaluation) is refused in one line unless --allow-changed-data,
 and labelled DATA CHANGED in report.md and the summary then, as is one that evaluate scored with that flag.
+One that evaluate checked game by game (another dataset: data_check "foreign" or "overlap") is refused the
+same way when the run has trained on other games since (RUN/trained-games.npz changed: game_keys.py).
 Evaluations or runs from before identities were recorded are reported, with one line saying so.
 
 Plan (plan_check): the positions/s that `shogi-dnn plan`'s throughput fit predicts for the run's towers
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.dataset import identity, shards
+from shogi_dnn.dataset import game_keys, identity, shards
 from shogi_dnn.errors import RunError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import throughput
@@ -86,10 +88,9 @@ def check_evals(run_dir: str | Path, evals: dict[str, dict[str, Any]], allow_cha
         if changed is None:
             continue
         if not allow_changed_data:
-            raise RunError(f"{run_files.eval_path(run_dir, split)} was scored on {changed}, and the run "
-                           "trains on the latter now: evaluate again, or pass "
+            raise RunError(f"{run_files.eval_path(run_dir, split)} was {changed}: evaluate again, or pass "
                            f"{run_files.ALLOW_CHANGED_DATA} to report it anyway (labelled)")
-        labels[split].append(f"DATA CHANGED: scored on {changed}, and the run trains on the latter now")
+        labels[split].append(f"DATA CHANGED: {changed}")
     if unknown and say_unknown:
         log.warning("%s: the data of %s cannot be checked against the run's (no dataset identity recorded: "
                     "scored or trained before runs recorded one)", run_dir, ", ".join(unknown))
@@ -97,18 +98,33 @@ def check_evals(run_dir: str | Path, evals: dict[str, dict[str, Any]], allow_cha
 
 
 def _data_change(run_dir: Path, split: str, result: dict[str, Any], trained: dict[str, Any]) -> str | None:
-    """How the data an evaluation scored differs from the run's now (identity.compare's detail), or None
-    when it does not, or when evaluate scored it with --allow-changed-data (labelled already).
+    """How the data an evaluation scored differs from the run's now, in words, or None when it does not,
+    or when evaluate scored it with --allow-changed-data (labelled already). An evaluation checked game by
+    game (data_check "foreign" or "overlap") is out of date when the run has trained on other games since.
 
     Raises:
         RunError: an identity that cannot be read.
     """
-    if (result.get("data_check") or {}).get("status") == "changed":
+    check = result.get("data_check") or {}
+    if check.get("status") == "changed":
         return None
+    if check.get("status") in ("foreign", "overlap"):
+        return _games_change(run_dir, check.get("games") or {})
     splits = shards.SPLITS if split == "all" else (split,)
     try:
         check = identity.compare(result[run_files.KEY_DATASET], identity.DatasetIdentity.from_dict(trained),
                                  splits)
     except ValueError as exc:
         raise RunError(f"{run_dir / run_files.RUN_JSON} or eval-{split}.json: dataset: {exc}") from exc
-    return check.detail if check.changed else None
+    return f"scored on {check.detail}, and the run trains on the latter now" if check.changed else None
+
+
+def _games_change(run_dir: Path, games: dict[str, Any]) -> str | None:
+    """'checked against the 40 games the run had trained on; it has trained on 72 since ...', or None when
+    the run's trained games (game_keys.py) are those the evaluation was checked against."""
+    trained = game_keys.read_trained_games(run_dir)
+    if trained is None or trained.digest() == games.get("run_digest"):
+        return None
+    return (f"checked against the {games.get('run_games', '?')} games the run had trained on; it has trained "
+            f"on {trained.games:,} since (resumed on other data), some of which may be among the scored "
+            "games")

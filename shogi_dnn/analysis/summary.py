@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn.analysis import scoring
-from shogi_dnn.analysis.eval_rows import (SUMMARY_LABELS, comparison_lines, format_number,
-                                          format_with_interval, predictor_rows)
+from shogi_dnn.analysis.eval_rows import (OTHER_DATA, SUMMARY_LABELS, comparison_lines, format_number,
+                                          data_line, format_with_interval, predictor_rows)
 from shogi_dnn.analysis.report_checks import check_evals
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import RunError, ShogiDnnError
@@ -40,6 +40,8 @@ def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_
     lines = [f"WARNING: {line}" for line in labels]
     lines += [(f"{split} split: model vs baselines (accuracy over decisive positions; lower log loss and ECE "
                f"are better{intervals})")]
+    if (result.get("data_check") or {}).get("status") in OTHER_DATA:
+        lines.append(data_line(result))
     lines += _aligned(_table(result, _games_text(run_dir, split, result)))
     if "policy" in result:          # a model with a policy head: top-1/top-5 over the legal moves
         lines.append(scoring.policy_text(result["policy"]) + " (over the legal moves)")

@@ -1,6 +1,6 @@
 """`shogi-dnn evaluate --run-dir RUN [--data DIR] [--split validation|test|train|all] [--checkpoint NAME]
-[--simulate-devices N] [--no-mirror-average] [--verify-shards] [--allow-changed-data]`: score a run on a
-split, write RUN/eval-<split>.json and print a table."""
+[--simulate-devices N] [--no-mirror-average] [--verify-shards] [--allow-trained-games]`: score a run on a
+split of its dataset or another one, write RUN/eval-<split>.json and print a table."""
 
 from __future__ import annotations
 
@@ -28,10 +28,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--verify-shards", action="store_true",
                         help="check every shard's sha256 against the manifest first (always checked: size, "
                              "schema, split, row and game counts, shapes)")
-    parser.add_argument("--allow-changed-data", action="store_true",
-                        help="score even though the split's games differ from those the run was trained with "
-                             "(the folder converted again, or another --data); the output is labelled "
-                             "DATA CHANGED")
+    parser.add_argument("--allow-trained-games", "--allow-changed-data", dest="allow_trained_games",
+                        action="store_true",
+                        help="score even though the split holds games the run trained on (--data: the "
+                             "folder converted again with another split, or records it was trained on); the "
+                             "output is labelled TRAINED GAMES with their count. Another dataset without "
+                             "such games needs no flag. A run trained before runs recorded their games: "
+                             "score data other than its own (labelled DATA CHANGED)")
     args = parser.parse_args(argv)
     if args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
         raise ConfigError(f"--split {args.split!r}: must be one of {', '.join(EVAL_SPLITS)}")
@@ -45,7 +48,7 @@ def main(argv: list[str]) -> int:
     result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint,
                                    args.simulate_devices,
                                    mirror_average=args.mirror_average, verify_shards=args.verify_shards,
-                                   allow_changed_data=args.allow_changed_data)
+                                   allow_changed_data=args.allow_trained_games)
     print(evaluate.format_table(result))
     print(f"\nwrote {evaluate.run_files.eval_path(args.run_dir, args.split)}")
     return 0

@@ -106,13 +106,16 @@ class DataCheck:
     """How the data given now compares with the data a run was trained on.
 
     status: "same", "unknown" (the run records no identity: trained before identities were recorded)
-    or "changed"; detail: what changed, in words ("" unless changed).
+    or "changed"; detail: what changed, in words ("" unless changed). evaluate adds "foreign" (other
+    data, none of its games trained on) and "overlap" (scored with games the run trained on), with
+    `games`: the counts (analysis/evaluate.py, check_data).
     """
 
     status: str
     detail: str = ""
     recorded: DatasetIdentity | None = None
     current: DatasetIdentity | None = None
+    games: dict[str, Any] | None = None
 
     @property
     def changed(self) -> bool:

@@ -10,6 +10,8 @@ a full disk is one line.
                                                             trained on), history (data changes on resume),
                                                             eval_target (evalfit.EvalTarget: λ, a, trust,
                                                             evalfit fit), devices, ...
+  RUN/trained-games.npz         dataset.game_keys           the games trained on (one key a game: evaluate
+                                                            counts the scored games among them)
   RUN/config.json               training.trainer            the resolved Config (config.from_dict reads it)
   RUN/metrics.jsonl             training.run_log            one JSON object per line (kind train | validation)
   RUN/tb/                       training.run_log            TensorBoard events (rebuilt from metrics.jsonl)
@@ -65,6 +67,7 @@ EXPORT_SAVEDMODEL = "saved_model"
 CHECKPOINT_STATE = "state.json"       # inside RUN/checkpoints/ckpt-NNNNNNNN/
 CHECKPOINT_WEIGHTS = "weights"        # tf.train.Checkpoint prefix inside a checkpoint folder
 WRITER_LOCK = "writer.lock"           # the one writer's lock file (locks.py)
+TRAINED_GAMES = "trained-games.npz"   # the keys of the games the run trained on (dataset/game_keys.py)
 KEY_DATASET, KEY_HISTORY = "dataset", "history"     # run.json (and state.json) keys of the data identity
 
 
@@ -205,15 +208,21 @@ def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
 
 
 ALLOW_CHANGED_DATA = "--allow-changed-data"   # evaluate's and report's flag to proceed on changed data
+ALLOW_TRAINED_GAMES = "--allow-trained-games"  # evaluate's flag to score games the run trained on (the old
+                                               # --allow-changed-data is its alias)
 
 
 def eval_labels(result: dict[str, Any]) -> list[str]:
-    """What a reader of an eval-<split>.json must show beside its numbers: DATA CHANGED (scored with
-    --allow-changed-data on data other than the run's: its "data_check") and its "warnings" (too few
-    games)."""
+    """What a reader of an eval-<split>.json must show beside its numbers: TRAINED GAMES (scored with
+    --allow-trained-games on data holding games the run trained on), DATA CHANGED (a run without its
+    trained games, scored with --allow-changed-data on data other than its own: its "data_check") and its
+    "warnings" (too few games)."""
     check = result.get("data_check") or {}
+    status = check.get("status")
     changed = ([f"DATA CHANGED since training, scored with {ALLOW_CHANGED_DATA}: {check.get('detail')}"]
-               if check.get("status") == "changed" else [])
+               if status == "changed" else
+               [f"TRAINED GAMES scored, with {ALLOW_TRAINED_GAMES}: {check.get('detail')}"]
+               if status == "overlap" else [])
     return [*changed, *(str(w) for w in result.get("warnings") or [])]
 
 

@@ -8,7 +8,8 @@ with no position skipped or repeated, with any number of towers at the same glob
 
 The data a run trains on is recorded (run.json and every checkpoint: identity.py); `--resume` on other
 data (another --data, or the same folder converted again) is refused unless `data_changed` is given,
-which is then appended to run.json's "history" (the entry: run_files.py).
+which is then appended to run.json's "history" (the entry: run_files.py). The chief records the keys of
+the games it trains on in RUN/trained-games.npz (game_keys.py: evaluate counts the scored games among them).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import tensorflow as tf
 
 from shogi_dnn import __version__
 from shogi_dnn import config as config_mod
-from shogi_dnn.dataset import identity
+from shogi_dnn.dataset import game_keys, identity
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster
@@ -69,6 +70,8 @@ def start_run(parts: RunParts, options: StartOptions) -> TrainState:
     run_files.write_json_atomic(run_dir / run_files.CONFIG_JSON, parts.config.to_dict(), sort_keys=True)
     run_files.write_json_atomic(run_dir / run_files.RUN_JSON, run_info(parts, options, history_entry),
                                 sort_keys=True)
+    if parts.is_chief:
+        record_trained_games(parts)
     steps = parts.steps
     log.info("%s %s, global batch %d x %s = %d per update, lr %.4g, %s, %s",
              plural(len(parts.devices), "tower"), ",".join(parts.devices), steps.global_batch,
@@ -77,6 +80,15 @@ def start_run(parts: RunParts, options: StartOptions) -> TrainState:
              plural(parts.plan.num_groups, "sample group"), plural(parts.plan.epochs, "epoch"))
     log.info("%s", parts.eval_target.describe())
     return state
+
+
+def record_trained_games(parts: RunParts) -> None:
+    """RUN/trained-games.npz: the keys of the training split's games, added to those already recorded
+    (game_keys.py), so that evaluate can tell the games a run trained on in any dataset."""
+    start = time.perf_counter()
+    trained = game_keys.write_trained_games(parts.run_dir, parts.manifest)
+    log.info("%s: %s trained on (%.2f s)", run_files.TRAINED_GAMES, plural(trained.games, "game"),
+             time.perf_counter() - start)
 
 
 def _restore_newest_valid(parts: RunParts, options: StartOptions,

@@ -1,5 +1,6 @@
-"""evaluate and report against the data a run was trained on (run.json "dataset", identity.py): a split
-converted again with another --val-fraction is refused in one line, scored and labelled with
+"""evaluate and report against the data a run was trained on (run.json "dataset", identity.py), for a run
+without RUN/trained-games.npz (trained before runs recorded their games; with it: test_evaluate_foreign.py):
+a split converted again with another --val-fraction is refused in one line, scored and labelled with
 --allow-changed-data; a run from before identities is scored with one line saying so; fewer than 50
 games warn beside the table and in the JSON; report refuses an evaluation of data the run no longer
 trains on unless --allow-changed-data, and labels it."""
@@ -64,12 +65,14 @@ def test_evaluate_checks_the_split_and_labels_what_it_scores(tmp_path: Path, cap
     d = data.resolve()
     assert err == (f"shogi-dnn evaluate: error: {run} was trained on dataset {d} (manifest {trained.manifest[:8]}, "
                    f"validation {games} games); {d} now has manifest {now.manifest[:8]}, validation "
-                   f"{now.splits['validation'].games} games: its validation split changed (re-converted?). Pass "
-                   "--allow-changed-data to score anyway (the output is labelled).")
+                   f"{now.splits['validation'].games} games: its validation split changed (re-converted?); {run} has "
+                   "no trained-games.npz (trained before runs recorded their games) and the data it trained on "
+                   "changed or moved since, so it cannot tell another dataset's games from those it trained on. "
+                   "Pass --allow-changed-data to score anyway (the output is labelled).")
     # --allow-changed-data: scored, labelled on the console and in the JSON.
     assert cli.main(["evaluate", "--run-dir", str(run), "--allow-changed-data"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    detail = err.split(f"{run} was trained on ", 1)[1].split(". Pass", 1)[0]
+    detail = err.split(f"{run} was trained on ", 1)[1].split(f"; {run} has no", 1)[0]
     assert first == f"WARNING: DATA CHANGED since training, scored with --allow-changed-data: {detail}"
     result = json.loads((run / "eval-validation.json").read_text())
     assert result["data_check"] == {"status": "changed", "detail": detail}

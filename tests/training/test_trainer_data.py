@@ -1,17 +1,20 @@
 """The data a run trains on: recorded in run.json and every checkpoint (identity.py); `--resume` on other
 data refused in one line naming both, allowed with data_changed (--data-changed) and then written to
-run.json's history; a run from before identities were recorded resumes on its own folder with a warning."""
+run.json's history; a run from before identities were recorded resumes on its own folder with a warning.
+The chief records the games it trains on (RUN/trained-games.npz, game_keys.py): those of both datasets after
+a change."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from shogi_dnn.dataset import identity, shards
+from shogi_dnn.dataset import game_keys, identity, shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import checkpoints
 from shogi_dnn.training.devices import make_strategy
@@ -48,6 +51,8 @@ def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path,
     run = tmp_path / "run"
     train(CONFIG, a, run, devices=1, stop_after=1)
     assert run_json(run)["dataset"] == ident_a.to_dict() and run_json(run)["history"] == []
+    keys_a = game_keys.split_keys(shards.read_manifest(a), ("train",)).keys
+    assert game_keys.read_trained_games(run).keys.tolist() == np.unique(keys_a).tolist()   # the games trained on
     newest = checkpoints.find_checkpoint(run)
     assert checkpoints.read_dataset(newest) == ident_a.to_dict()
 
@@ -84,6 +89,10 @@ def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path,
     assert entry["command"] == "shogi-dnn train ... --resume --data-changed"
     assert checkpoints.read_dataset(checkpoints.find_checkpoint(run)) == ident_b.to_dict()
     assert (run / "model.keras").is_file()
+    keys_b = game_keys.split_keys(shards.read_manifest(b), ("train",)).keys     # the games of both trained on
+    trained = game_keys.read_trained_games(run)
+    assert trained.keys.tolist() == np.unique([*keys_a, *keys_b]).tolist()
+    assert trained.manifests == (ident_a.manifest, ident_b.manifest)
 
 
 def test_data_changed_goes_with_resume(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
