@@ -538,8 +538,8 @@ def format_table(result: dict[str, Any]) -> str:
     b = result["baselines"]
     averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
-    lines += [(f"split {result['split']}: {result['positions']} positions ({result['decisive']} decisive, "
-             f"{result['draws']['positions']} draws{averaged})"), eval_rows.data_line(result), "",
+    lines += [(f"split {result['split']}: {result['positions']:,} positions ({result['decisive']:,} decisive, "
+             f"{result['draws']['positions']:,} draws{averaged})"), eval_rows.data_line(result), "",
              f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   "
              f"{'loss 95%':<16}{'accuracy 95%':<16}"]
     rows = [("model", result)] + [(BASELINE_LABELS[n], b[n]) for n in BASELINE_NAMES if n in b]
@@ -554,14 +554,14 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"\nengine: sigmoid(eval / a), a = {engine['scale']:.0f} cp/logit fitted on the "
                      f"training split ({engine['train_coverage']:.1%} of its positions evaluated); "
                      f"evaluations on {engine['coverage']:.1%} of these positions "
-                     f"({evaluated['positions']} positions, "
-                     f"{evaluated['games']} games: the 'evaluated' rows), p = 0.5 elsewhere")
+                     f"({evaluated['positions']:,} positions, "
+                     f"{evaluated['games']:,} games: the 'evaluated' rows), p = 0.5 elsewhere")
     boot = result.get("bootstrap")
     if boot:
         lines.append("")
         lines += [scoring.comparison_text(_comparison_label(n), c, boot["level"])
                   for n, c in result["comparisons"].items()]
-        lines.append(f"(intervals: {boot['level']:.0%}, bootstrap over {boot['games']} games, "
+        lines.append(f"(intervals: {boot['level']:.0%}, bootstrap over {boot['games']:,} games, "
                      f"{boot['resamples']} resamples, seed {boot['seed']}; "
                      "'not resolved': the interval contains 0)")
     if "free_capture" in result:
@@ -572,17 +572,17 @@ def format_table(result: dict[str, Any]) -> str:
     kind = device_kind([g["device"] for g in result["per_gpu"]])     # GPU, CPU, or device when mixed
     lines += ["", f"{'per ' + ('tower' if kind == 'device' else kind):40}{'positions':>10}{'loss':>8}"
               f"{'accuracy':>10}"]
-    lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10}{_f(g['loss'])}"
+    lines += [f"{g['device'].split('device:')[-1]:40}{g['positions']:>10,}{_f(g['loss'])}"
               f"{_f(g['accuracy'], 10)}" for g in result["per_gpu"]]
     spread = result["per_gpu_spread"]
     lines.append(f"{'spread (max - min)':40}{'':>10}{_f(spread['loss'])}{_f(spread['accuracy'], 10)}")
     for title, rows_ in (("ply", result["by_ply"]), ("rating", result["by_rating"])):
         if rows_:
             lines += ["", f"{'by ' + title:16}{'positions':>10}{'loss':>8}{'accuracy':>10}"]
-            lines += [f"{_range(r):16}{r['positions']:>10}{_f(r['loss'])}{_f(r['accuracy'], 10)}"
+            lines += [f"{_range(r):16}{r['positions']:>10,}{_f(r['loss'])}{_f(r['accuracy'], 10)}"
                       for r in rows_]
     lines += ["", f"{'calibration':16}{'positions':>10}{'mean p':>8}{'observed':>10}"]
-    lines += [f"{r['lo']:.1f}-{r['hi']:.1f}{'':9}{r['positions']:>10}{_f(r['mean_prob'])}"
+    lines += [f"{r['lo']:.1f}-{r['hi']:.1f}{'':9}{r['positions']:>10,}{_f(r['mean_prob'])}"
               f"{_f(r['mean_label'], 10)}" for r in result["reliability"]]
     return "\n".join(lines)
 

@@ -159,7 +159,7 @@ def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
     for name, s in data["splits"].items():
         n = max(1, s["positions"])
         share = [f"{100 * s['labels'].get(k, 0) / n:7.1f}%" for k in ("win", "loss", "draw")]
-        lines.append(f"{name:<11}{s['shards']:>7}{s['games']:>9}{s['positions']:>11}{''.join(share)}"
+        lines.append(f"{name:<11}{s['shards']:>7}{s['games']:>9,}{s['positions']:>11,}{''.join(share)}"
                      f"{s['mean_moves']:>12}")
     endings: collections.Counter = collections.Counter()
     winners: collections.Counter = collections.Counter()
