@@ -265,6 +265,10 @@ def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard
                                       if peer["wall_median"] else 0.0)}
 
 
+def _ratio(ours: float, peer: float) -> float:
+    return ours / peer if peer else 0.0
+
+
 def format_peer(result: dict[str, Any], script: str | None) -> str:
     peer_name = script or "dlshogi-style on cshogi (shogi_dnn/bench/peer_hcpe.py)"
     lines = [f"{'run':>4}{'peer positions':>16}{'peer cpu s':>11}{'pos/cpu-s':>11}{'wall s':>8}"
@@ -272,9 +276,10 @@ def format_peer(result: dict[str, Any], script: str | None) -> str:
              f"{'wall ratio':>11}"]
     for i, run in enumerate(result["runs"], 1):
         peer, ours = run["peer"], run["ours"]
-        cpu_ratio = ours["positions_per_cpu_s"] / peer["positions_per_cpu_s"] if peer["positions_per_cpu_s"] else 0
-        wall_ratio = ours["positions_per_s"] / peer["positions_per_s"] if peer["positions_per_s"] else 0
-        lines.append(f"{i:>4}{peer['positions']:>16,}{peer['cpu_s']:>11.3f}{peer['positions_per_cpu_s']:>11,.0f}"
+        cpu_ratio = _ratio(ours["positions_per_cpu_s"], peer["positions_per_cpu_s"])
+        wall_ratio = _ratio(ours["positions_per_s"], peer["positions_per_s"])
+        lines.append(f"{i:>4}{peer['positions']:>16,}{peer['cpu_s']:>11.3f}"
+                     f"{peer['positions_per_cpu_s']:>11,.0f}"
                      f"{peer['wall_s']:>8.3f}{ours['positions']:>16,}{ours['cpu_s']:>11.3f}"
                      f"{ours['positions_per_cpu_s']:>11,.0f}{ours['wall_s']:>8.3f}{cpu_ratio:>10.2f}"
                      f"{wall_ratio:>11.2f}")
