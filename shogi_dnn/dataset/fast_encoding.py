@@ -24,16 +24,22 @@ conversion time of a small corpus.)
       features.pack_positions into out [N, 40] / [N, 5] uint8. Returns -1, or the first row holding
       more pieces of a kind than one set (or an invalid code).
 
+  fourfold_rows(pieces, promoted, first_turn) -> int
+      The index of the first row of a game's packed rows (replay_game's pieces [N, 40] / promoted [N, 5];
+      row i's side to move: first_turn + i, mod 2) that is the same position as three earlier rows, or
+      -1: features.first_fourfold on the packed rows, in one pass with a hash table (convert asks it of
+      every game: features.repeated_games).
+
 All arrays C-contiguous, of exactly those sizes (else ValueError).
 """
 
 from __future__ import annotations
 
 try:
-    from shogi_dnn.dataset._encode import pack_rows, replay_game
+    from shogi_dnn.dataset._encode import fourfold_rows, pack_rows, replay_game
 except ImportError:                          # no compiler at install time: features.py's numpy path
-    pack_rows = replay_game = None
+    fourfold_rows = pack_rows = replay_game = None
 
 AVAILABLE = pack_rows is not None
 
-__all__ = ["AVAILABLE", "pack_rows", "replay_game"]
+__all__ = ["AVAILABLE", "fourfold_rows", "pack_rows", "replay_game"]

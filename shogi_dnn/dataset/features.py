@@ -257,10 +257,18 @@ def repeated_games(games: list[EncodedGame]) -> list[int]:
     move): a superset of those where it does (first_fourfold tells). One sort for all the games: each
     position's key is the sum of its packed row's 64-bit words (or its board's and hands' bytes), its
     side to move and its game's index times an odd constant; equal positions of a game have equal keys.
+    With the compiled kernels and packed rows (convert's games), fast_encoding.fourfold_rows instead:
+    one hashed pass a game (a sixth of the sort's time), giving exactly the games with a fourfold one.
     """
     long = [game for game in games if len(game) >= 13]         # four occurrences need 12 moves
     if not long:
         return []
+    if fast_encoding.AVAILABLE and all(g.pieces is not None and g.promoted is not None for g in long):
+        # compiled: each game's packed rows in one hashed pass, exactly the games with a fourfold one
+        fourfold = fast_encoding.fourfold_rows
+        return [i for i, game in enumerate(games) if len(game) >= 13
+                and fourfold(np.ascontiguousarray(game.pieces), np.ascontiguousarray(game.promoted),
+                             int(game.turn[0])) >= 0]
     index = np.fromiter((i for i, game in enumerate(games) if len(game) >= 13), np.int64, len(long))
     owner = np.repeat(index, [len(game) for game in long])
     if all(game.pieces is not None for game in long):

@@ -66,3 +66,33 @@ def test_convert_cuts_refuses_and_reports_by_kind() -> None:
     assert len(result.games) == 1 and len(result.games[0].positions) == 13
     assert result.skipped[SKIP_REPETITION] == 1
     assert result.fidelity == {"repetition:cut_sennichite": 1, "repetition:unconfirmed_claim": 1}
+
+
+def test_compiled_fourfold_rows_agree_with_first_fourfold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fast_encoding.fourfold_rows (one hashed pass over the packed rows, issue 32) finds what
+    first_fourfold finds from the boards; repeated_games names those games, a subset of the numpy sort's."""
+    import numpy as np
+
+    from shogi_dnn.dataset import fast_encoding
+    from tests.support.kifugen import random_games
+    if not fast_encoding.AVAILABLE:
+        pytest.skip("the C extension is not built")
+    records = [one(csa(CYCLE * 3 + ["+7776FU"], "%TORYO")), one(csa(CYCLE * 2 + ["+7776FU"], "%TORYO")),
+               one(csa(["+7776FU", "-3334FU", *CYCLE * 3], "%TORYO")),
+               *[g for g in random_games(3, 30) if g.has_result]]
+    games = [encode_game(r) for r in records]
+    for game in games:
+        found = fast_encoding.fourfold_rows(game.pieces, game.promoted, int(game.turn[0]))
+        assert found == first_fourfold(game)
+    assert [first_fourfold(g) for g in games[:3]] == [12, -1, 14]
+    compiled = repeated_games(games)
+    monkeypatch.setattr(fast_encoding, "AVAILABLE", False)
+    assert set(compiled) <= set(repeated_games(games)) and compiled[:2] == [0, 2]
+    assert compiled == [i for i, g in enumerate(games) if first_fourfold(g) >= 0]
+    # the side to move counts: the same rows every ply are a fourfold one at row 6 (rows 0, 2, 4, 6)
+    rows, flags = np.zeros((9, 40), np.uint8), np.zeros((9, 5), np.uint8)
+    assert fast_encoding.fourfold_rows(rows, flags, 1) == 6
+    flags[4:6, 0] = 1                                             # a promoted piece: other positions
+    assert fast_encoding.fourfold_rows(rows, flags, 0) == 8
+    with pytest.raises(ValueError, match="promoted"):
+        fast_encoding.fourfold_rows(rows, flags[:3], 0)
