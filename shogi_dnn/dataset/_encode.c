@@ -775,6 +775,122 @@ static PyObject *fourfold_rows(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(result);
 }
 
+/* csa_eval_run(text, offset, number, moves_before, evals) -> (characters, lines, moves, move_lines)
+ *
+ * From `offset` of `text` (a str; line `number` starts there), the longest run of lines that are each a
+ * well-formed CSA move (as csa_move_lines: `+7776FU` and "\n") or an engine's evaluation comment in its
+ * plain form: `'**`, ASCII spaces, an optional sign and 1 to 9 ASCII digits, then "\n" or an ASCII space
+ * and anything up to "\n" (the PV). Anything else ends the run (the reader's own path reads it). Each
+ * comment's score, clipped to +-32000 (evals.clip_eval), goes into the dict `evals` under the number of
+ * moves before it (moves_before + the run's moves so far) unless that key is there already (setdefault,
+ * what csa._read_eval does). Returns the characters and lines read, the moves' text (each move and
+ * "\n") and each move's line number. */
+static int eval_line(int kind, const void *data, Py_ssize_t at, Py_ssize_t length, Py_ssize_t *end,
+                     long *score) {
+    if (at + 3 > length || PyUnicode_READ(kind, data, at) != '\'' || PyUnicode_READ(kind, data, at + 1) != '*'
+        || PyUnicode_READ(kind, data, at + 2) != '*')
+        return 0;
+    Py_ssize_t i = at + 3;
+    while (i < length && PyUnicode_READ(kind, data, i) == ' ')
+        i++;
+    int negative = 0, digits = 0;
+    long value = 0;
+    if (i < length && (PyUnicode_READ(kind, data, i) == '+' || PyUnicode_READ(kind, data, i) == '-'))
+        negative = PyUnicode_READ(kind, data, i++) == '-';
+    while (i < length && PyUnicode_READ(kind, data, i) >= '0' && PyUnicode_READ(kind, data, i) <= '9') {
+        if (++digits > 9)
+            return 0;
+        value = value * 10 + (long)(PyUnicode_READ(kind, data, i++) - '0');
+    }
+    if (digits == 0 || i >= length)
+        return 0;
+    Py_UCS4 after = PyUnicode_READ(kind, data, i);
+    if (after == ' ') {
+        while (i < length && PyUnicode_READ(kind, data, i) != '\n')
+            i++;
+        if (i >= length)
+            return 0;
+    } else if (after != '\n') {
+        return 0;
+    }
+    if (value > 32000)
+        value = 32000;
+    *score = negative ? -value : value;
+    *end = i + 1;                                        /* past the "\n" */
+    return 1;
+}
+
+static inline int move_line(int kind, const void *data, Py_ssize_t at, Py_ssize_t length) {
+    if (at + 8 > length)
+        return 0;
+    Py_UCS4 c[8];
+    for (int i = 0; i < 8; i++)
+        c[i] = PyUnicode_READ(kind, data, at + i);
+    return (c[0] == '+' || c[0] == '-') && c[1] >= '0' && c[1] <= '9' && c[2] >= '0' && c[2] <= '9'
+           && c[3] >= '0' && c[3] <= '9' && c[4] >= '0' && c[4] <= '9' && c[5] >= 'A' && c[5] <= 'Z'
+           && c[6] >= 'A' && c[6] <= 'Z' && c[7] == '\n';
+}
+
+static PyObject *csa_eval_run(PyObject *self, PyObject *args) {
+    PyObject *text, *evals;
+    Py_ssize_t offset, number, before;
+    if (!PyArg_ParseTuple(args, "UnnnO!", &text, &offset, &number, &before, &PyDict_Type, &evals))
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), at = offset < 0 ? 0 : offset, lines = 0, moves = 0;
+    PyObject *lines_of = PyList_New(0);
+    char *buffer = NULL;
+    Py_ssize_t capacity = 0;
+    if (lines_of == NULL)
+        return NULL;
+    for (;;) {
+        Py_ssize_t end;
+        long score;
+        if (move_line(kind, data, at, length)) {
+            if (8 * (moves + 1) > capacity) {
+                capacity = capacity ? 2 * capacity : 8 * 256;
+                char *grown = PyMem_Realloc(buffer, (size_t)capacity);
+                if (grown == NULL)
+                    goto fail;
+                buffer = grown;
+            }
+            for (int i = 0; i < 8; i++)
+                buffer[8 * moves + i] = (char)PyUnicode_READ(kind, data, at + i);
+            PyObject *line = PyLong_FromSsize_t(number + lines);
+            if (line == NULL || PyList_Append(lines_of, line) < 0) {
+                Py_XDECREF(line);
+                goto fail;
+            }
+            Py_DECREF(line);
+            moves++;
+            at += 8;
+        } else if (eval_line(kind, data, at, length, &end, &score)) {
+            PyObject *key = PyLong_FromSsize_t(before + moves), *value = PyLong_FromLong(score);
+            PyObject *kept = (key && value) ? PyDict_SetDefault(evals, key, value) : NULL;
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            if (kept == NULL)
+                goto fail;
+            at = end;
+        } else {
+            break;
+        }
+        lines++;
+    }
+    PyObject *text_of = PyUnicode_DecodeASCII(buffer ? buffer : "", 8 * moves, NULL);
+    PyMem_Free(buffer);
+    if (text_of == NULL) {
+        Py_DECREF(lines_of);
+        return NULL;
+    }
+    return Py_BuildValue("nnNN", at - (offset < 0 ? 0 : offset), lines, text_of, lines_of);
+fail:
+    PyMem_Free(buffer);
+    Py_DECREF(lines_of);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
      "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, "
@@ -784,6 +900,8 @@ static PyMethodDef methods[] = {
      "csa_move_lines(text, offset) -> consecutive well-formed CSA move lines from offset"},
     {"fourfold_rows", fourfold_rows, METH_VARARGS,
      "fourfold_rows(pieces, promoted, first_turn) -> the first row occurring the fourth time, or -1"},
+    {"csa_eval_run", csa_eval_run, METH_VARARGS,
+     "csa_eval_run(text, offset, number, moves_before, evals) -> (characters, lines, moves, move_lines)"},
     {"play_csa", play_csa, METH_VARARGS,
      "play_csa(board, hands, turn, tokens, codes) -> moves played (board and hands updated in place)"},
     {NULL, NULL, 0, NULL},
