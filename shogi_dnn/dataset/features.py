@@ -435,10 +435,20 @@ def game_evals(evals, count: int) -> np.ndarray:
         return out
     if len(evals) != count:
         raise ValueError(f"{len(evals)} evaluations for {count} positions")
-    for i, value in enumerate(evals):
-        if value is not None:
-            out[i] = max(-MATE_EVAL, min(MATE_EVAL, int(value)))
+    # A few numpy calls for the game, not one assignment per position (the readers give ints).
+    values = np.array([_NO_EVAL if value is None else value for value in evals])
+    absent = values == _NO_EVAL
+    if values.dtype.kind != "i" or int(np.count_nonzero(absent)) != evals.count(None):
+        for i, value in enumerate(evals):          # floats, ints beyond 64 bits: one by one
+            if value is not None:
+                out[i] = max(-MATE_EVAL, min(MATE_EVAL, int(value)))
+        return out
+    out = np.minimum(np.maximum(values, -MATE_EVAL), MATE_EVAL).astype(np.int16)
+    out[absent] = EVAL_NONE
     return out
+
+
+_NO_EVAL = -(1 << 62)          # game_evals' stand-in for None
 
 
 def check_piece_set(board: np.ndarray, hands: np.ndarray) -> None:
