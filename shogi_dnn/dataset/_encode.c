@@ -784,7 +784,7 @@ static PyObject *fourfold_rows(PyObject *self, PyObject *args) {
  * comment's score, clipped to +-32000 (evals.clip_eval), goes into the dict `evals` under the number of
  * moves before it (moves_before + the run's moves so far) unless that key is there already (setdefault,
  * what csa._read_eval does). Returns the characters and lines read, the moves' text (each move and
- * "\n") and each move's line number. */
+ * "\n") and each move's line number (None without comments: the lines from `number` on). */
 static int eval_line(int kind, const void *data, Py_ssize_t at, Py_ssize_t length, Py_ssize_t *end,
                      long *score) {
     if (at + 3 > length || PyUnicode_READ(kind, data, at) != '\'' || PyUnicode_READ(kind, data, at + 1) != '*'
@@ -838,31 +838,12 @@ static PyObject *csa_eval_run(PyObject *self, PyObject *args) {
         return NULL;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text), at = offset < 0 ? 0 : offset, lines = 0, moves = 0;
-    PyObject *lines_of = PyList_New(0);
-    char *buffer = NULL;
-    Py_ssize_t capacity = 0;
-    if (lines_of == NULL)
-        return NULL;
-    for (;;) {
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), start = offset < 0 ? 0 : offset, at = start;
+    Py_ssize_t lines = 0, moves = 0, comments = 0;
+    for (;; lines++) {                                   /* the run's extent; the scores into `evals` */
         Py_ssize_t end;
         long score;
         if (move_line(kind, data, at, length)) {
-            if (8 * (moves + 1) > capacity) {
-                capacity = capacity ? 2 * capacity : 8 * 256;
-                char *grown = PyMem_Realloc(buffer, (size_t)capacity);
-                if (grown == NULL)
-                    goto fail;
-                buffer = grown;
-            }
-            for (int i = 0; i < 8; i++)
-                buffer[8 * moves + i] = (char)PyUnicode_READ(kind, data, at + i);
-            PyObject *line = PyLong_FromSsize_t(number + lines);
-            if (line == NULL || PyList_Append(lines_of, line) < 0) {
-                Py_XDECREF(line);
-                goto fail;
-            }
-            Py_DECREF(line);
             moves++;
             at += 8;
         } else if (eval_line(kind, data, at, length, &end, &score)) {
@@ -871,24 +852,43 @@ static PyObject *csa_eval_run(PyObject *self, PyObject *args) {
             Py_XDECREF(key);
             Py_XDECREF(value);
             if (kept == NULL)
-                goto fail;
+                return NULL;
+            comments++;
             at = end;
         } else {
             break;
         }
-        lines++;
     }
-    PyObject *text_of = PyUnicode_DecodeASCII(buffer ? buffer : "", 8 * moves, NULL);
-    PyMem_Free(buffer);
-    if (text_of == NULL) {
-        Py_DECREF(lines_of);
+    if (comments == 0)                  /* moves alone: their text as it is, consecutive line numbers */
+        return Py_BuildValue("nnNO", at - start, lines, PyUnicode_Substring(text, start, at), Py_None);
+    PyObject *moves_text = PyUnicode_New(8 * moves, 127), *lines_of = PyList_New(moves);
+    if (moves_text == NULL || lines_of == NULL) {
+        Py_XDECREF(moves_text);
+        Py_XDECREF(lines_of);
         return NULL;
     }
-    return Py_BuildValue("nnNN", at - (offset < 0 ? 0 : offset), lines, text_of, lines_of);
-fail:
-    PyMem_Free(buffer);
-    Py_DECREF(lines_of);
-    return NULL;
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(moves_text);
+    Py_ssize_t move = 0, line = 0;
+    for (Py_ssize_t i = start; i < at; line++) {         /* again: the moves' text and line numbers */
+        if (PyUnicode_READ(kind, data, i) == '\'') {
+            while (PyUnicode_READ(kind, data, i) != '\n')
+                i++;
+            i++;
+            continue;
+        }
+        for (int c = 0; c < 8; c++)
+            out[8 * move + c] = (Py_UCS1)PyUnicode_READ(kind, data, i + c);
+        PyObject *number_of = PyLong_FromSsize_t(number + line);
+        if (number_of == NULL) {
+            Py_DECREF(moves_text);
+            Py_DECREF(lines_of);
+            return NULL;
+        }
+        PyList_SET_ITEM(lines_of, move, number_of);
+        move++;
+        i += 8;
+    }
+    return Py_BuildValue("nnNN", at - start, lines, moves_text, lines_of);
 }
 
 static PyMethodDef methods[] = {

@@ -178,10 +178,11 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
                 and game.error is None and game.has_content and not game.pending:
             if eval_run is not None:          # moves and plain `'** 123` comments, read in C
                 chars, lines, chunk, numbers = eval_run(text, offset, number, game.move_count, game.evals)
-                if numbers:
+                if lines:                     # (a run starts with its move: lines >= 1 means a move)
+                    count = len(chunk) >> 3
                     game.move_text.append(chunk)
-                    game.move_count += len(numbers)
-                    game.move_lines += numbers
+                    game.move_count += count
+                    game.move_lines += range(number, number + count) if numbers is None else numbers
                     index += lines
                     offset += chars
                     continue
