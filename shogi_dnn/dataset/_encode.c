@@ -891,6 +891,32 @@ static PyObject *csa_eval_run(PyObject *self, PyObject *args) {
     return Py_BuildValue("nnNN", at - start, lines, moves_text, lines_of);
 }
 
+/* in_check_rows(board) -> bytes: for each [81] row of `board` ([N, 81] codes, the side to move's view as
+ * replay_game writes them), 1 when Black's (the side to move's) king is attacked by a White piece, else 0
+ * (0 without a Black king; with two, the first in square order): rules.in_check(row, BLACK) for every
+ * row, for the positions of a fourfold repetition (convert.worker._repeat_span). */
+static PyObject *in_check_rows(PyObject *self, PyObject *args) {
+    Py_buffer board;
+    if (!PyArg_ParseTuple(args, "y*", &board))
+        return NULL;
+    Py_ssize_t n = board.len / NUM_SQUARES;
+    PyObject *out = NULL;
+    if (check_size(&board, n * NUM_SQUARES, "board")) {
+        out = PyBytes_FromStringAndSize(NULL, n);
+        if (out != NULL) {
+            char *flags = PyBytes_AS_STRING(out);
+            const uint8_t *rows = board.buf;
+            for (Py_ssize_t r = 0; r < n; r++) {
+                const uint8_t *row = rows + r * NUM_SQUARES;
+                int king = find_king(row, 0);
+                flags[r] = (char)(king >= 0 && attacked(row, king, 1));
+            }
+        }
+    }
+    PyBuffer_Release(&board);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
      "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, "
@@ -902,6 +928,8 @@ static PyMethodDef methods[] = {
      "fourfold_rows(pieces, promoted, first_turn) -> the first row occurring the fourth time, or -1"},
     {"csa_eval_run", csa_eval_run, METH_VARARGS,
      "csa_eval_run(text, offset, number, moves_before, evals) -> (characters, lines, moves, move_lines)"},
+    {"in_check_rows", in_check_rows, METH_VARARGS,
+     "in_check_rows(board) -> bytes: 1 where the side to move (Black, in the rows' view) is in check"},
     {"play_csa", play_csa, METH_VARARGS,
      "play_csa(board, hands, turn, tokens, codes) -> moves played (board and hands updated in place)"},
     {NULL, NULL, 0, NULL},

@@ -30,16 +30,20 @@ conversion time of a small corpus.)
       -1: features.first_fourfold on the packed rows, in one pass with a hash table (convert asks it of
       every game: features.repeated_games).
 
+  in_check_rows(board) -> bytes
+      For each row of board [N, 81] (the side to move's view), 1 when the side to move's king is in
+      check: rules.in_check(row, BLACK) row by row (convert.worker._repeat_span's checks).
+
 All arrays C-contiguous, of exactly those sizes (else ValueError).
 """
 
 from __future__ import annotations
 
 try:
-    from shogi_dnn.dataset._encode import fourfold_rows, pack_rows, replay_game
+    from shogi_dnn.dataset._encode import fourfold_rows, in_check_rows, pack_rows, replay_game
 except ImportError:                          # no compiler at install time: features.py's numpy path
-    fourfold_rows = pack_rows = replay_game = None
+    fourfold_rows = in_check_rows = pack_rows = replay_game = None
 
 AVAILABLE = pack_rows is not None
 
-__all__ = ["AVAILABLE", "fourfold_rows", "pack_rows", "replay_game"]
+__all__ = ["AVAILABLE", "fourfold_rows", "in_check_rows", "pack_rows", "replay_game"]

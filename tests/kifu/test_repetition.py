@@ -96,3 +96,29 @@ def test_compiled_fourfold_rows_agree_with_first_fourfold(monkeypatch: pytest.Mo
     assert fast_encoding.fourfold_rows(rows, flags, 0) == 8
     with pytest.raises(ValueError, match="promoted"):
         fast_encoding.fourfold_rows(rows, flags[:3], 0)
+
+
+def test_compiled_in_check_rows_agree_with_in_check() -> None:
+    """fast_encoding.in_check_rows (the checks of a repetition's positions, issue 32) is rules.in_check
+    of every row, seen from the side to move, on thousands of positions of random games."""
+    import numpy as np
+
+    from shogi_dnn.dataset import fast_encoding
+    from shogi_dnn.rules import BLACK, in_check
+    from tests.support.kifugen import random_games
+    if not fast_encoding.AVAILABLE:
+        pytest.skip("the C extension is not built")
+    games = np.concatenate([encode_game(g).board for g in random_games(11, 20) if g.has_result])
+    rng = np.random.default_rng(5)           # and random boards: a Black king among eight random pieces
+    scattered = np.zeros((3000, 81), np.uint8)
+    for row in scattered:
+        squares = rng.choice(81, 9, replace=False)
+        row[squares[0]] = 8
+        row[squares[1:]] = rng.choice([c for c in range(1, 29) if c != 8], 8)
+    boards = np.concatenate([games, scattered])
+    expected = [in_check(row.tolist(), BLACK) for row in boards]
+    assert [bool(flag) for flag in fast_encoding.in_check_rows(boards)] == expected
+    assert 300 < sum(expected) < len(expected) - 1000
+    no_king = np.zeros((1, 81), np.uint8)
+    no_king[0, 40] = 7 + 14                                            # a White rook and no Black king
+    assert fast_encoding.in_check_rows(no_king) == b"\x00"
