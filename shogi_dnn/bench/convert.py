@@ -14,7 +14,9 @@ files (an archive's CSA members are extracted to a temp folder first), `--repeat
 process of its own, measured in CPU seconds (user + system, getrusage of the child), and each round
 also runs both on the corpus's first game alone, whose CPU time (interpreter, imports) is subtracted:
 positions per CPU-second, what one core of each does whatever else the machine runs; wall time is
-printed beside it.
+printed beside it. `--copies N` gives both the CSA files N times (4 by default: the bundled GNU Shogi
+corpus's 250k positions become 1M, so that the start-up is small beside the work); convert then runs
+with --no-dedup (else it would keep one copy and write a quarter of the positions).
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the peer to run instead of the built-in one: `PATH OUT FILES...`, printing "
                              "'N positions in S s' (e.g. a reference copy kept beside the repository)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each with --peer (default 3)")
+    parser.add_argument("--copies", type=int, default=4,
+                        help="with --peer: the CSA files given this many times to both (default 4; "
+                             "convert then runs with --no-dedup)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)   # internal: one measurement
     return parser
 
@@ -171,13 +176,15 @@ def _run_peer(files: list[str], script: str | None) -> dict[str, Any]:
     return {"positions": int(found.group(1)), "cpu_s": cpu, "wall_s": wall}
 
 
-def _run_convert(files: list[str], shard_size: int) -> dict[str, Any]:
+def _run_convert(files: list[str], shard_size: int, dedup: bool = True) -> dict[str, Any]:
     """One `shogi-dnn convert FILES --workers 1` (every default: legality, repetition, dedup, checksummed
-    shards) in a process of its own: the positions it wrote, its CPU and wall seconds."""
+    shards; `dedup` False: --no-dedup) in a process of its own: the positions it wrote, its CPU and wall
+    seconds."""
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as out:
         data = Path(out) / "data"
         cmd = [sys.executable, "-m", "shogi_dnn", "convert", *files, "--out", str(data), "--workers", "1",
-               "--backend", "cshogi", "--shard-size", str(shard_size), "--no-progress", "--quiet"]
+               "--backend", "cshogi", "--shard-size", str(shard_size), "--no-progress", "--quiet",
+               *([] if dedup else ["--no-dedup"])]
         done, cpu, wall = _child_usage(cmd)
         if done.returncode != 0:
             raise ConfigError(f"bench convert --peer: convert --workers 1 failed: {_last_line(done)}")
@@ -243,7 +250,8 @@ def _summary(runs: list[dict[str, Any]], side: str) -> dict[str, float]:
     return {"min": min(cpu), "median": _median(cpu), "wall_min": min(wall), "wall_median": _median(wall)}
 
 
-def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard_size: int) -> dict[str, Any]:
+def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard_size: int,
+                      copies: int = 1) -> dict[str, Any]:
     """Alternate the peer and `convert --workers 1` (cshogi backend) on the same CSA files, each in a
     process of its own, and each round also on the corpus's first game alone (the start-up run):
     positions per CPU-second (user + system) of a full run less its start-up run, wall time beside."""
@@ -252,13 +260,15 @@ def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard
     with tempfile.TemporaryDirectory(prefix="bench-peer-corpus-") as scratch:
         files = _csa_corpus(corpus, Path(scratch))
         one = _one_game(files, Path(scratch))
+        distinct, files = len(files), files * copies
         runs = []
         for _ in range(repeats):
             peer_one, peer = _run_peer([one], script), _run_peer(files, script)
-            ours_one, ours = _run_convert([one], shard_size), _run_convert(files, shard_size)
+            ours_one = _run_convert([one], shard_size, dedup=copies == 1)
+            ours = _run_convert(files, shard_size, dedup=copies == 1)
             runs.append({"peer": _net(peer, peer_one), "ours": _net(ours, ours_one)})
     peer, ours = _summary(runs, "peer"), _summary(runs, "ours")
-    return {"files": len(files), "runs": runs, "peer": peer, "ours": ours,
+    return {"files": distinct, "copies": copies, "runs": runs, "peer": peer, "ours": ours,
             "ratio_of_medians": round(ours["median"] / peer["median"], 3) if peer["median"] else 0.0,
             "ratio_of_mins": round(ours["min"] / peer["min"], 3) if peer["min"] else 0.0,
             "wall_ratio_of_medians": (round(ours["wall_median"] / peer["wall_median"], 3)
@@ -319,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.peer:
         if args.repeats < 1:
             raise ConfigError(f"--repeats {args.repeats}: must be at least 1")
-        result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size)
-        print(f"bench convert --peer: {result['files']} CSA files of {', '.join(corpus)}; "
-              f"{plural(args.repeats, 'run')} of each, alternating")
+        if args.copies < 1:
+            raise ConfigError(f"--copies {args.copies}: must be at least 1")
+        result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size, args.copies)
+        copies = (f", each given {args.copies} times (convert with --no-dedup)" if args.copies > 1 else "")
+        print(f"bench convert --peer: {result['files']} CSA files of {', '.join(corpus)}{copies}; "
+              f"{plural(args.repeats, 'round')} of each, alternating, each with a one-game start-up run")
         print(format_peer(result, args.peer_script))
         if args.json:
             Path(args.json).write_text(json.dumps({"corpus": corpus, **result}, indent=2) + "\n")
