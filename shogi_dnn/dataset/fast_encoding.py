@@ -40,9 +40,15 @@ All arrays C-contiguous, of exactly those sizes (else ValueError).
 from __future__ import annotations
 
 try:
-    from shogi_dnn.dataset._encode import fourfold_rows, in_check_rows, pack_rows, replay_game
+    from shogi_dnn.dataset import _encode
 except ImportError:                          # no compiler at install time: features.py's numpy path
-    fourfold_rows = in_check_rows = pack_rows = replay_game = None
+    _encode = None
+
+pack_rows = getattr(_encode, "pack_rows", None)
+replay_game = getattr(_encode, "replay_game", None)
+# None in an extension built before them (convert then takes the numpy / Python path for these only)
+fourfold_rows = getattr(_encode, "fourfold_rows", None)
+in_check_rows = getattr(_encode, "in_check_rows", None)
 
 AVAILABLE = pack_rows is not None
 

@@ -263,7 +263,8 @@ def repeated_games(games: list[EncodedGame]) -> list[int]:
     long = [game for game in games if len(game) >= 13]         # four occurrences need 12 moves
     if not long:
         return []
-    if fast_encoding.AVAILABLE and all(g.pieces is not None and g.promoted is not None for g in long):
+    if fast_encoding.fourfold_rows is not None and all(g.pieces is not None and g.promoted is not None
+                                                       for g in long):
         # compiled: each game's packed rows in one hashed pass, exactly the games with a fourfold one
         fourfold = fast_encoding.fourfold_rows
         return [i for i, game in enumerate(games) if len(game) >= 13

@@ -182,8 +182,8 @@ def eval_run_reader():
     """When enabled(): `read(text, offset, number, moves_before, evals)`, the C reader of a run of move
     lines and plain evaluation comments (`'** 123 PV`, one after each move in engine records such as
     floodgate's): (characters, lines, moves' text, each move's line number or None when the lines are
-    consecutive), each comment's score set
-    into `evals` as the CSA reader's line-by-line path would (see _encode.c csa_eval_run); else None."""
+    consecutive), each comment's score set into `evals` as the CSA reader's line-by-line path would (see
+    _encode.c csa_eval_run); else None."""
     return _csa_eval_run if enabled() else None
 
 
