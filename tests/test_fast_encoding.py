@@ -80,6 +80,8 @@ def test_a_conversion_writes_the_same_bytes_without_the_extension(tmp_path: Path
     settings = ConvertSettings(val_fraction=0.3, shard_size=200)
     run_convert(inputs, tmp_path / "compiled", settings, workers=1)
     monkeypatch.setattr(fast_encoding, "AVAILABLE", False)
+    for kernel in ("fourfold_rows", "in_check_rows"):          # the repetition check's kernels too
+        monkeypatch.setattr(fast_encoding, kernel, None)
     monkeypatch.setenv(native.NATIVE_ENV, "0")
     run_convert(inputs, tmp_path / "reference", settings, workers=1, backend="python-shogi")
     compiled = _shards(tmp_path / "compiled")

@@ -7,11 +7,16 @@ even on a busy machine), peak memory (the parent's, and the largest
 of one worker; the whole job peaks near parent + workers x worker), and the time split between
 parsing, encoding (both summed over workers, CPU-side) and writing shards (parent).
 
-`--peer` runs, alternating with `convert --workers 1`, a dlshogi-style converter on cshogi
-(shogi_dnn/bench/peer_hcpe.py, or `--peer-script PATH` taking the same arguments and printing
-"N positions in S s"), both on the same CSA files (an archive's CSA members are extracted to a temp
-folder first), `--repeats` times each, and prints both rates per run, their min and median, and the
-ratio of the medians: what one core of each does in the same session.
+`--peer` runs, alternating with `shogi-dnn convert --workers 1` (every default: legality, repetition,
+dedup, checksummed shards), a dlshogi-style converter on cshogi (shogi_dnn/bench/peer_hcpe.py, or
+`--peer-script PATH` taking the same arguments and printing "N positions in S s"), both on the same CSA
+files (an archive's CSA members are extracted to a temp folder first), `--repeats` rounds. Each run is a
+process of its own, measured in CPU seconds (user + system, getrusage of the child), and each round
+also runs both on the corpus's first game alone, whose CPU time (interpreter, imports) is subtracted:
+positions per CPU-second, what one core of each does whatever else the machine runs; wall time is
+printed beside it. `--copies N` gives both the CSA files N times (4 by default: the bundled GNU Shogi
+corpus's 250k positions become 1M, so that the start-up is small beside the work); convert then runs
+with --no-dedup (else it would keep one copy and write a quarter of the positions).
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the peer to run instead of the built-in one: `PATH OUT FILES...`, printing "
                              "'N positions in S s' (e.g. a reference copy kept beside the repository)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each with --peer (default 3)")
+    parser.add_argument("--copies", type=int, default=4,
+                        help="with --peer: the CSA files given this many times to both (default 4; "
+                             "convert then runs with --no-dedup)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)   # internal: one measurement
     return parser
 
@@ -134,23 +142,55 @@ def format_table(results: list[dict[str, Any]]) -> str:
     return "\n".join([head + "  plan", *rows])
 
 
-# The peer's last line; its own rate is used (its seconds are printed to 0.01 s: 2% of a 0.4 s run).
-_PEER_LINE = re.compile(r"(\d+) positions in ([\d.]+) s: (\d+) positions/s")
+# The peer's last line: its positions.
+_PEER_LINE = re.compile(r"(\d+) positions in ([\d.]+) s")
+
+
+def _child_usage(cmd: list[str]) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run `cmd`; its completed process, CPU seconds (user + system, of the child and whatever it
+    waited for: getrusage(RUSAGE_CHILDREN) before and after, one child at a time) and wall seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return done, cpu, wall
+
+
+def _last_line(done: subprocess.CompletedProcess) -> str:
+    lines = done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"]
+    return re.sub(r"^[\w.]*(Error|Exception): ", "", lines[-1])        # never an internal class name
 
 
 def _run_peer(files: list[str], script: str | None) -> dict[str, Any]:
-    """One run of the peer on `files`; its positions and in-process seconds."""
+    """One run of the peer on `files`, a process of its own: its positions, CPU and wall seconds."""
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as out:
         target = str(Path(out) / "out.hcpe")
         cmd = ([sys.executable, script, target, *files] if script
                else [sys.executable, "-m", "shogi_dnn.bench.peer_hcpe", target, *files])
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        done, cpu, wall = _child_usage(cmd)
     found = _PEER_LINE.search(done.stdout)
     if done.returncode != 0 or found is None:
-        tail = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
-        raise ConfigError(f"bench convert --peer: the peer failed: {tail}")
-    positions, seconds, rate = int(found.group(1)), float(found.group(2)), float(found.group(3))
-    return {"positions": positions, "seconds": seconds, "positions_per_s": rate}
+        raise ConfigError(f"bench convert --peer: the peer failed: {_last_line(done)}")
+    return {"positions": int(found.group(1)), "cpu_s": cpu, "wall_s": wall}
+
+
+def _run_convert(files: list[str], shard_size: int, dedup: bool = True) -> dict[str, Any]:
+    """One `shogi-dnn convert FILES --workers 1` (every default: legality, repetition, dedup, checksummed
+    shards; `dedup` False: --no-dedup) in a process of its own: the positions it wrote, its CPU and wall
+    seconds."""
+    with tempfile.TemporaryDirectory(prefix="bench-ours-") as out:
+        data = Path(out) / "data"
+        cmd = [sys.executable, "-m", "shogi_dnn", "convert", *files, "--out", str(data), "--workers", "1",
+               "--backend", "cshogi", "--shard-size", str(shard_size), "--no-progress", "--quiet",
+               *([] if dedup else ["--no-dedup"])]
+        done, cpu, wall = _child_usage(cmd)
+        if done.returncode != 0:
+            raise ConfigError(f"bench convert --peer: convert --workers 1 failed: {_last_line(done)}")
+        from shogi_dnn.convert.writer import REPORT_NAME
+        report = json.loads((data / REPORT_NAME).read_text())
+    return {"positions": sum(report["positions"].values()), "cpu_s": cpu, "wall_s": wall}
 
 
 def _csa_corpus(corpus: list[str], scratch: Path) -> list[str]:
@@ -175,49 +215,95 @@ def _csa_corpus(corpus: list[str], scratch: Path) -> list[str]:
     return files
 
 
+_GAME_END = re.compile(rb"\n/\r?\n")
+
+
+def _one_game(files: list[str], scratch: Path) -> str:
+    """A CSA file holding the corpus's first game: the start-up run (interpreter, imports, one small
+    conversion) whose CPU time is subtracted from each full run's."""
+    data = Path(files[0]).read_bytes()
+    cut = _GAME_END.search(data)
+    path = scratch / "one-game.csa"
+    path.write_bytes(data[:cut.start() + 1] if cut else data)
+    return str(path)
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard_size: int) -> dict[str, Any]:
-    """Alternate the peer and `convert --workers 1` (cshogi backend) on the same CSA files."""
+def _net(full: dict[str, Any], one: dict[str, Any]) -> dict[str, Any]:
+    """A full run less its start-up run: positions, CPU and wall seconds and their rates."""
+    positions = full["positions"] - one["positions"]
+    cpu, wall = full["cpu_s"] - one["cpu_s"], full["wall_s"] - one["wall_s"]
+    return {"positions": positions, "cpu_s": round(cpu, 6), "wall_s": round(wall, 6),
+            "startup_cpu_s": round(one["cpu_s"], 4), "startup_wall_s": round(one["wall_s"], 4),
+            "positions_per_cpu_s": round(positions / cpu, 1) if cpu > 0 else 0.0,
+            "positions_per_s": round(positions / wall, 1) if wall > 0 else 0.0}
+
+
+def _summary(runs: list[dict[str, Any]], side: str) -> dict[str, float]:
+    cpu = [r[side]["positions_per_cpu_s"] for r in runs]
+    wall = [r[side]["positions_per_s"] for r in runs]
+    return {"min": min(cpu), "median": _median(cpu), "wall_min": min(wall), "wall_median": _median(wall)}
+
+
+def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard_size: int,
+                      copies: int = 1) -> dict[str, Any]:
+    """Alternate the peer and `convert --workers 1` (cshogi backend) on the same CSA files, each in a
+    process of its own, and each round also on the corpus's first game alone (the start-up run):
+    positions per CPU-second (user + system) of a full run less its start-up run, wall time beside."""
     if "cshogi" not in available_backends():
         raise ConfigError("bench convert --peer needs cshogi (pip install 'shogi-dnn[fast]')")
     with tempfile.TemporaryDirectory(prefix="bench-peer-corpus-") as scratch:
         files = _csa_corpus(corpus, Path(scratch))
+        one = _one_game(files, Path(scratch))
+        distinct, files = len(files), files * copies
         runs = []
         for _ in range(repeats):
-            peer = _run_peer(files, script)
-            ours = _run_child(files, "cshogi", 1, shard_size)
-            runs.append({"peer": peer, "ours": ours})
-    peer_rates = [r["peer"]["positions_per_s"] for r in runs]
-    our_rates = [r["ours"]["positions_per_s"] for r in runs]
-    return {"files": len(files), "runs": runs,
-            "peer": {"min": min(peer_rates), "median": _median(peer_rates)},
-            "ours": {"min": min(our_rates), "median": _median(our_rates),
-                     "median_per_cpu_s": _median([r["ours"]["positions_per_cpu_s"] for r in runs])},
-            "ratio_of_medians": round(_median(our_rates) / _median(peer_rates), 3),
-            "ratio_of_mins": round(min(our_rates) / min(peer_rates), 3)}
+            peer_one, peer = _run_peer([one], script), _run_peer(files, script)
+            ours_one = _run_convert([one], shard_size, dedup=copies == 1)
+            ours = _run_convert(files, shard_size, dedup=copies == 1)
+            runs.append({"peer": _net(peer, peer_one), "ours": _net(ours, ours_one)})
+    peer, ours = _summary(runs, "peer"), _summary(runs, "ours")
+    return {"files": distinct, "copies": copies, "runs": runs, "peer": peer, "ours": ours,
+            "ratio_of_medians": round(ours["median"] / peer["median"], 3) if peer["median"] else 0.0,
+            "ratio_of_mins": round(ours["min"] / peer["min"], 3) if peer["min"] else 0.0,
+            "wall_ratio_of_medians": (round(ours["wall_median"] / peer["wall_median"], 3)
+                                      if peer["wall_median"] else 0.0)}
+
+
+def _ratio(ours: float, peer: float) -> float:
+    return ours / peer if peer else 0.0
 
 
 def format_peer(result: dict[str, Any], script: str | None) -> str:
     peer_name = script or "dlshogi-style on cshogi (shogi_dnn/bench/peer_hcpe.py)"
-    lines = [f"{'run':>4}{'peer positions':>16}{'peer pos/s':>12}{'ours positions':>16}{'ours pos/s':>12}"
-             f"{'ours pos/cpu-s':>16}{'ratio':>7}"]
+    lines = [f"{'run':>4}{'peer positions':>16}{'peer cpu s':>11}{'pos/cpu-s':>11}{'wall s':>8}"
+             f"{'ours positions':>16}{'ours cpu s':>11}{'pos/cpu-s':>11}{'wall s':>8}{'cpu ratio':>10}"
+             f"{'wall ratio':>11}"]
     for i, run in enumerate(result["runs"], 1):
         peer, ours = run["peer"], run["ours"]
-        lines.append(f"{i:>4}{peer['positions']:>16,}{peer['positions_per_s']:>12,.0f}"
-                     f"{ours['positions']:>16,}{ours['positions_per_s']:>12,.0f}"
-                     f"{ours['positions_per_cpu_s']:>16,.0f}"
-                     f"{ours['positions_per_s'] / peer['positions_per_s']:>7.2f}")
-    lines += [f"peer ({peer_name}): min {result['peer']['min']:,.0f}, median {result['peer']['median']:,.0f} "
-              "positions/s, one core",
+        cpu_ratio = _ratio(ours["positions_per_cpu_s"], peer["positions_per_cpu_s"])
+        wall_ratio = _ratio(ours["positions_per_s"], peer["positions_per_s"])
+        lines.append(f"{i:>4}{peer['positions']:>16,}{peer['cpu_s']:>11.3f}"
+                     f"{peer['positions_per_cpu_s']:>11,.0f}"
+                     f"{peer['wall_s']:>8.3f}{ours['positions']:>16,}{ours['cpu_s']:>11.3f}"
+                     f"{ours['positions_per_cpu_s']:>11,.0f}{ours['wall_s']:>8.3f}{cpu_ratio:>10.2f}"
+                     f"{wall_ratio:>11.2f}")
+    first = result["runs"][0]
+    lines += [f"start-up subtracted (one-game runs, first round): peer {first['peer']['startup_cpu_s']:.3f} "
+              f"CPU-s, ours {first['ours']['startup_cpu_s']:.3f} CPU-s",
+              f"peer ({peer_name}): min {result['peer']['min']:,.0f}, median {result['peer']['median']:,.0f} "
+              f"positions per CPU-second (wall: median {result['peer']['wall_median']:,.0f}/s)",
               f"shogi-dnn convert --workers 1: min {result['ours']['min']:,.0f}, median "
-              f"{result['ours']['median']:,.0f} positions/s, one core",
-              (f"ours / peer: {result['ratio_of_medians']:.2f} (medians), "
-               f"{result['ratio_of_mins']:.2f} (mins)")]
+              f"{result['ours']['median']:,.0f} positions per CPU-second "
+              f"(wall: median {result['ours']['wall_median']:,.0f}/s)",
+              (f"ours / peer in CPU time: {result['ratio_of_medians']:.2f} (medians), "
+               f"{result['ratio_of_mins']:.2f} (mins); in wall time {result['wall_ratio_of_medians']:.2f} "
+               "(medians; meaningless on a busy machine)")]
     return "\n".join(lines)
 
 
@@ -243,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.peer:
         if args.repeats < 1:
             raise ConfigError(f"--repeats {args.repeats}: must be at least 1")
-        result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size)
-        print(f"bench convert --peer: {result['files']} CSA files of {', '.join(corpus)}; "
-              f"{plural(args.repeats, 'run')} of each, alternating")
+        if args.copies < 1:
+            raise ConfigError(f"--copies {args.copies}: must be at least 1")
+        result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size, args.copies)
+        copies = (f", each given {args.copies} times (convert with --no-dedup)" if args.copies > 1 else "")
+        print(f"bench convert --peer: {result['files']} CSA files of {', '.join(corpus)}{copies}; "
+              f"{plural(args.repeats, 'round')} of each, alternating, each with a one-game start-up run")
         print(format_peer(result, args.peer_script))
         if args.json:
             Path(args.json).write_text(json.dumps({"corpus": corpus, **result}, indent=2) + "\n")

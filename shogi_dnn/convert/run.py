@@ -241,7 +241,9 @@ def _run_locked(inputs: Sequence[str | os.PathLike[str]], out: Path, settings: C
     previous = _already_complete(out, state)
     if previous is not None:
         log.info("%s: already converted (every shard checks); nothing to do", out)
-        return ConvertReport.from_dict(previous)
+        done = ConvertReport.from_dict(previous)
+        done.earlier_run = True         # its summary must not pass that run's speed off as this one's
+        return done
     started = time.perf_counter()
     state.complete = False
     with _Interrupts() as interrupts, Workers(count) as pool:

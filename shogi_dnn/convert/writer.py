@@ -59,6 +59,9 @@ class ConvertReport:
     worker_plan: str = ""                # in words (worker.describe_workers)
     peak_rss_worker_mib: float = 0.0     # largest peak memory of one worker (the parent when workers=1)
     worker_cpu: dict[int, float] = dataclasses.field(default_factory=dict, repr=False)   # pid -> CPU s
+    # True for the report of a dataset an earlier run finished (convert had nothing to do): its counts and
+    # timings are that run's, and the summary says so (not saved: the earlier run's report is the file).
+    earlier_run: bool = dataclasses.field(default=False, repr=False)
     resumed: dict[str, int] = dataclasses.field(default_factory=dict)    # pieces, games, positions restored
     # Record fidelity by kind: `repaired:<kind>` (lines the reader repaired, e.g. repaired:csa_board_row),
     # `foul:<format>` (games ending in an illegal move), `repetition:<kind>` (kifu.repetition: games cut
@@ -103,7 +106,8 @@ class ConvertReport:
         self.timings["encode_s"] += result.encode_s
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "worker_cpu"}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in ("worker_cpu", "earlier_run")}
         data["skipped"] = dict(sorted(self.skipped.items()))
         data["fidelity"] = dict(sorted(self.fidelity.items()))
         data["inputs_skipped"] = dict(sorted(self.inputs_skipped.items()))
@@ -130,6 +134,10 @@ class ConvertReport:
         workers = self.worker_plan or plural(self.workers, 'worker')
         kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(self.inputs_skipped.items()))
         unreadable = f"{self.files_unreadable:,} unreadable" + (f": {kinds}" if kinds else "")
+        if self.earlier_run:    # nothing was done now: that run's figures, said to be that run's
+            resumed = "nothing done now; the earlier run that converted it:\n"
+        speed = f"{total:.1f} s, {rate:,.0f} positions/s"
+        speed = f"earlier run's time {speed}" if self.earlier_run else speed
         return (resumed + f"{plural(self.files_read, 'file')} read ({unreadable}); "
                 f"{plural(self.games_found, 'game')} found, {self.converted:,} converted, "
                 f"skipped: {skipped}\n"
@@ -137,7 +145,7 @@ class ConvertReport:
                 + (f"record fidelity: {fidelity}\n" if fidelity else "") +
                 f"{plural(errors, 'error')}"
                 + (f" (listed in {REPORT_NAME}{first})" if errors else "") + "; "
-                f"{total:.1f} s, {rate:,.0f} positions/s, backend {self.backend}, {workers}")
+                f"{speed}, backend {self.backend}, {workers}")
 
     def first_errors(self, count: int = 5) -> list[str]:
         """The console's view of the errors: the first `count` as `file:line: reason`, then how many more."""

@@ -4,6 +4,7 @@
  * replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces,
  *             promoted]) -> int
  * pack_rows(board, hands, pieces, promoted) -> int
+ * fourfold_rows(pieces, promoted, first_turn) -> int (below)
  *
  * Arguments are C-contiguous buffers (numpy arrays): uint8 boards [.., 81] and hands [.., 14] in the
  * package's codes, int64 absolute move codes, uint16 move codes, uint8 pieces [.., 40] / promoted [.., 5].
@@ -688,6 +689,234 @@ static PyObject *csa_move_lines(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(count);
 }
 
+/* ---- fourfold_rows: the first position of a game that occurs for the fourth time ----
+ *
+ * fourfold_rows(pieces, promoted, first_turn) -> the index of the first row whose packed position
+ * (pieces [N, 40] and promoted [N, 5], replay's rows: side to move's view) with its side to move (row i:
+ * first_turn + i, mod 2) is the same as three earlier rows', or -1. The packed form is canonical (the
+ * pieces of each kind in square order), so equal rows are exactly equal positions. One pass with a hash
+ * table (rows compared byte for byte when hashes meet): about 10 ns a position where sorting every
+ * position's key in numpy took 100 (features.repeated_games). */
+typedef struct {
+    uint64_t hash;
+    int32_t first;                                 /* the row of the first occurrence, -1 for a free entry */
+    int32_t count;
+} RowEntry;
+
+static inline uint64_t row_hash(const uint8_t *row, const uint8_t *flags, int turn) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)turn, w;
+    for (int i = 0; i < SLOTS; i += 8) {
+        memcpy(&w, row + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    w = 0;
+    memcpy(&w, flags, PROMOTED_BYTES);
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    return h ^ (h >> 29);
+}
+
+static Py_ssize_t fourfold(const uint8_t *pieces, const uint8_t *promoted, int first_turn, Py_ssize_t n,
+                           RowEntry *table, Py_ssize_t mask) {
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const uint8_t *row = pieces + r * SLOTS, *flags = promoted + r * PROMOTED_BYTES;
+        int turn = (int)((first_turn + r) & 1);
+        uint64_t h = row_hash(row, flags, turn);
+        Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)mask);
+        for (;;) {
+            RowEntry *e = table + slot;
+            if (e->first < 0) {
+                e->hash = h;
+                e->first = (int32_t)r;
+                e->count = 1;
+                break;
+            }
+            if (e->hash == h && ((e->first ^ (int32_t)r) & 1) == 0 /* same side to move */
+                && memcmp(pieces + (Py_ssize_t)e->first * SLOTS, row, SLOTS) == 0
+                && memcmp(promoted + (Py_ssize_t)e->first * PROMOTED_BYTES, flags, PROMOTED_BYTES) == 0) {
+                if (++e->count == 4)
+                    return r;
+                break;
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+    return -1;
+}
+
+static PyObject *fourfold_rows(PyObject *self, PyObject *args) {
+    Py_buffer pieces, promoted;
+    int first_turn;
+    if (!PyArg_ParseTuple(args, "y*y*i", &pieces, &promoted, &first_turn))
+        return NULL;
+    Py_ssize_t n = pieces.len / SLOTS, result = -2;
+    if (check_size(&pieces, n * SLOTS, "pieces") && check_size(&promoted, n * PROMOTED_BYTES, "promoted")) {
+        if (n > INT32_MAX / 2) {
+            PyErr_SetString(PyExc_ValueError, "too many rows");
+        } else {
+            Py_ssize_t size = 64;
+            while (size < 2 * n)
+                size <<= 1;
+            RowEntry *table = PyMem_Malloc((size_t)size * sizeof(RowEntry));
+            if (table == NULL) {
+                PyErr_NoMemory();
+            } else {
+                for (Py_ssize_t i = 0; i < size; i++)
+                    table[i].first = -1;
+                result = fourfold(pieces.buf, promoted.buf, first_turn & 1, n, table, size - 1);
+                PyMem_Free(table);
+            }
+        }
+    }
+    PyBuffer_Release(&pieces);
+    PyBuffer_Release(&promoted);
+    if (result == -2)
+        return NULL;
+    return PyLong_FromSsize_t(result);
+}
+
+/* csa_eval_run(text, offset, number, moves_before, evals) -> (characters, lines, moves, move_lines)
+ *
+ * From `offset` of `text` (a str; line `number` starts there), the longest run of lines that are each a
+ * well-formed CSA move (as csa_move_lines: `+7776FU` and "\n") or an engine's evaluation comment in its
+ * plain form: `'**`, ASCII spaces, an optional sign and 1 to 9 ASCII digits, then "\n" or an ASCII space
+ * and anything up to "\n" (the PV). Anything else ends the run (the reader's own path reads it). Each
+ * comment's score, clipped to +-32000 (evals.clip_eval), goes into the dict `evals` under the number of
+ * moves before it (moves_before + the run's moves so far) unless that key is there already (setdefault,
+ * what csa._read_eval does). Returns the characters and lines read, the moves' text (each move and
+ * "\n") and each move's line number (None without comments: the lines from `number` on). */
+static int eval_line(int kind, const void *data, Py_ssize_t at, Py_ssize_t length, Py_ssize_t *end,
+                     long *score) {
+    if (at + 3 > length || PyUnicode_READ(kind, data, at) != '\'' || PyUnicode_READ(kind, data, at + 1) != '*'
+        || PyUnicode_READ(kind, data, at + 2) != '*')
+        return 0;
+    Py_ssize_t i = at + 3;
+    while (i < length && PyUnicode_READ(kind, data, i) == ' ')
+        i++;
+    int negative = 0, digits = 0;
+    long value = 0;
+    if (i < length && (PyUnicode_READ(kind, data, i) == '+' || PyUnicode_READ(kind, data, i) == '-'))
+        negative = PyUnicode_READ(kind, data, i++) == '-';
+    while (i < length && PyUnicode_READ(kind, data, i) >= '0' && PyUnicode_READ(kind, data, i) <= '9') {
+        if (++digits > 9)
+            return 0;
+        value = value * 10 + (long)(PyUnicode_READ(kind, data, i++) - '0');
+    }
+    if (digits == 0 || i >= length)
+        return 0;
+    Py_UCS4 after = PyUnicode_READ(kind, data, i);
+    if (after == ' ') {
+        while (i < length && PyUnicode_READ(kind, data, i) != '\n')
+            i++;
+        if (i >= length)
+            return 0;
+    } else if (after != '\n') {
+        return 0;
+    }
+    if (value > 32000)
+        value = 32000;
+    *score = negative ? -value : value;
+    *end = i + 1;                                        /* past the "\n" */
+    return 1;
+}
+
+static inline int move_line(int kind, const void *data, Py_ssize_t at, Py_ssize_t length) {
+    if (at + 8 > length)
+        return 0;
+    Py_UCS4 c[8];
+    for (int i = 0; i < 8; i++)
+        c[i] = PyUnicode_READ(kind, data, at + i);
+    return (c[0] == '+' || c[0] == '-') && c[1] >= '0' && c[1] <= '9' && c[2] >= '0' && c[2] <= '9'
+           && c[3] >= '0' && c[3] <= '9' && c[4] >= '0' && c[4] <= '9' && c[5] >= 'A' && c[5] <= 'Z'
+           && c[6] >= 'A' && c[6] <= 'Z' && c[7] == '\n';
+}
+
+static PyObject *csa_eval_run(PyObject *self, PyObject *args) {
+    PyObject *text, *evals;
+    Py_ssize_t offset, number, before;
+    if (!PyArg_ParseTuple(args, "UnnnO!", &text, &offset, &number, &before, &PyDict_Type, &evals))
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), start = offset < 0 ? 0 : offset, at = start;
+    Py_ssize_t lines = 0, moves = 0, comments = 0;
+    for (;; lines++) {                                   /* the run's extent; the scores into `evals` */
+        Py_ssize_t end;
+        long score;
+        if (move_line(kind, data, at, length)) {
+            moves++;
+            at += 8;
+        } else if (eval_line(kind, data, at, length, &end, &score)) {
+            PyObject *key = PyLong_FromSsize_t(before + moves), *value = PyLong_FromLong(score);
+            PyObject *kept = (key && value) ? PyDict_SetDefault(evals, key, value) : NULL;
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            if (kept == NULL)
+                return NULL;
+            comments++;
+            at = end;
+        } else {
+            break;
+        }
+    }
+    if (comments == 0)                  /* moves alone: their text as it is, consecutive line numbers */
+        return Py_BuildValue("nnNO", at - start, lines, PyUnicode_Substring(text, start, at), Py_None);
+    PyObject *moves_text = PyUnicode_New(8 * moves, 127), *lines_of = PyList_New(moves);
+    if (moves_text == NULL || lines_of == NULL) {
+        Py_XDECREF(moves_text);
+        Py_XDECREF(lines_of);
+        return NULL;
+    }
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(moves_text);
+    Py_ssize_t move = 0, line = 0;
+    for (Py_ssize_t i = start; i < at; line++) {         /* again: the moves' text and line numbers */
+        if (PyUnicode_READ(kind, data, i) == '\'') {
+            while (PyUnicode_READ(kind, data, i) != '\n')
+                i++;
+            i++;
+            continue;
+        }
+        for (int c = 0; c < 8; c++)
+            out[8 * move + c] = (Py_UCS1)PyUnicode_READ(kind, data, i + c);
+        PyObject *number_of = PyLong_FromSsize_t(number + line);
+        if (number_of == NULL) {
+            Py_DECREF(moves_text);
+            Py_DECREF(lines_of);
+            return NULL;
+        }
+        PyList_SET_ITEM(lines_of, move, number_of);
+        move++;
+        i += 8;
+    }
+    return Py_BuildValue("nnNN", at - start, lines, moves_text, lines_of);
+}
+
+/* in_check_rows(board) -> bytes: for each [81] row of `board` ([N, 81] codes, the side to move's view as
+ * replay_game writes them), 1 when Black's (the side to move's) king is attacked by a White piece, else 0
+ * (0 without a Black king; with two, the first in square order): rules.in_check(row, BLACK) for every
+ * row, for the positions of a fourfold repetition (convert.worker._repeat_span). */
+static PyObject *in_check_rows(PyObject *self, PyObject *args) {
+    Py_buffer board;
+    if (!PyArg_ParseTuple(args, "y*", &board))
+        return NULL;
+    Py_ssize_t n = board.len / NUM_SQUARES;
+    PyObject *out = NULL;
+    if (check_size(&board, n * NUM_SQUARES, "board")) {
+        out = PyBytes_FromStringAndSize(NULL, n);
+        if (out != NULL) {
+            char *flags = PyBytes_AS_STRING(out);
+            const uint8_t *rows = board.buf;
+            for (Py_ssize_t r = 0; r < n; r++) {
+                const uint8_t *row = rows + r * NUM_SQUARES;
+                int king = find_king(row, 0);
+                flags[r] = (char)(king >= 0 && attacked(row, king, 1));
+            }
+        }
+    }
+    PyBuffer_Release(&board);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"replay_game", replay_game, METH_VARARGS,
      "replay_game(start_board, start_hands, first_turn, moves, board, hands, move_codes[, pieces, "
@@ -695,6 +924,12 @@ static PyMethodDef methods[] = {
     {"pack_rows", pack_rows, METH_VARARGS, "pack_rows(board, hands, pieces, promoted) -> -1 or a row"},
     {"csa_move_lines", csa_move_lines, METH_VARARGS,
      "csa_move_lines(text, offset) -> consecutive well-formed CSA move lines from offset"},
+    {"fourfold_rows", fourfold_rows, METH_VARARGS,
+     "fourfold_rows(pieces, promoted, first_turn) -> the first row occurring the fourth time, or -1"},
+    {"csa_eval_run", csa_eval_run, METH_VARARGS,
+     "csa_eval_run(text, offset, number, moves_before, evals) -> (characters, lines, moves, move_lines)"},
+    {"in_check_rows", in_check_rows, METH_VARARGS,
+     "in_check_rows(board) -> bytes: 1 where the side to move (Black, in the rows' view) is in check"},
     {"play_csa", play_csa, METH_VARARGS,
      "play_csa(board, hands, turn, tokens, codes) -> moves played (board and hands updated in place)"},
     {NULL, NULL, 0, NULL},

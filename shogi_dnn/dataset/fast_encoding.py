@@ -24,16 +24,32 @@ conversion time of a small corpus.)
       features.pack_positions into out [N, 40] / [N, 5] uint8. Returns -1, or the first row holding
       more pieces of a kind than one set (or an invalid code).
 
+  fourfold_rows(pieces, promoted, first_turn) -> int
+      The index of the first row of a game's packed rows (replay_game's pieces [N, 40] / promoted [N, 5];
+      row i's side to move: first_turn + i, mod 2) that is the same position as three earlier rows, or
+      -1: features.first_fourfold on the packed rows, in one pass with a hash table (convert asks it of
+      every game: features.repeated_games).
+
+  in_check_rows(board) -> bytes
+      For each row of board [N, 81] (the side to move's view), 1 when the side to move's king is in
+      check: rules.in_check(row, BLACK) row by row (convert.worker._repeat_span's checks).
+
 All arrays C-contiguous, of exactly those sizes (else ValueError).
 """
 
 from __future__ import annotations
 
 try:
-    from shogi_dnn.dataset._encode import pack_rows, replay_game
+    from shogi_dnn.dataset import _encode
 except ImportError:                          # no compiler at install time: features.py's numpy path
-    pack_rows = replay_game = None
+    _encode = None
+
+pack_rows = getattr(_encode, "pack_rows", None)
+replay_game = getattr(_encode, "replay_game", None)
+# None in an extension built before them (convert then takes the numpy / Python path for these only)
+fourfold_rows = getattr(_encode, "fourfold_rows", None)
+in_check_rows = getattr(_encode, "in_check_rows", None)
 
 AVAILABLE = pack_rows is not None
 
-__all__ = ["AVAILABLE", "pack_rows", "replay_game"]
+__all__ = ["AVAILABLE", "fourfold_rows", "in_check_rows", "pack_rows", "replay_game"]

@@ -257,10 +257,19 @@ def repeated_games(games: list[EncodedGame]) -> list[int]:
     move): a superset of those where it does (first_fourfold tells). One sort for all the games: each
     position's key is the sum of its packed row's 64-bit words (or its board's and hands' bytes), its
     side to move and its game's index times an odd constant; equal positions of a game have equal keys.
+    With the compiled kernels and packed rows (convert's games), fast_encoding.fourfold_rows instead:
+    one hashed pass a game (a sixth of the sort's time), giving exactly the games with a fourfold one.
     """
     long = [game for game in games if len(game) >= 13]         # four occurrences need 12 moves
     if not long:
         return []
+    if fast_encoding.fourfold_rows is not None and all(g.pieces is not None and g.promoted is not None
+                                                       for g in long):
+        # compiled: each game's packed rows in one hashed pass, exactly the games with a fourfold one
+        fourfold = fast_encoding.fourfold_rows
+        return [i for i, game in enumerate(games) if len(game) >= 13
+                and fourfold(np.ascontiguousarray(game.pieces), np.ascontiguousarray(game.promoted),
+                             int(game.turn[0])) >= 0]
     index = np.fromiter((i for i, game in enumerate(games) if len(game) >= 13), np.int64, len(long))
     owner = np.repeat(index, [len(game) for game in long])
     if all(game.pieces is not None for game in long):
@@ -427,10 +436,20 @@ def game_evals(evals, count: int) -> np.ndarray:
         return out
     if len(evals) != count:
         raise ValueError(f"{len(evals)} evaluations for {count} positions")
-    for i, value in enumerate(evals):
-        if value is not None:
-            out[i] = max(-MATE_EVAL, min(MATE_EVAL, int(value)))
+    # A few numpy calls for the game, not one assignment per position (the readers give ints).
+    values = np.array([_NO_EVAL if value is None else value for value in evals])
+    absent = values == _NO_EVAL
+    if values.dtype.kind != "i" or int(np.count_nonzero(absent)) != evals.count(None):
+        for i, value in enumerate(evals):          # floats, ints beyond 64 bits: one by one
+            if value is not None:
+                out[i] = max(-MATE_EVAL, min(MATE_EVAL, int(value)))
+        return out
+    out = np.minimum(np.maximum(values, -MATE_EVAL), MATE_EVAL).astype(np.int16)
+    out[absent] = EVAL_NONE
     return out
+
+
+_NO_EVAL = -(1 << 62)          # game_evals' stand-in for None
 
 
 def check_piece_set(board: np.ndarray, hands: np.ndarray) -> None:

@@ -32,7 +32,7 @@ from shogi_dnn.kifu.csa_board import CSA_PIECES, PIECE_TYPE, StartLines, read_po
 from shogi_dnn.kifu.evals import csa_comment_eval, csa_comment_wide_score, evals_by_position
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import HAND_PIECE_TYPES, PROMOTED, SFEN_PIECE, in_check
-from shogi_dnn.rules.native import csa_position_factory, move_line_counter
+from shogi_dnn.rules.native import csa_position_factory, eval_run_reader, move_line_counter
 
 USI_DROP_LETTER = {t: SFEN_PIECE[t] for t in HAND_PIECE_TYPES}       # the letter of a drop, P*5e
 
@@ -167,6 +167,7 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     # Lines are cut one at a time (str.find), not by text.split: the runs of move lines, most of a
     # record, are taken whole below and never become one string a line.
     length, find, match_run, count_run = len(text), text.find, _MOVE_RUN.match, move_line_counter()
+    eval_run = eval_run_reader()
     index, offset = 0, 0                  # the line's index and the offset of its first character
     while offset <= length:
         end = find("\n", offset)
@@ -178,6 +179,16 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
         # taken as one run of well-formed lines by a regex (a move line it does not match goes alone).
         if len(raw) == 7 and raw[0] in "+-" and game is not None and game.ending is None \
                 and game.error is None and game.has_content and not game.pending:
+            if eval_run is not None:          # moves and plain `'** 123` comments, read in C
+                chars, lines, chunk, numbers = eval_run(text, offset, number, game.move_count, game.evals)
+                if lines:                     # (a run starts with its move: lines >= 1 means a move)
+                    count = len(chunk) >> 3
+                    game.move_text.append(chunk)
+                    game.move_count += count
+                    game.move_lines += range(number, number + count) if numbers is None else numbers
+                    index += lines
+                    offset += chars
+                    continue
             if count_run is not None:                              # the regex's lines, counted in C
                 count = count_run(text, offset)
                 chunk = text[offset:offset + 8 * count] if count else raw + "\n"

@@ -135,13 +135,11 @@ def evals_by_position(black_view: dict[int, int], start_sfen: str, plies: int) -
     """
     if not black_view or not any(0 <= index <= plies for index in black_view):
         return ()
-    black_first = start_sfen.split()[1] == "b"
-    out: list[int | None] = []
-    for index in range(plies + 1):
-        value = black_view.get(index)
-        if value is not None and black_first != (index % 2 == 0):
-            value = -value                  # White to move in this position
-        out.append(value)
+    white_on_odd = 1 if start_sfen.split()[1] == "b" else 0     # the parity of White-to-move positions
+    out: list[int | None] = [None] * (plies + 1)
+    for index, value in black_view.items():          # a score a move at most: not a loop over positions
+        if 0 <= index <= plies and value is not None:
+            out[index] = -value if index % 2 == white_on_odd else value      # White to move: its view
     return tuple(out)
 
 

@@ -39,6 +39,10 @@ try:
     from shogi_dnn.dataset._encode import csa_move_lines as _csa_move_lines
 except ImportError:
     _csa_move_lines = None
+try:
+    from shogi_dnn.dataset._encode import csa_eval_run as _csa_eval_run
+except ImportError:                      # an extension built before csa_eval_run: the reader's own path
+    _csa_eval_run = None
 
 NATIVE_ENV = "SHOGI_DNN_NATIVE"
 HAND_KINDS = len(HAND_PIECE_TYPES)                                   # 7
@@ -174,5 +178,14 @@ def move_line_counter():
     return _csa_move_lines if enabled() else None
 
 
-__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "move_line_counter",
-           "new_csa_position"]
+def eval_run_reader():
+    """When enabled(): `read(text, offset, number, moves_before, evals)`, the C reader of a run of move
+    lines and plain evaluation comments (`'** 123 PV`, one after each move in engine records such as
+    floodgate's): (characters, lines, moves' text, each move's line number or None when the lines are
+    consecutive), each comment's score set into `evals` as the CSA reader's line-by-line path would (see
+    _encode.c csa_eval_run); else None."""
+    return _csa_eval_run if enabled() else None
+
+
+__all__ = ["NATIVE_ENV", "NativeGame", "csa_position_factory", "enabled", "eval_run_reader",
+           "move_line_counter", "new_csa_position"]

@@ -69,26 +69,46 @@ def test_a_failing_child_is_reported_without_class_names(monkeypatch: pytest.Mon
     assert str(info.value) == "bench convert (cshogi, 1 worker) failed: x.csa: bad"
 
 
+@pytest.mark.slow          # 13 Python processes (each converter twice a round: the start-up run)
 def test_bench_convert_peer_alternates_and_reports_the_ratio(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """--peer: the built-in dlshogi-style peer and convert --workers 1 on the same CSA files, a row a run;
-    a peer that fails is one line."""
+    """--peer: the built-in dlshogi-style peer and convert --workers 1 on the same CSA files, a row a run,
+    in CPU seconds less a one-game run's; --copies."""
     pytest.importorskip("cshogi")
     games = write_corpus(tmp_path / "corpus", seed=5, files=2, per_file=3)
     out = tmp_path / "peer.json"
-    assert cli.main(["bench", "convert", str(tmp_path / "corpus"), "--peer", "--repeats", "2",
+    assert cli.main(["bench", "convert", str(tmp_path / "corpus"), "--peer", "--repeats", "2", "--copies", "1",
                      "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["files"] == 2 and len(result["runs"]) == 2
+    first = games[0]       # the start-up run: the corpus's first game alone, subtracted from each full run
     for run in result["runs"]:
         # the peer counts the position before each move (dlshogi); ours adds each game's final position
-        assert run["peer"]["positions"] == sum(len(g.moves) for g in games)
-        assert run["ours"]["positions"] == sum(len(g.moves) + 1 for g in games)
-        assert run["peer"]["positions_per_s"] > 0 and run["ours"]["positions_per_s"] > 0
-    rates = sorted(r["ours"]["positions_per_s"] for r in result["runs"])
+        assert run["peer"]["positions"] == sum(len(g.moves) for g in games) - len(first.moves)
+        assert run["ours"]["positions"] == sum(len(g.moves) + 1 for g in games) - len(first.moves) - 1
+        for side in ("peer", "ours"):
+            net = run[side]
+            assert net["startup_cpu_s"] > 0 and net["startup_wall_s"] > 0 and net["positions_per_s"] >= 0
+            if net["cpu_s"] > 0:        # a tiny corpus: the difference is noise, maybe below zero
+                assert net["positions_per_cpu_s"] == pytest.approx(net["positions"] / net["cpu_s"], rel=1e-3)
+    rates = sorted(r["ours"]["positions_per_cpu_s"] for r in result["runs"])
     assert result["ours"]["min"] == rates[0] and result["ours"]["median"] == pytest.approx(sum(rates) / 2)
-    peer_median = sum(r["peer"]["positions_per_s"] for r in result["runs"]) / 2
-    assert result["ratio_of_medians"] == pytest.approx(result["ours"]["median"] / peer_median, abs=1e-3)
-    assert "ours / peer:" in capsys.readouterr().out
+    peer_median = sum(r["peer"]["positions_per_cpu_s"] for r in result["runs"]) / 2
+    if peer_median:
+        assert result["ratio_of_medians"] == pytest.approx(result["ours"]["median"] / peer_median, abs=1e-3)
+    assert "ours / peer in CPU time:" in capsys.readouterr().out
+    # --copies 3: both get the files three times; convert keeps every copy (--no-dedup)
+    assert cli.main(["bench", "convert", str(tmp_path / "corpus"), "--peer", "--repeats", "1", "--copies", "3",
+                     "--json", str(out)]) == 0
+    tripled = json.loads(out.read_text())
+    assert tripled["copies"] == 3 and tripled["files"] == 2
+    assert tripled["runs"][0]["ours"]["positions"] == 3 * sum(len(g.moves) + 1 for g in games) - len(first.moves) - 1
+    assert tripled["runs"][0]["peer"]["positions"] == 3 * sum(len(g.moves) for g in games) - len(first.moves)
+    assert "each given 3 times (convert with --no-dedup)" in capsys.readouterr().out
+
+
+def test_bench_convert_peer_that_fails_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("cshogi")
+    write_corpus(tmp_path / "corpus", seed=5, files=1, per_file=1)
     broken = tmp_path / "broken_peer.py"
     broken.write_text("import sys\nsys.exit('cannot read the records')\n")
     assert cli.main(["bench", "convert", str(tmp_path / "corpus"), "--peer", "--repeats", "1",

@@ -49,8 +49,19 @@ def test_encode_game_carries_evals_from_the_side_to_move(tmp_path: Path) -> None
 def test_game_evals_clips_and_checks_the_length() -> None:
     assert features.game_evals((None, 40000, -40000, 7), 4).tolist() == [-32768, 32000, -32000, 7]
     assert features.game_evals((), 3).tolist() == [-32768] * 3
+    assert features.game_evals((10 ** 30, None, -10 ** 30, 12.7), 4).tolist() == [32000, -32768, -32000, 12]
+    assert features.game_evals((-(1 << 62), None), 2).tolist() == [-32000, -32768]
     with pytest.raises(ValueError, match="2 evaluations for 3 positions"):
         features.game_evals((1, 2), 3)
+
+
+def test_evals_by_position_turns_black_view_scores_to_the_side_to_move() -> None:
+    from shogi_dnn.kifu.evals import evals_by_position
+    black_first, white_first = "9/9/9/9/9/9/9/9/9 b - 1", "9/9/9/9/9/9/9/9/9 w - 1"
+    scores = {0: 10, 1: 20, 3: -5, 4: None, 9: 99}                    # 9: beyond the last position
+    assert evals_by_position(scores, black_first, 4) == (10, -20, None, 5, None)
+    assert evals_by_position(scores, white_first, 4) == (-10, 20, None, -5, None)
+    assert evals_by_position({9: 1}, black_first, 4) == () and evals_by_position({}, black_first, 4) == ()
 
 
 @pytest.mark.parametrize("row_order", ["game", "shuffled"])

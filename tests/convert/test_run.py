@@ -270,6 +270,11 @@ def test_interrupted_run_resumes_to_identical_shards(corpus, reference: Path, tm
     # a finished dataset rerun: nothing to do, nothing changed
     again = run_convert([corpus[0]], out, SMALL, workers=1)
     assert again.converted == report.converted and _shard_bytes(out) == _shard_bytes(reference)
+    # ... and its summary gives the earlier run's speed as that run's, never as this one's (issue 32)
+    lines = again.summary().splitlines()
+    assert lines[0] == "nothing done now; the earlier run that converted it:"
+    assert "; earlier run's time " in lines[-1] and " positions/s" in lines[-1]
+    assert "earlier" not in report.summary() and "earlier_run" not in again.to_dict()
 
 
 def test_run_killed_in_its_first_shard_write_resumes(corpus, tmp_path: Path,

@@ -66,3 +66,60 @@ def test_convert_cuts_refuses_and_reports_by_kind() -> None:
     assert len(result.games) == 1 and len(result.games[0].positions) == 13
     assert result.skipped[SKIP_REPETITION] == 1
     assert result.fidelity == {"repetition:cut_sennichite": 1, "repetition:unconfirmed_claim": 1}
+
+
+def test_compiled_fourfold_rows_agree_with_first_fourfold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fast_encoding.fourfold_rows (one hashed pass over the packed rows, issue 32) finds what
+    first_fourfold finds from the boards; repeated_games names those games, a subset of the numpy sort's."""
+    import numpy as np
+
+    from shogi_dnn.dataset import fast_encoding
+    from tests.support.kifugen import random_games
+    fourfold = fast_encoding.fourfold_rows
+    if fourfold is None:
+        pytest.skip("the C extension is not built")
+    records = [one(csa(CYCLE * 3 + ["+7776FU"], "%TORYO")), one(csa(CYCLE * 2 + ["+7776FU"], "%TORYO")),
+               one(csa(["+7776FU", "-3334FU", *CYCLE * 3], "%TORYO")),
+               *[g for g in random_games(3, 30) if g.has_result]]
+    games = [encode_game(r) for r in records]
+    for game in games:
+        found = fourfold(game.pieces, game.promoted, int(game.turn[0]))
+        assert found == first_fourfold(game)
+    assert [first_fourfold(g) for g in games[:3]] == [12, -1, 14]
+    compiled = repeated_games(games)
+    monkeypatch.setattr(fast_encoding, "fourfold_rows", None)              # the numpy sort
+    assert set(compiled) <= set(repeated_games(games)) and compiled[:2] == [0, 2]
+    assert compiled == [i for i, g in enumerate(games) if first_fourfold(g) >= 0]
+    # the side to move counts: the same rows every ply are a fourfold one at row 6 (rows 0, 2, 4, 6)
+    rows, flags = np.zeros((9, 40), np.uint8), np.zeros((9, 5), np.uint8)
+    assert fourfold(rows, flags, 1) == 6
+    flags[4:6, 0] = 1                                             # a promoted piece: other positions
+    assert fourfold(rows, flags, 0) == 8
+    with pytest.raises(ValueError, match="promoted"):
+        fourfold(rows, flags[:3], 0)
+
+
+def test_compiled_in_check_rows_agree_with_in_check() -> None:
+    """fast_encoding.in_check_rows (the checks of a repetition's positions, issue 32) is rules.in_check
+    of every row, seen from the side to move, on thousands of positions of random games."""
+    import numpy as np
+
+    from shogi_dnn.dataset import fast_encoding
+    from shogi_dnn.rules import BLACK, in_check
+    from tests.support.kifugen import random_games
+    if fast_encoding.in_check_rows is None:
+        pytest.skip("the C extension is not built")
+    games = np.concatenate([encode_game(g).board for g in random_games(11, 20) if g.has_result])
+    rng = np.random.default_rng(5)           # and random boards: a Black king among eight random pieces
+    scattered = np.zeros((3000, 81), np.uint8)
+    for row in scattered:
+        squares = rng.choice(81, 9, replace=False)
+        row[squares[0]] = 8
+        row[squares[1:]] = rng.choice([c for c in range(1, 29) if c != 8], 8)
+    boards = np.concatenate([games, scattered])
+    expected = [in_check(row.tolist(), BLACK) for row in boards]
+    assert [bool(flag) for flag in fast_encoding.in_check_rows(boards)] == expected
+    assert 300 < sum(expected) < len(expected) - 1000
+    no_king = np.zeros((1, 81), np.uint8)
+    no_king[0, 40] = 7 + 14                                            # a White rook and no Black king
+    assert fast_encoding.in_check_rows(no_king) == b"\x00"

@@ -13,7 +13,7 @@ import pytest
 import shogi
 
 from shogi_dnn.errors import KifuError
-from shogi_dnn.kifu import read_record_bytes
+from shogi_dnn.kifu import GameRecord, read_record_bytes
 from shogi_dnn.kifu.csa import parse
 from shogi_dnn.kifu.csa_board import CSA_PIECES
 from shogi_dnn.kifu.csa_writer import usi_to_csa_move
@@ -182,3 +182,35 @@ def test_move_lines_are_counted_as_the_reader_regex_matches_them() -> None:
         offset = rng.randint(0, len(text))
         run = _MOVE_RUN.match(text, offset)
         assert count(text, offset) == (len(run.group()) // 8 if run else 0), (text, offset)
+
+
+@pytest.mark.parametrize("comments", [
+    ["'** 133", "'**-20 -3334FU", "'**  +7 x", "'** 40000 +2726FU", "'** -99999", "'** 5 ", "'** 0"],
+    ["'** 1234567890", "'** abc", "'** ", "'**\t5", "'** 5\t", "'**", "'*** 3", "'** 12-"],
+    ["'** 10", "'** 20\n'** 30", "'summary:toryo:a win:b lose", "'black_rate:a:1500", "'** 7 ９", "", "'x"],
+])
+def test_moves_with_evaluation_comments_read_the_same_with_and_without_it(
+        monkeypatch: pytest.MonkeyPatch, comments: list[str]) -> None:
+    """The C reader of runs of move lines and `'** 123` comments (csa_eval_run, issue 32) gives the
+    records, evaluations and error lines the line-by-line reader gives, odd comments included."""
+    moves = ["+7776FU", "-3334FU", "+8822UM", "-3122GI", "+2726FU", "-4132KI", "+0055KA"]
+    illegal = moves[:5] + ["+2726FU", "-4132KI"]                      # ply 6: by the side not to move
+    texts = []
+    for record in (moves, illegal):
+        lines = ["V2.2", "N+a", "N-b", "PI", "+", "'** 3"]
+        for move, comment in zip(record, comments):
+            lines += [move, comment]
+        texts += ["\n".join(lines + ["%TORYO"]) + "\n", "\n".join(lines + ["+9796FU"])]   # no "\n" at the end
+    for text in texts:
+        with_native = [r if isinstance(r, GameRecord) else str(r) for r in parse(text, "e.csa")]
+        monkeypatch.setenv(native.NATIVE_ENV, "0")
+        without = [r if isinstance(r, GameRecord) else str(r) for r in parse(text, "e.csa")]
+        monkeypatch.delenv(native.NATIVE_ENV)
+        assert with_native == without
+    first = next(parse(texts[0], "e.csa"))
+    assert isinstance(first, GameRecord) and len(first.evals) == 8 and first.evals[0] == 3
+    if comments[0] == "'** 133":           # side to move's view; clipped; the first comment of a move wins
+        assert first.evals == (3, -133, -20, -7, 32000, 32000, 5, 0)
+    error = next(parse(texts[2], "e.csa"))
+    line = 7 + sum(2 + comment.count("\n") for comment in comments[:5])      # 6 header lines, then pairs
+    assert isinstance(error, KifuError) and error.line == line and error.ply == 6
