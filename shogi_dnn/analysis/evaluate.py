@@ -538,8 +538,9 @@ def format_table(result: dict[str, Any]) -> str:
     b = result["baselines"]
     averaged = ", model mirror-averaged" if result.get("mirror_average") else ""
     lines = [f"WARNING: {line}" for line in run_files.eval_labels(result)]
-    lines += [(f"split {result['split']}: {result['positions']:,} positions ({result['decisive']:,} decisive, "
-             f"{result['draws']['positions']:,} draws{averaged})"), eval_rows.data_line(result), "",
+    lines += [(f"split {result['split']}: {result['positions']:,} positions "
+               f"({result['decisive']:,} decisive, {result['draws']['positions']:,} draws{averaged})"),
+              eval_rows.data_line(result), "",
              f"{'':20}{'loss':>8}{'accuracy':>10}{'brier':>8}{'ece':>8}   "
              f"{'loss 95%':<16}{'accuracy 95%':<16}"]
     rows = [("model", result)] + [(BASELINE_LABELS[n], b[n]) for n in BASELINE_NAMES if n in b]
