@@ -1,7 +1,7 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
-[--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`:
-staged multi-GPU training (see shogi_dnn.training.trainer and assembly; several machines:
-shogi_dnn.training.cluster).
+[--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I [--cluster-timeout S]]
+[--scaling-fit FILE]`: staged multi-GPU training (see shogi_dnn.training.trainer and assembly; several
+machines: shogi_dnn.training.cluster).
 
 The run directory has one writer: this process holds RUN/writer.lock (run_files.lock_run_dir) from before
 TensorFlow starts to its exit, so a second `train` there is refused at once; a cluster's chief holds RUN's,
@@ -130,8 +130,8 @@ def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Clust
     # (cluster.WaitStopped); one while the model is built or a checkpoint restored stops the run after
     # its first update, with a checkpoint and the resume command, like any other.
     with stop.catch_signals():
-        strategy = make_strategy(simulate_devices=args.simulate_devices, devices=devices, cluster=cluster_spec,
-                                 cluster_timeout=args.cluster_timeout, stop=stop)
+        strategy = make_strategy(simulate_devices=args.simulate_devices, devices=devices,
+                                 cluster=cluster_spec, cluster_timeout=args.cluster_timeout, stop=stop)
         if fits:
             log_batch_advice(config, strategy.num_replicas_in_sync, fits)
         try:

@@ -285,8 +285,8 @@ def wait_for_workers(cluster: Cluster, timeout_s: float = DEFAULT_TIMEOUT_S,
                 return
             if elapsed > timeout_s:
                 raise RunError(f"{me}: {waiting} did not start within {timeout_s:g} s (--cluster-timeout): "
-                               f"start every worker with the same --workers (each with its own --worker-index) "
-                               f"and check that their ports are open between the machines")
+                               f"start every worker with the same --workers (each with its own "
+                               f"--worker-index) and check that their ports are open between the machines")
             if time.monotonic() >= next_report:
                 log.info("%s: waiting for %s (%.0f s; gives up after %g s, --cluster-timeout)", me, waiting,
                          elapsed, timeout_s)

@@ -18,6 +18,7 @@ import pytest
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import cluster
 from shogi_dnn.training.interrupts import StopFlag
+from tests.support.sockets import free_ports, listening_hosts
 
 TWO = "10.0.0.1:2222,10.0.0.2:2222"
 
@@ -121,34 +122,6 @@ def test_peer_lost_message_is_one_line() -> None:
 
 
 # --- the start-up wait (plain sockets on 127.0.0.1, no TensorFlow) ---
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def listening_hosts(port: int) -> set[str]:
-    """The local addresses with a socket listening on `port` (Linux's /proc/net/tcp and tcp6)."""
-    hosts = set()
-    for name, size in (("tcp", 4), ("tcp6", 16)):
-        path = Path("/proc/net") / name
-        if not path.exists():
-            pytest.skip("no /proc/net/tcp (not Linux)")
-        for line in path.read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            address, port_hex = local.split(":")
-            if state == "0A" and int(port_hex, 16) == port:            # 0A: LISTEN
-                raw = bytes.fromhex(address)
-                words = b"".join(raw[i:i + 4][::-1] for i in range(0, size, 4))   # host-order words
-                hosts.add(socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6, words))
-    return hosts
-
 
 def local_cluster(index: int = 0) -> tuple[cluster.Cluster, list[int]]:
     ports = free_ports(2)
