@@ -276,7 +276,7 @@ def wait_for_workers(cluster: Cluster, timeout_s: float = DEFAULT_TIMEOUT_S,
                 if _reachable(address):
                     del pending[worker]
             elapsed = time.monotonic() - start
-            waiting = ", ".join(f"worker {w} at {a}" for w, a in pending.items())
+            waiting = ", ".join(f"worker {w} at {a}" for w, a in pending.items()) or "the other workers"
             signum = _stop_signal(stop)
             if signum:
                 raise WaitStopped(f"{me}: {signal.Signals(signum).name} while waiting for {waiting} "

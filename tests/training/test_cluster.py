@@ -188,3 +188,12 @@ def test_the_exposure_warning_names_every_interface() -> None:
     assert "unshare" not in remote
     local = cluster.exposure_warning(cluster.parse_workers("127.0.0.1:23456,127.0.0.1:23457", 0))
     assert "not only 127.0.0.1" in local and "unshare -rn" in local
+
+
+def test_only_the_workers_not_yet_started_are_named() -> None:
+    ports = free_ports(3)
+    spec = cluster.parse_workers(",".join(f"127.0.0.1:{p}" for p in ports), 0)
+    with socket.create_server(("127.0.0.1", ports[1])), pytest.raises(RunError) as err:
+        cluster.wait_for_workers(spec, timeout_s=0.5)
+    assert f": worker 2 at 127.0.0.1:{ports[2]} did not start within 0.5 s" in str(err.value)
+    assert "worker 1" not in str(err.value)
