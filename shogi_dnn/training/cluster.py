@@ -246,7 +246,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def wait_for_workers(cluster: Cluster, timeout_s: float = DEFAULT_TIMEOUT_S,
-                     stop: StopFlag | None = None) -> None:
+                     stop: StopFlag | None = None) -> float:
     """Until every other worker has started (its address accepts a TCP connection), listening meanwhile
     on this worker's own address (that host only) so that the others see this one. Says what it waits
     for: 'worker0@a:2222: waiting for worker 1 at b:2222 (12 s; ...)', after 2 s, then every 10 s.
@@ -255,6 +255,8 @@ def wait_for_workers(cluster: Cluster, timeout_s: float = DEFAULT_TIMEOUT_S,
         timeout_s: give up after this many seconds (--cluster-timeout).
         stop: a StopFlag (shogi_dnn.training.interrupts) whose signal handlers are installed; checked
             every 0.2 s (None: not stoppable but by the timeout).
+    Returns:
+        the seconds it waited.
     Raises:
         WaitStopped: SIGINT/SIGTERM arrived (one line naming the workers still missing).
         RunError: the others did not all start within timeout_s, or this worker's port is taken.
@@ -282,7 +284,7 @@ def wait_for_workers(cluster: Cluster, timeout_s: float = DEFAULT_TIMEOUT_S,
                 raise WaitStopped(f"{me}: {signal.Signals(signum).name} while waiting for {waiting} "
                                   f"({elapsed:.0f} s): stopped before training, nothing written", signum)
             if not pending:
-                return
+                return elapsed
             if elapsed > timeout_s:
                 raise RunError(f"{me}: {waiting} did not start within {timeout_s:g} s (--cluster-timeout): "
                                f"start every worker with the same --workers (each with its own "
@@ -358,19 +360,41 @@ def _reachable(address: str) -> bool:
         return False
 
 
-def _default_signals_while(build: Callable[[], object]) -> object:
-    """build() with SIGINT and SIGTERM at their default action (end the process): inside TensorFlow's
-    C++ wait a Python handler would never run. The previous handlers are put back afterwards."""
+# Ends the process when TensorFlow's wait outlasts the timeout: it holds the GIL, so no Python thread, timer
+# or signal handler of this process could. Reads stdin (a pipe from this process) until EOF: the wait
+# ended (or this process died); none within the time given: print the line, SIGKILL this process. A
+# Ctrl-C reaches the whole process group: the watchdog ignores it (this process ends, so does the pipe).
+_WATCHDOG = ("import os, select, signal, sys\n"
+             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             "if not select.select([sys.stdin], [], [], float(sys.argv[2]))[0]:\n"
+             "    sys.stderr.write(sys.argv[3] + '\\n'); sys.stderr.flush()\n"
+             "    os.kill(int(sys.argv[1]), signal.SIGKILL)\n")
+
+
+def _form_cluster(build: Callable[[], object], seconds: float, message: str) -> object:
+    """build() (TensorFlow forming the cluster) with SIGINT and SIGTERM at their default action (a Python
+    handler would not run inside its C++ wait; SIGTERM is then taken by TensorFlow's own handler), ended
+    by a watchdog process after `seconds` with `message` (a worker that answered and then died leaves
+    TensorFlow waiting for it). The previous handlers are put back afterwards."""
+    import subprocess
+    import sys
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        return build()
-    previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGINT, signal.SIGTERM)}
+    watchdog = None
+    if os.name == "posix":
+        watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()),
+                                     f"{max(seconds, 1.0):.1f}", message], stdin=subprocess.PIPE)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return build()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if watchdog is not None:
+            watchdog.stdin.close()
+            watchdog.wait()
 
 
 # --- strategy (TensorFlow from here on) ---
@@ -394,10 +418,14 @@ def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = 
     simulated = bool(simulate_devices) and not tf.config.list_physical_devices("GPU")
     if simulated:
         _split_cpu(tf, simulate_devices)
-    wait_for_workers(cluster, timeout_s, stop)
-    if simulated:
-        return _default_signals_while(lambda: _simulated_strategy_class()(simulate_devices))
-    return _default_signals_while(tf.distribute.MultiWorkerMirroredStrategy)
+    waited = wait_for_workers(cluster, timeout_s, stop)
+    me = cluster.worker_name(cluster.worker_id)
+    message = (f"shogi-dnn train: error: {me}: TensorFlow did not form the cluster within {timeout_s:g} s "
+               f"(--cluster-timeout): a worker answered, then stopped or became unreachable; start every "
+               f"worker again")
+    build = (lambda: _simulated_strategy_class()(simulate_devices)) if simulated \
+        else tf.distribute.MultiWorkerMirroredStrategy
+    return _form_cluster(build, timeout_s - waited, message)
 
 
 def _split_cpu(tf, devices: int) -> None:

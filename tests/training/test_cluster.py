@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import cluster
 from shogi_dnn.training.interrupts import StopFlag
+from tests.support.paths import REPO
 from tests.support.sockets import free_ports, listening_hosts
 
 TWO = "10.0.0.1:2222,10.0.0.2:2222"
@@ -197,3 +200,22 @@ def test_only_the_workers_not_yet_started_are_named() -> None:
         cluster.wait_for_workers(spec, timeout_s=0.5)
     assert f": worker 2 at 127.0.0.1:{ports[2]} did not start within 0.5 s" in str(err.value)
     assert "worker 1" not in str(err.value)
+
+
+def form_cluster_in_a_process(seconds_in_build: float, limit_s: float) -> subprocess.CompletedProcess:
+    code = ("import sys, time\n"
+            "from shogi_dnn.training.cluster import _form_cluster\n"
+            f"build = lambda: time.sleep({seconds_in_build}) or 'formed'\n"
+            f"print(_form_cluster(build, {limit_s}, 'gave up'))\n")
+    return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                          timeout=30, cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)})
+
+
+def test_tensorflow_forming_the_cluster_is_ended_after_the_time_left() -> None:
+    """TensorFlow's own wait holds the GIL, so a watchdog process ends it: the line, then SIGKILL."""
+    start = time.monotonic()
+    done = form_cluster_in_a_process(30, 1.0)
+    assert done.returncode == -signal.SIGKILL and done.stderr == "gave up\n" and done.stdout == ""
+    assert time.monotonic() - start < 10
+    done = form_cluster_in_a_process(0.1, 20)          # formed in time: the watchdog goes quietly
+    assert (done.returncode, done.stdout, done.stderr) == (0, "formed\n", "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -186,13 +187,17 @@ def start_alone(data: Path, run: Path, log: Path, ports: list[int], *extra: str)
 def test_a_waiting_worker_stops_on_a_signal_and_gives_up_after_the_timeout(tmp_path: Path) -> None:
     """Worker 1 never starts. Worker 0 says what it waits for, listens on 127.0.0.1 only, ends on SIGTERM
     or SIGINT within seconds (TensorFlow's exit: ~3 s measured on 2 busy cores) with one line, and gives
-    up after --cluster-timeout. (TensorFlow's own wait ignored both signals: 14 minutes, until kill -9.)"""
+    up after --cluster-timeout, also inside TensorFlow's wait when worker 1's port answers but no TensorFlow
+    does. (TensorFlow's own wait ignored both signals: 14 minutes, until kill -9.)"""
     data = tmp_path / "data"
     make_dataset(data, train=[128, 128], validation=[64], chunk_rows=64)
-    clusters = {name: free_ports(2) for name in ("SIGTERM", "SIGINT", "timeout")}
+    clusters = {name: free_ports(2) for name in ("SIGTERM", "SIGINT", "timeout", "mute peer")}
     logs = {name: tmp_path / f"{name}.log" for name in clusters}
-    procs = {name: start_alone(data, tmp_path / f"run-{name}", logs[name], ports,
-                               *(["--cluster-timeout", "4"] if name == "timeout" else []))
+    limits = {"timeout": ["--cluster-timeout", "4"], "mute peer": ["--cluster-timeout", "10"]}
+    # "mute peer": worker 1's port accepts connections but no TensorFlow answers there (a worker that
+    # answered, then hung or died): worker 0 moves on into TensorFlow's wait, which the watchdog ends.
+    mute = socket.create_server(("127.0.0.1", clusters["mute peer"][1]))
+    procs = {name: start_alone(data, tmp_path / f"run-{name}", logs[name], ports, *limits.get(name, []))
              for name, ports in clusters.items()}
     deadline = time.monotonic() + TIMEOUT_S
     try:
@@ -206,9 +211,11 @@ def test_a_waiting_worker_stops_on_a_signal_and_gives_up_after_the_timeout(tmp_p
             procs[name].send_signal(signal.Signals[name])
             procs[name].wait(timeout=30)
             exits[name] = time.monotonic() - sent
-        procs["timeout"].wait(timeout=max(1.0, deadline - time.monotonic()))
+        for name in ("timeout", "mute peer"):
+            procs[name].wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         kill_all(list(procs.values()))
+        mute.close()
     for name, code in (("SIGTERM", 143), ("SIGINT", 130)):
         text = logs[name].read_text()
         ports = clusters[name]
@@ -224,4 +231,11 @@ def test_a_waiting_worker_stops_on_a_signal_and_gives_up_after_the_timeout(tmp_p
     assert text.splitlines()[-1].startswith(f"shogi-dnn train: error: worker0@127.0.0.1:{ports[0]}: worker 1 "
                                             f"at 127.0.0.1:{ports[1]} did not start within 4 s "
                                             f"(--cluster-timeout)"), text[-2000:]
+    text, ports = logs["mute peer"].read_text(), clusters["mute peer"]
+    assert procs["mute peer"].returncode == -signal.SIGKILL, text[-2000:]
+    assert text.splitlines()[-1] == (
+        f"shogi-dnn train: error: worker0@127.0.0.1:{ports[0]}: TensorFlow did not form the cluster "
+        f"within 10 s (--cluster-timeout): a worker answered, then stopped or became unreachable; start "
+        f"every worker again"), text[-2000:]
+    assert "waiting for" not in text                    # worker 1's port answered at once
     assert not any((tmp_path / f"run-{name}" / "checkpoints").exists() for name in clusters)
