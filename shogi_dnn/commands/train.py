@@ -1,7 +1,7 @@
 """`shogi-dnn train --config train/X.toml --data DIR --run-dir RUN [--set k=v ...] [--simulate-devices N]
-[--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I] [--scaling-fit FILE]`:
-staged multi-GPU training (see shogi_dnn.training.trainer and assembly; several machines:
-shogi_dnn.training.cluster).
+[--devices LIST] [--resume [--data-changed]] [--workers H:P,H:P --worker-index I [--cluster-timeout S]]
+[--scaling-fit FILE]`: staged multi-GPU training (see shogi_dnn.training.trainer and assembly; several
+machines: shogi_dnn.training.cluster).
 
 The run directory has one writer: this process holds RUN/writer.lock (run_files.lock_run_dir) from before
 TensorFlow starts to its exit, so a second `train` there is refused at once; a cluster's chief holds RUN's,
@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "machine); a TF_CONFIG in the environment is used when this is absent")
     parser.add_argument("--worker-index", type=int, default=None, metavar="I",
                         help="this machine's position in --workers (0 = chief)")
+    parser.add_argument("--cluster-timeout", type=float, default=cluster.DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help="multi-machine run: how long a worker waits for the others to start before it "
+                             "gives up (default %(default)g; Ctrl-C or SIGTERM stops the wait at once)")
     parser.add_argument("--scaling-fit", default=None, metavar="FILE|v0=..,t=..",
                         help="throughput fit (from `shogi-dnn bench scaling`, or declared inline): say at "
                              "start-up how close the per-GPU batch keeps the devices to their ideal rate")
@@ -80,6 +83,8 @@ def resume_command(args: argparse.Namespace) -> str:
         parts += ["--devices", args.devices]
     if args.workers:
         parts += ["--workers", args.workers, "--worker-index", str(args.worker_index)]
+    if args.cluster_timeout != cluster.DEFAULT_TIMEOUT_S:
+        parts += ["--cluster-timeout", f"{args.cluster_timeout:g}"]
     if args.price_per_hour:
         parts += ["--price-per-hour", f"{args.price_per_hour:g}"]
     return shlex.join(parts + ["--resume"])
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.price_per_hour >= 0 and math.isfinite(args.price_per_hour)):
         raise ConfigError(f"--price-per-hour {args.price_per_hour}: must be a number >= 0")
     cluster_spec = cluster.resolve_cluster(args.workers, args.worker_index)
+    if not (args.cluster_timeout > 0 and math.isfinite(args.cluster_timeout)):
+        raise ConfigError(f"--cluster-timeout {args.cluster_timeout}: must be a number of seconds > 0")
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
     if args.data_changed and not args.resume:
         raise ConfigError("--data-changed goes with --resume (a new run records the data it starts on)")
@@ -102,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.resume and cluster_spec is None:    # a finished run: likewise (a cluster's workers
             run_files.refuse_existing_run(run_dir)      # must agree: resume.start_run checks that)
         command = shlex.join(["shogi-dnn", "train", *(sys.argv[1:] if argv is None else argv)])
-        return _train(args, config, cluster_spec, fits, run_dir, command)
+        try:
+            return _train(args, config, cluster_spec, fits, run_dir, command)
+        except cluster.WaitStopped as exc:      # a stop, not an error: one line, the shell's signal code
+            print(f"shogi-dnn train: {exc}", file=sys.stderr)
+            return 128 + exc.signum
 
 
 def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Cluster | None,
@@ -116,13 +127,15 @@ def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Clust
         logging.getLogger(name).setLevel(logging.WARNING)
 
     devices = [d for d in args.devices.split(",") if d.strip()] if args.devices else None
-    strategy = make_strategy(simulate_devices=args.simulate_devices, devices=devices, cluster=cluster_spec)
-    if fits:
-        log_batch_advice(config, strategy.num_replicas_in_sync, fits)
     stop = StopFlag()
-    # Signals are caught from here on: a SIGTERM while the model is built or a checkpoint restored
-    # stops the run after its first update, with a checkpoint and the resume command, like any other.
+    # Signals are caught from here on: one while a worker waits for the others ends the wait at once
+    # (cluster.WaitStopped); one while the model is built or a checkpoint restored stops the run after
+    # its first update, with a checkpoint and the resume command, like any other.
     with stop.catch_signals():
+        strategy = make_strategy(simulate_devices=args.simulate_devices, devices=devices,
+                                 cluster=cluster_spec, cluster_timeout=args.cluster_timeout, stop=stop)
+        if fits:
+            log_batch_advice(config, strategy.num_replicas_in_sync, fits)
         try:
             trainer = Trainer(config, Path(args.data), run_dir, strategy, resume=args.resume,
                               resume_command=resume_command(args), stop=stop,

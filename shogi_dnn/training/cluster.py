@@ -20,20 +20,29 @@ logical CPUs (a TensorFlow-internal hook; GPU machines use the public strategy u
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import logging
 import os
 import re
+import signal
+import socket
+import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training.interrupts import StopFlag
+
+log = logging.getLogger(__name__)
 
 TF_CONFIG = "TF_CONFIG"
 JOBS = ("chief", "worker")            # jobs a training cluster may have; the chief trains too
 _ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
 # Errors that mean a peer worker is gone (crashed, killed, reclaimed spot machine, network cut).
 PEER_LOST_ERRORS = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError")
+DEFAULT_TIMEOUT_S = 600.0           # --cluster-timeout: how long a worker waits for the others to start
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,24 +196,236 @@ def is_peer_lost(exc: BaseException) -> bool:
     return type(exc).__name__ in PEER_LOST_ERRORS
 
 
+# --- start-up: each worker waits for the others in Python (interruptible), then enters TensorFlow ---
+#
+# TensorFlow binds its gRPC server to every interface ("0.0.0.0:" + port in GrpcServer::Init,
+# tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc; the host of the task's address is not used),
+# and its own wait for the other workers (the strategy's construction: context.ensure_initialized(), the
+# coordination service's registration) holds the GIL in C++: no Python signal handler runs, nothing is
+# printed, and its SIGTERM handler swallows SIGTERM. So every worker first listens on its own address with
+# a plain socket and waits until each other worker's address accepts a connection (its socket, or its
+# TensorFlow server once it has moved on), and only then builds the strategy.
+
+PROBE_TIMEOUT_S = 1.0         # one connection attempt to another worker
+POLL_S = 0.2                  # between rounds of attempts (and checks of the stop flag)
+FIRST_REPORT_S = 2.0          # the first "waiting for" line: not printed when the workers start together
+REPORT_EVERY_S = 10.0
+
+
+class WaitStopped(RunError):
+    """SIGINT/SIGTERM while this worker waited for the others: nothing was trained or written.
+
+    Attributes:
+        signum: the signal's number (the command exits with 128 + signum, as a shell reports it).
+    """
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """('10.0.0.1', 2222) of '10.0.0.1:2222'; ('::1', 2222) of '[::1]:2222'."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def exposure_warning(cluster: Cluster) -> str:
+    """The start-up line saying what TensorFlow's server exposes: its port on every interface."""
+    host, port = split_address(cluster.addresses[cluster.worker_id])
+    line = (f"{cluster.worker_name(cluster.worker_id)}: TensorFlow's gRPC server listens on port {port} of "
+            f"every interface (0.0.0.0 and ::), not only {host}, and has no authentication; keep port "
+            f"{port} reachable from the other workers only (docs/multi-machine.md)")
+    if all(_is_loopback(split_address(a)[0]) for a in cluster.addresses):
+        line += "; to rehearse with nothing exposed, run the workers inside `unshare -rn`"
+    return line
+
+
+def _is_loopback(host: str) -> bool:
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def wait_for_workers(cluster: Cluster, timeout_s: float = DEFAULT_TIMEOUT_S,
+                     stop: StopFlag | None = None) -> float:
+    """Until every other worker has started (its address accepts a TCP connection), listening meanwhile
+    on this worker's own address (that host only) so that the others see this one. Says what it waits
+    for: 'worker0@a:2222: waiting for worker 1 at b:2222 (12 s; ...)', after 2 s, then every 10 s.
+
+    Args:
+        timeout_s: give up after this many seconds (--cluster-timeout).
+        stop: a StopFlag (shogi_dnn.training.interrupts) whose signal handlers are installed; checked
+            every 0.2 s (None: not stoppable but by the timeout).
+    Returns:
+        the seconds it waited.
+    Raises:
+        WaitStopped: SIGINT/SIGTERM arrived (one line naming the workers still missing).
+        RunError: the others did not all start within timeout_s, or this worker's port is taken.
+    """
+    me = cluster.worker_name(cluster.worker_id)
+    pending = {w: a for w, a in enumerate(cluster.addresses) if w != cluster.worker_id}
+    listener = _listen(cluster.addresses[cluster.worker_id], me)
+    start = time.monotonic()
+    next_report = start + FIRST_REPORT_S
+    action = stop.action if stop is not None else ""
+    if stop is not None:
+        stop.action = ""            # a signal now ends the wait (WaitStopped's line), no checkpoint
+    try:
+        while True:
+            for worker, address in list(pending.items()):
+                _drain(listener)
+                if _stop_signal(stop):
+                    break
+                if _reachable(address):
+                    del pending[worker]
+            elapsed = time.monotonic() - start
+            waiting = ", ".join(f"worker {w} at {a}" for w, a in pending.items()) or "the other workers"
+            signum = _stop_signal(stop)
+            if signum:
+                raise WaitStopped(f"{me}: {signal.Signals(signum).name} while waiting for {waiting} "
+                                  f"({elapsed:.0f} s): stopped before training, nothing written", signum)
+            if not pending:
+                return elapsed
+            if elapsed > timeout_s:
+                raise RunError(f"{me}: {waiting} did not start within {timeout_s:g} s (--cluster-timeout): "
+                               f"start every worker with the same --workers (each with its own "
+                               f"--worker-index) and check that their ports are open between the machines")
+            if time.monotonic() >= next_report:
+                log.info("%s: waiting for %s (%.0f s; gives up after %g s, --cluster-timeout)", me, waiting,
+                         elapsed, timeout_s)
+                next_report += REPORT_EVERY_S
+            time.sleep(POLL_S)
+    finally:
+        listener.close()
+        if stop is not None:
+            stop.action = action
+
+
+def _stop_signal(stop: StopFlag | None) -> int:
+    """The number of the stop signal `stop` (a StopFlag) received, 0 when none."""
+    if stop is None or not stop.requested:
+        return 0
+    return int(signal.Signals.__members__.get(stop.signal_name, signal.SIGTERM))
+
+
+def _listen(address: str, me: str) -> socket.socket:
+    """A non-blocking listening socket on this worker's address (its host only). The wildcard when the
+    host is not an address of this machine (a cloud machine's public address, reached through NAT):
+    TensorFlow listens there anyway.
+
+    Raises:
+        RunError: the port is taken (another worker or program is on it).
+    """
+    host, port = split_address(address)
+    try:
+        family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError:
+        family, sockaddr = socket.AF_INET, ("0.0.0.0", port)
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # a previous run's TIME_WAIT
+    try:
+        try:
+            listener.bind(sockaddr)
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL:
+                raise
+            listener.close()
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("0.0.0.0", port))
+        listener.listen(64)
+    except OSError as exc:
+        listener.close()
+        raise RunError(f"{me}: cannot listen on {address} ({exc.strerror}): is another worker or program "
+                       f"on port {port}? (`ss -ltnp | grep :{port}`)") from exc
+    listener.setblocking(False)
+    return listener
+
+
+def _drain(listener: socket.socket) -> None:
+    """Accept and close the other workers' probes (a full backlog would make them time out)."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        conn.close()
+
+
+def _reachable(address: str) -> bool:
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
+
+
+# Ends the process when TensorFlow's wait outlasts the timeout: it holds the GIL, so no Python thread, timer
+# or signal handler of this process could. Reads stdin (a pipe from this process) until EOF: the wait
+# ended (or this process died); none within the time given: print the line, SIGKILL this process. A
+# Ctrl-C reaches the whole process group: the watchdog ignores it (this process ends, so does the pipe).
+_WATCHDOG = ("import os, select, signal, sys\n"
+             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             "if not select.select([sys.stdin], [], [], float(sys.argv[2]))[0]:\n"
+             "    sys.stderr.write(sys.argv[3] + '\\n'); sys.stderr.flush()\n"
+             "    os.kill(int(sys.argv[1]), signal.SIGKILL)\n")
+
+
+def _form_cluster(build: Callable[[], object], seconds: float, message: str) -> object:
+    """build() (TensorFlow forming the cluster) with SIGINT and SIGTERM at their default action (a Python
+    handler would not run inside its C++ wait; SIGTERM is then taken by TensorFlow's own handler), ended
+    by a watchdog process after `seconds` with `message` (a worker that answered and then died leaves
+    TensorFlow waiting for it). The previous handlers are put back afterwards."""
+    import subprocess
+    import sys
+    import threading
+
+    watchdog = None
+    if os.name == "posix":
+        watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()),
+                                     f"{max(seconds, 1.0):.1f}", message], stdin=subprocess.PIPE)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return build()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if watchdog is not None:
+            watchdog.stdin.close()
+            watchdog.wait()
+
+
 # --- strategy (TensorFlow from here on) ---
 
-def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = None):
+def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = None,
+                               timeout_s: float = DEFAULT_TIMEOUT_S, stop: StopFlag | None = None):
     """MultiWorkerMirroredStrategy over the cluster: every local GPU of every worker.
 
     Sets TF_CONFIG for TensorFlow; must run before TensorFlow initialises (before any op or model).
-    With `simulate_devices` and no GPU, each worker gets that many logical CPU devices.
+    With `simulate_devices` and no GPU, each worker gets that many logical CPU devices. Waits first for
+    every other worker to start (wait_for_workers: interruptible by `stop`, gives up after timeout_s).
 
     Raises:
-        RunError: TensorFlow was already initialised, so the CPU cannot be split any more.
+        RunError: TensorFlow was already initialised, so the CPU cannot be split any more; or the wait
+            failed (WaitStopped on SIGINT/SIGTERM).
     """
+    log.warning("%s", exposure_warning(cluster))
     os.environ[TF_CONFIG] = json.dumps(cluster.tf_config())
     import tensorflow as tf
 
-    if simulate_devices and not tf.config.list_physical_devices("GPU"):
+    simulated = bool(simulate_devices) and not tf.config.list_physical_devices("GPU")
+    if simulated:
         _split_cpu(tf, simulate_devices)
-        return _simulated_strategy_class()(simulate_devices)
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    waited = wait_for_workers(cluster, timeout_s, stop)
+    me = cluster.worker_name(cluster.worker_id)
+    message = (f"shogi-dnn train: error: {me}: TensorFlow did not form the cluster within {timeout_s:g} s "
+               f"(--cluster-timeout): a worker answered, then stopped or became unreachable; start every "
+               f"worker again")
+    build = (lambda: _simulated_strategy_class()(simulate_devices)) if simulated \
+        else tf.distribute.MultiWorkerMirroredStrategy
+    return _form_cluster(build, timeout_s - waited, message)
 
 
 def _split_cpu(tf, devices: int) -> None:

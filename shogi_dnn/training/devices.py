@@ -18,14 +18,16 @@ import tensorflow as tf
 from shogi_dnn.config import Config
 from shogi_dnn.errors import RunError
 from shogi_dnn.training import memory
-from shogi_dnn.training.cluster import Cluster, replica_values
+from shogi_dnn.training.cluster import DEFAULT_TIMEOUT_S, Cluster, replica_values
 from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
+from shogi_dnn.training.interrupts import StopFlag
 
 log = logging.getLogger(__name__)
 
 
 def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | None = None,
-                  cluster: Cluster | None = None) -> tf.distribute.Strategy:
+                  cluster: Cluster | None = None, cluster_timeout: float = DEFAULT_TIMEOUT_S,
+                  stop: StopFlag | None = None) -> tf.distribute.Strategy:
     """A MirroredStrategy over the chosen devices; a OneDeviceStrategy when there is one (same step).
 
     Args:
@@ -35,7 +37,8 @@ def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | 
         devices: explicit device names ("/gpu:0", "GPU:1", ...); default: every visible GPU, else the CPU.
         cluster: several machines (shogi_dnn.training.cluster): a MultiWorkerMirroredStrategy over
             every GPU of every worker (with simulate_devices: that many logical CPUs per worker).
-            Create it before anything else touches TensorFlow.
+            Create it before anything else touches TensorFlow. It first waits for every other worker
+            to start: up to cluster_timeout seconds, stopped by a SIGINT/SIGTERM that `stop` catches.
     Raises:
         RunError: both options given, fewer logical CPUs than requested, or an unknown device.
     """
@@ -45,7 +48,7 @@ def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | 
         if devices:
             raise RunError("--devices with --workers: each worker uses all its GPUs (limit them with "
                            "CUDA_VISIBLE_DEVICES)")
-        return multi_worker_strategy(cluster, simulate_devices)
+        return multi_worker_strategy(cluster, simulate_devices, cluster_timeout, stop)
     if simulate_devices is not None:
         names = _simulated_cpus(simulate_devices)
     elif devices:

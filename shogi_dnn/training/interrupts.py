@@ -23,6 +23,9 @@ class StopFlag:
     def __init__(self) -> None:
         self.requested = False
         self.signal_name = ""
+        # What a stop request does now, logged when a signal arrives ("": nothing logged, e.g. while a
+        # cluster's worker waits for the others: the wait ends with its own line).
+        self.action = "saving a checkpoint at the current step, then exiting"
 
     def request(self, name: str = "request") -> None:
         self.requested, self.signal_name = True, name
@@ -31,7 +34,8 @@ class StopFlag:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.request(signal.Signals(signum).name)
-        log.info("%s: saving a checkpoint at the current step, then exiting", self.signal_name)
+        if self.action:
+            log.info("%s: %s", self.signal_name, self.action)
 
     @contextlib.contextmanager
     def catch_signals(self) -> Iterator[StopFlag]:

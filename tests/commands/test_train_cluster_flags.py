@@ -19,6 +19,8 @@ SMOKE = str(REPO / "train" / "cpu-smoke.toml")
     (["--workers", "127.0.0.1:5000,127.0.0.1:5000", "--worker-index", "0"], None, "listed twice"),
     (["--workers", "127.0.0.1:5000,127.0.0.1:5001"], None, "--workers needs --worker-index"),
     (["--worker-index", "1"], None, "--worker-index needs --workers"),
+    (["--workers", "127.0.0.1:5000,127.0.0.1:5001", "--worker-index", "0", "--cluster-timeout", "0"], None,
+     "--cluster-timeout 0.0: must be a number of seconds > 0"),
     (["--workers", "127.0.0.1:5000", "--worker-index", "1"], None, "--worker-index 1: must be 0..0"),
     ([], "{not json", "TF_CONFIG: invalid JSON"),
     (["--scaling-fit", "missing-fit.json"], None, "missing-fit.json: no such scaling fit file"),

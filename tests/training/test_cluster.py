@@ -1,15 +1,27 @@
-"""Cluster description for multi-machine training: flags, TF_CONFIG, chief, names, one-line errors."""
+"""Cluster description for multi-machine training: flags, TF_CONFIG, chief, names, one-line errors; the
+start-up wait for the other workers (its address, its messages, its timeout, a signal ending it)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from shogi_dnn.errors import ConfigError
+from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import cluster
+from shogi_dnn.training.interrupts import StopFlag
+from tests.support.paths import REPO
+from tests.support.sockets import free_ports, listening_hosts
 
 TWO = "10.0.0.1:2222,10.0.0.2:2222"
 
@@ -110,3 +122,100 @@ def test_peer_lost_message_is_one_line() -> None:
     assert "\n" not in text and text.startswith("worker1@10.0.0.2:2222: lost contact with another worker")
     assert "(UnavailableError: recvmsg:Connection reset by peer)" in text and "--resume" in text
     assert "lost contact" in cluster.peer_lost_message(UnavailableError(""), cluster.parse_workers(TWO, 0))
+
+
+# --- the start-up wait (plain sockets on 127.0.0.1, no TensorFlow) ---
+
+def local_cluster(index: int = 0) -> tuple[cluster.Cluster, list[int]]:
+    ports = free_ports(2)
+    return cluster.parse_workers(",".join(f"127.0.0.1:{p}" for p in ports), index), ports
+
+
+def test_the_wait_ends_when_every_other_worker_listens() -> None:
+    spec, ports = local_cluster(0)
+    with socket.create_server(("127.0.0.1", ports[1])):         # worker 1 has started
+        start = time.monotonic()
+        cluster.wait_for_workers(spec, timeout_s=5)
+    assert time.monotonic() - start < 1.0
+    with pytest.raises(OSError):                                 # its socket is closed: TensorFlow's turn
+        socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
+
+
+def test_the_waiting_worker_listens_on_its_own_address_only_and_says_what_it_waits_for(caplog,
+                                                                                       monkeypatch) -> None:
+    spec, ports = local_cluster(1)
+    monkeypatch.setattr(cluster, "FIRST_REPORT_S", 0.0)
+    seen: list[set[str]] = []
+    timer = threading.Timer(0.5, lambda: seen.append(listening_hosts(ports[1])))
+    timer.start()
+    with caplog.at_level(logging.INFO, logger="shogi_dnn.training.cluster"), pytest.raises(RunError) as err:
+        cluster.wait_for_workers(spec, timeout_s=1.0)
+    timer.join()
+    assert seen == [{"127.0.0.1"}]                  # loopback stays loopback while it waits
+    assert f"worker1@127.0.0.1:{ports[1]}: waiting for worker 0 at 127.0.0.1:{ports[0]} (0 s; gives up " \
+           f"after 1 s, --cluster-timeout)" in caplog.text
+    assert str(err.value).startswith(f"worker1@127.0.0.1:{ports[1]}: worker 0 at 127.0.0.1:{ports[0]} did "
+                                     f"not start within 1 s (--cluster-timeout)")
+    assert "\n" not in str(err.value) and listening_hosts(ports[1]) == set()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_wait_at_once(signum: int) -> None:
+    spec, ports = local_cluster(0)
+    stop = StopFlag()
+    with stop.catch_signals():
+        threading.Timer(0.3, os.kill, (os.getpid(), signum)).start()
+        start = time.monotonic()
+        with pytest.raises(cluster.WaitStopped) as err:
+            cluster.wait_for_workers(spec, timeout_s=30, stop=stop)
+    assert time.monotonic() - start < 1.5
+    name = signal.Signals(signum).name
+    assert str(err.value) == (f"worker0@127.0.0.1:{ports[0]}: {name} while waiting for worker 1 at "
+                              f"127.0.0.1:{ports[1]} (0 s): stopped before training, nothing written")
+    assert err.value.signum == signum
+    assert stop.action.startswith("saving a checkpoint")       # a signal during training saves again
+
+
+def test_a_taken_port_is_one_line() -> None:
+    spec, ports = local_cluster(0)
+    with socket.create_server(("127.0.0.1", ports[0])), pytest.raises(RunError) as err:
+        cluster.wait_for_workers(spec, timeout_s=5)
+    assert str(err.value).startswith(f"worker0@127.0.0.1:{ports[0]}: cannot listen on 127.0.0.1:{ports[0]} "
+                                     f"(Address already in use)")
+
+
+def test_the_exposure_warning_names_every_interface() -> None:
+    remote = cluster.exposure_warning(cluster.parse_workers(TWO, 1))
+    assert remote.startswith("worker1@10.0.0.2:2222: TensorFlow's gRPC server listens on port 2222 of every "
+                             "interface (0.0.0.0 and ::), not only 10.0.0.2, and has no authentication")
+    assert "unshare" not in remote
+    local = cluster.exposure_warning(cluster.parse_workers("127.0.0.1:23456,127.0.0.1:23457", 0))
+    assert "not only 127.0.0.1" in local and "unshare -rn" in local
+
+
+def test_only_the_workers_not_yet_started_are_named() -> None:
+    ports = free_ports(3)
+    spec = cluster.parse_workers(",".join(f"127.0.0.1:{p}" for p in ports), 0)
+    with socket.create_server(("127.0.0.1", ports[1])), pytest.raises(RunError) as err:
+        cluster.wait_for_workers(spec, timeout_s=0.5)
+    assert f": worker 2 at 127.0.0.1:{ports[2]} did not start within 0.5 s" in str(err.value)
+    assert "worker 1" not in str(err.value)
+
+
+def form_cluster_in_a_process(seconds_in_build: float, limit_s: float) -> subprocess.CompletedProcess:
+    code = ("import sys, time\n"
+            "from shogi_dnn.training.cluster import _form_cluster\n"
+            f"build = lambda: time.sleep({seconds_in_build}) or 'formed'\n"
+            f"print(_form_cluster(build, {limit_s}, 'gave up'))\n")
+    return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                          timeout=30, cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)})
+
+
+def test_tensorflow_forming_the_cluster_is_ended_after_the_time_left() -> None:
+    """TensorFlow's own wait holds the GIL, so a watchdog process ends it: the line, then SIGKILL."""
+    start = time.monotonic()
+    done = form_cluster_in_a_process(30, 1.0)
+    assert done.returncode == -signal.SIGKILL and done.stderr == "gave up\n" and done.stdout == ""
+    assert time.monotonic() - start < 10
+    done = form_cluster_in_a_process(0.1, 20)          # formed in time: the watchdog goes quietly
+    assert (done.returncode, done.stdout, done.stderr) == (0, "formed\n", "")

@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset
+from tests.support.sockets import free_ports, listening_hosts
 
 PRESET = REPO / "train" / "cpu-smoke.toml"
 # Whole groups (no step cap), a checkpoint every 4 updates: 40 updates, long enough to kill a worker mid-run.
@@ -30,21 +31,11 @@ SETTINGS = ["train.max_steps_per_stage=0", "train.checkpoint_every_steps=4", "tr
 TIMEOUT_S = 240
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def start_workers(data: Path, run: Path, logs: Path, resume: bool) -> list[subprocess.Popen]:
+def start_workers(data: Path, run: Path, logs: Path, resume: bool,
+                  ports: list[int]) -> list[subprocess.Popen]:
     """Two workers: the first run described by --workers/--worker-index (and given a --scaling-fit),
     the resumed one by a TF_CONFIG in the environment, as a cluster manager would set it."""
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    addresses = [f"127.0.0.1:{port}" for port in ports]
     procs = []
     for index in range(2):
         env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"} | {"TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -108,20 +99,28 @@ def test_two_workers_survive_a_dead_worker_and_match_one_machine(tmp_path: Path)
     make_dataset(data, train=[640, 640, 640, 640], validation=[128], chunk_rows=128)
     logs.mkdir()
     deadline = time.monotonic() + TIMEOUT_S
-    procs = start_workers(data, run, logs, resume=False)
+    ports = free_ports(2)
+    procs = start_workers(data, run, logs, resume=False, ports=ports)
     try:
         wait_for_checkpoints([run / "checkpoints", run / "worker1" / "checkpoints"], procs, deadline)
+        # What the start-up line says: TensorFlow's server listens on every interface, not on 127.0.0.1
+        # (it binds "0.0.0.0:" + port). Should TensorFlow ever bind the given host, this fails: update
+        # cluster.exposure_warning and docs/multi-machine.md.
+        bound = [listening_hosts(port) for port in ports]
+        assert all(hosts and hosts <= {"::", "0.0.0.0"} for hosts in bound), bound
         procs[1].send_signal(signal.SIGKILL)                    # worker 1's machine dies
         codes = wait_all(procs, deadline)
     finally:
         kill_all(procs)
     chief_log = (logs / "worker0-first.log").read_text()
     assert codes[0] == 2, chief_log[-3000:]
+    assert f"worker0@127.0.0.1:{ports[0]}: TensorFlow's gRPC server listens on port {ports[0]} of every " \
+           f"interface (0.0.0.0 and ::), not only 127.0.0.1" in chief_log
     assert "lost contact with another worker" in chief_log and "--resume" in chief_log
     assert "per-GPU batch 16 reaches 67% of the fitted v0 (8000 positions/s on 4 device(s)" in chief_log
     assert not (run / "model.keras").exists()
 
-    procs = start_workers(data, run, logs, resume=True)
+    procs = start_workers(data, run, logs, resume=True, ports=free_ports(2))
     try:
         codes = wait_all(procs, deadline)
     finally:
@@ -157,7 +156,7 @@ def test_sigterm_on_one_worker_stops_every_worker_at_the_same_step(tmp_path: Pat
     make_dataset(data, train=[640, 640, 640, 640], validation=[128], chunk_rows=128)
     logs.mkdir()
     deadline = time.monotonic() + TIMEOUT_S
-    procs = start_workers(data, run, logs, resume=False)
+    procs = start_workers(data, run, logs, resume=False, ports=free_ports(2))
     try:
         wait_for_checkpoints([run / "checkpoints", run / "worker1" / "checkpoints"], procs, deadline)
         procs[1].send_signal(signal.SIGTERM)
@@ -171,3 +170,72 @@ def test_sigterm_on_one_worker_stops_every_worker_at_the_same_step(tmp_path: Pat
     newest = [max(p.name for p in d.glob("ckpt-*")) for d in dirs]
     assert newest[0] == newest[1], newest
     assert not (run / "model.keras").exists()
+
+
+def start_alone(data: Path, run: Path, log: Path, ports: list[int], *extra: str) -> subprocess.Popen:
+    """Worker 0 of a two-worker cluster whose worker 1 is never started."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"} | {"TF_CPP_MIN_LOG_LEVEL": "2"}
+    argv = [sys.executable, "-m", "shogi_dnn", "train", "--config", str(PRESET), "--data", str(data),
+            "--run-dir", str(run), "--simulate-devices", "2", "--worker-index", "0",
+            "--workers", ",".join(f"127.0.0.1:{port}" for port in ports), *extra]
+    with log.open("w") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                start_new_session=True)
+
+
+@pytest.mark.slow
+def test_a_waiting_worker_stops_on_a_signal_and_gives_up_after_the_timeout(tmp_path: Path) -> None:
+    """Worker 1 never starts. Worker 0 says what it waits for, listens on 127.0.0.1 only, ends on SIGTERM
+    or SIGINT within seconds (TensorFlow's exit: ~3 s measured on 2 busy cores) with one line, and gives
+    up after --cluster-timeout, also inside TensorFlow's wait when worker 1's port answers but no TensorFlow
+    does. (TensorFlow's own wait ignored both signals: 14 minutes, until kill -9.)"""
+    data = tmp_path / "data"
+    make_dataset(data, train=[128, 128], validation=[64], chunk_rows=64)
+    clusters = {name: free_ports(2) for name in ("SIGTERM", "SIGINT", "timeout", "mute peer")}
+    logs = {name: tmp_path / f"{name}.log" for name in clusters}
+    limits = {"timeout": ["--cluster-timeout", "4"], "mute peer": ["--cluster-timeout", "10"]}
+    # "mute peer": worker 1's port accepts connections but no TensorFlow answers there (a worker that
+    # answered, then hung or died): worker 0 moves on into TensorFlow's wait, which the watchdog ends.
+    mute = socket.create_server(("127.0.0.1", clusters["mute peer"][1]))
+    procs = {name: start_alone(data, tmp_path / f"run-{name}", logs[name], ports, *limits.get(name, []))
+             for name, ports in clusters.items()}
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        exits = {}
+        for name in ("SIGTERM", "SIGINT"):
+            while "waiting for worker 1" not in logs[name].read_text():
+                assert procs[name].poll() is None and time.monotonic() < deadline, logs[name].read_text()
+                time.sleep(0.1)
+            assert listening_hosts(clusters[name][0]) == {"127.0.0.1"}       # loopback stays loopback
+            sent = time.monotonic()
+            procs[name].send_signal(signal.Signals[name])
+            procs[name].wait(timeout=30)
+            exits[name] = time.monotonic() - sent
+        for name in ("timeout", "mute peer"):
+            procs[name].wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        kill_all(list(procs.values()))
+        mute.close()
+    for name, code in (("SIGTERM", 143), ("SIGINT", 130)):
+        text = logs[name].read_text()
+        ports = clusters[name]
+        assert procs[name].returncode == code and exits[name] < 10, (exits, text[-2000:])
+        assert text.splitlines()[-1].startswith(
+            f"shogi-dnn train: worker0@127.0.0.1:{ports[0]}: {name} while waiting for worker 1 at "
+            f"127.0.0.1:{ports[1]} (") and text.splitlines()[-1].endswith("s): stopped before training, "
+                                                                          "nothing written"), text[-2000:]
+        assert f"waiting for worker 1 at 127.0.0.1:{ports[1]} (2 s; gives up after 600 s" in text
+        assert "Traceback" not in text and "saving a checkpoint" not in text
+    text, ports = logs["timeout"].read_text(), clusters["timeout"]
+    assert procs["timeout"].returncode == 2 and "Traceback" not in text, text[-2000:]
+    assert text.splitlines()[-1].startswith(f"shogi-dnn train: error: worker0@127.0.0.1:{ports[0]}: worker 1 "
+                                            f"at 127.0.0.1:{ports[1]} did not start within 4 s "
+                                            f"(--cluster-timeout)"), text[-2000:]
+    text, ports = logs["mute peer"].read_text(), clusters["mute peer"]
+    assert procs["mute peer"].returncode == -signal.SIGKILL, text[-2000:]
+    assert text.splitlines()[-1] == (
+        f"shogi-dnn train: error: worker0@127.0.0.1:{ports[0]}: TensorFlow did not form the cluster "
+        f"within 10 s (--cluster-timeout): a worker answered, then stopped or became unreachable; start "
+        f"every worker again"), text[-2000:]
+    assert "waiting for" not in text                    # worker 1's port answered at once
+    assert not any((tmp_path / f"run-{name}" / "checkpoints").exists() for name in clusters)
