@@ -150,12 +150,7 @@ class Trainer:
 
     def _remaining_updates(self, state: TrainState) -> tuple[int, int, int]:
         """Updates left in the current stage, epoch and run (from the plan, no data read)."""
-        stage_updates = self.parts.stage_updates
-        done_in_stage = state.position // self.update_batch
-        this_stage = max(0, stage_updates[state.epoch][state.stage] - done_in_stage)
-        epoch = this_stage + sum(stage_updates[state.epoch][state.stage + 1:])
-        run = epoch + sum(sum(later) for later in stage_updates[state.epoch + 1:])
-        return this_stage, epoch, run
+        return self.plan.updates_left(state)
 
     # -- stops, errors, logs ----------------------------------------------------------------------
 
