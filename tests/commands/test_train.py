@@ -172,3 +172,38 @@ def test_the_largest_plan_trains_and_stops_on_sigterm(dataset: Path, tmp_path: P
     from shogi_dnn.training import checkpoints
 
     assert checkpoints.read_state(checkpoints.find_checkpoint(run))[0].step >= 1
+
+
+@pytest.mark.slow
+def test_convert_overwrite_of_a_dataset_a_train_reads_is_refused(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """Issue 31 with real processes: a running `train` holds its dataset as a reader, so `convert
+    --overwrite` of it is one line naming that train (it used to replace the data under it); once the
+    train has stopped, the conversion runs."""
+    from tests.support.kifugen import write_corpus
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[300, 260, 280], validation=[120], chunk_rows=64)
+    write_corpus(tmp_path / "records", files=1, per_file=2)
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(data),
+               "--run-dir", str(run), "--set", "train.epochs=1000", "--set", "train.log_every_steps=1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "metrics.jsonl").is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        convert = ["convert", str(tmp_path / "records"), "--out", str(data), "--overwrite", "--quiet"]
+        assert main(convert) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{data} is being read by train, pid {proc.pid} on host" in err, err
+        proc.send_signal(signal.SIGTERM)
+        _, train_err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, train_err[-3000:]
+    assert main(convert) == 0
