@@ -140,12 +140,12 @@ class StagePlan:
         stages = self.epochs * self.num_groups
         if self.lanes > 1 and stages > MAX_LANED_STAGES:
             raise ConfigError(f"train.epochs = {self.epochs} x {self.num_groups} sample groups = {stages:,} "
-                              f"stages, more than the {MAX_LANED_STAGES:,} a run with {self.lanes} read lanes "
-                              f"may plan (each stage's updates are counted): lower train.epochs or "
+                              f"stages, more than the {MAX_LANED_STAGES:,} a run with {self.lanes} read "
+                              f"lanes may plan (each stage's updates are counted): lower train.epochs or "
                               f"data.num_groups")
         # Shard metadata read once: one lane's count per group, or each group's chunks (several lanes).
         self._chunks = [schedule.list_chunks(p, r) for p, r in zip(self.paths, self.rows)]
-        self._one_lane = ([self._capped(sum(len(c) for c in chunks) // update_batch) for chunks in self._chunks]
+        self._one_lane = ([self._capped(sum(map(len, chunks)) // update_batch) for chunks in self._chunks]
                           if self.lanes == 1 else None)
         self._epoch_totals: list[int] | None = None     # several lanes: each epoch's updates, when asked
 
@@ -174,7 +174,8 @@ class StagePlan:
             return self._one_lane[group]
         buffers = schedule.cut_buffers(self._chunks[group], schedule.stage_seed(self.seed, epoch, group),
                                        self.shuffle_buffer)
-        return self._capped(schedule.full_batches(schedule.lane_rows(buffers, self.lanes), self.update_batch, 0))
+        lane_rows = schedule.lane_rows(buffers, self.lanes)
+        return self._capped(schedule.full_batches(lane_rows, self.update_batch, 0))
 
     def epoch_updates(self, epoch: int) -> int:
         """Planned updates of a whole epoch."""
@@ -196,10 +197,11 @@ class StagePlan:
         if self.finished(state):
             return 0, 0, 0
         this_stage = max(0, self.updates(state.epoch, state.stage) - state.position // self.update_batch)
-        epoch = this_stage + sum(self.updates(state.epoch, i) for i in range(state.stage + 1, self.num_groups))
+        later = range(state.stage + 1, self.num_groups)
+        epoch = this_stage + sum(self.updates(state.epoch, i) for i in later)
         if self._one_lane is not None:
             return this_stage, epoch, epoch + (self.epochs - state.epoch - 1) * sum(self._one_lane)
-        return this_stage, epoch, epoch + sum(self.epoch_updates(e) for e in range(state.epoch + 1, self.epochs))
+        return this_stage, epoch, epoch + sum(map(self.epoch_updates, range(state.epoch + 1, self.epochs)))
 
     def initial_state(self) -> TrainState:
         """The state of a new run: epoch 0, first stage, nothing consumed."""

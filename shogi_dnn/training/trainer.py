@@ -213,9 +213,10 @@ class Trainer:
         except OSError:
             moved = True
         if moved:
-            return (f"{self.run_dir}: the run directory was deleted while this run wrote to it (the last "
-                    f"checkpoint, step {good}, went with it); nothing more can be saved: start again with a "
-                    f"new --run-dir")
+            lost = (f"the last checkpoint, step {good}, went with it" if good >= 0
+                    else "no checkpoint was saved")
+            return (f"{self.run_dir}: the run directory was deleted while this run wrote to it ({lost}); "
+                    f"nothing more can be saved: start again with a new --run-dir")
         data_dir = self.parts.data_dir
         try:
             digest = identity.manifest_digest(shards.read_manifest(data_dir))

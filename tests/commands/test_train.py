@@ -114,7 +114,8 @@ def test_sigterm_saves_a_checkpoint_and_exits_0(tmp_path: Path) -> None:
     assert not (run / "model.keras").exists()
 
 
-def test_an_absurd_plan_is_one_line_at_once(capsys: pytest.CaptureFixture, dataset: Path, tmp_path: Path) -> None:
+def test_an_absurd_plan_is_one_line_at_once(capsys: pytest.CaptureFixture, dataset: Path,
+                                            tmp_path: Path) -> None:
     """train.epochs = 10**12 (issue 31: no output for 10 minutes at 680 MB, deaf to SIGINT and SIGTERM):
     refused in one line naming the key and the limit, before TensorFlow, by `train` and by `plan`."""
     command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(dataset),
@@ -131,7 +132,7 @@ def test_an_absurd_plan_is_one_line_at_once(capsys: pytest.CaptureFixture, datas
 
 
 def test_sigint_in_the_first_second_ends_train_in_one_line(dataset: Path, tmp_path: Path) -> None:
-    """Ctrl-C before TensorFlow is up (there is nothing to save yet): `interrupted`, exit 130, no traceback."""
+    """Ctrl-C before TensorFlow is up (nothing to save yet): `interrupted`, exit 130, no traceback."""
     command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(dataset),
                "--run-dir", str(tmp_path / "run"), "--set", "train.epochs=1000000"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}

@@ -257,7 +257,8 @@ def test_jit_compile_on_the_real_model(caplog: pytest.LogCaptureFixture) -> None
 
 
 @pytest.mark.parametrize("devices, micro_batches, batches", [(1, 1, 1), (2, 1, 1), (1, 2, 3)])
-def test_an_update_without_its_batches_changes_no_state(devices: int, micro_batches: int, batches: int) -> None:
+def test_an_update_without_its_batches_changes_no_state(devices: int, micro_batches: int,
+                                                        batches: int) -> None:
     """An iterator at its end (a shard read error ends the stream early) fails the update before anything
     changes: weight decay and the optimizer's step count used to run anyway (issue 31: the checkpoint of the
     last good step then resumed off an uninterrupted run). With micro-batches, one batch of two is not

@@ -452,8 +452,8 @@ def test_resume_after_a_shard_read_error_equals_an_uninterrupted_run(tmp_path: P
                 f.truncate(len(keep) // 2)
         return update(iterator)
     trainer.update = truncate_at_step_5
-    with pytest.raises(ShardFormatError, match=r"train-00001.h5: .*; the last good checkpoint is step (\d+)$") \
-            as info:
+    last_good_line = r"train-00001.h5: .*; the last good checkpoint is step (\d+)$"
+    with pytest.raises(ShardFormatError, match=last_good_line) as info:
         trainer.run()
     last_good = int(str(info.value).rsplit(" ", 1)[1])
     assert last_good % 7 and len(calls) == last_good + 1       # off the interval; the failed update
