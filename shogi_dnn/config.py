@@ -224,6 +224,10 @@ def _check_value(key: str, value: Any, annotation: Any, origin: str) -> Any:
     return value
 
 
+# The most epochs a run may plan: far beyond any real run (a tiny dataset trains some thousands), low enough
+# that the plan's arithmetic and the logs' counters stay small; 10**12 once went unnoticed for minutes.
+MAX_EPOCHS = 1_000_000
+
 # The range of every numeric key, checked when a config is read (files, --set, config.json, checkpoints):
 # (lowest, highest, lowest allowed itself); every float must also be finite. One table, one owner.
 RANGES: dict[str, tuple[float, float, bool]] = {
@@ -236,7 +240,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "data.num_groups": (0, math.inf, False), "data.shuffle_buffer": (0, math.inf, False),
     "data.validation_positions": (0, math.inf, True), "data.read_lanes": (0, math.inf, True),
     "train.per_replica_batch": (0, math.inf, False), "train.global_batch": (0, math.inf, True),
-    "train.micro_batches": (0, math.inf, False), "train.epochs": (0, math.inf, False),
+    "train.micro_batches": (0, math.inf, False), "train.epochs": (0, MAX_EPOCHS, False),
     "train.seed": (0, math.inf, True), "train.log_every_steps": (0, math.inf, False),
     "train.checkpoint_every_steps": (0, math.inf, True), "train.keep_checkpoints": (0, math.inf, False),
     "train.max_steps_per_stage": (0, math.inf, True),
@@ -245,7 +249,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
 }
 _RANGE_TEXT = {"data.read_lanes": " (0 = one per worker)",
                "train.global_batch": " (0 = per_replica_batch x towers)",
-               "train.eval_scale": " (centipawns per unit of logit; 0 = fitted)"}
+               "train.eval_scale": " (centipawns per unit of logit; 0 = fitted)",
+               "train.epochs": " (the most epochs a run may plan)"}
 
 
 def _check_ranges(config: Config, origin: str) -> None:
@@ -256,9 +261,14 @@ def _check_ranges(config: Config, origin: str) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{origin}: {key} = {value} must be a finite number")
         if value < low or (value == low and not low_ok) or value > high:
-            bound = (f"in [{low:g}, {high:g}]" if high < math.inf
+            bound = (f"in {'[' if low_ok else '('}{_number(low)}, {_number(high)}]" if high < math.inf
                      else ">= 0" if low_ok else "positive")
             raise ConfigError(f"{origin}: {key} = {value} must be {bound}{_RANGE_TEXT.get(key, '')}")
+
+
+def _number(value: float) -> str:
+    """A bound as a message shows it: 1,000,000 rather than 1e+06."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def global_batch(config: Config, num_replicas: int) -> int:

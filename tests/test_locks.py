@@ -158,3 +158,68 @@ def test_train_and_convert_refuse_a_locked_folder_in_one_line(tmp_path: Path, ho
                            f"{time.strftime('%H:%M:%S', time.localtime(json.loads((out / NAME).read_text())['started']))}"
                            "; wait for it or choose another --out")
     assert sorted(p.name for p in out.iterdir()) == [NAME]          # nothing written beside the lock
+
+
+# A dataset's reader or writer held the real way (locks.read_dataset / locks.replace_dataset) by a child.
+DATASET_CHILD = ("import sys\nfrom shogi_dnn.folders import locks\n"
+                 "if sys.argv[2] == 'read':\n    held = locks.read_dataset(sys.argv[1], 'train')\n"
+                 "else:\n    writer = locks.acquire(sys.argv[1], 'writer.lock', 'convert', instead='wait')\n"
+                 "    held = locks.replace_dataset(sys.argv[1], 'convert')\n"
+                 "print('held', flush=True)\nsys.stdin.read()\n")
+
+
+@pytest.fixture
+def dataset_holder() -> Iterator:
+    """start(folder, 'read' | 'write') -> the child process, once it holds the dataset's lock that way."""
+    children: list[subprocess.Popen] = []
+
+    def start(folder: Path, how: str) -> subprocess.Popen:
+        child = subprocess.Popen([sys.executable, "-c", DATASET_CHILD, str(folder), how], cwd=REPO,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        children.append(child)
+        assert child.stdout.readline().strip() == "held"
+        return child
+
+    yield start
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_convert_overwrite_is_refused_while_a_reader_holds_the_dataset(
+        tmp_path: Path, dataset_holder, capsys: pytest.CaptureFixture) -> None:
+    """Issue 31: `convert --overwrite` of a dataset a `train` was reading ran with no notice (the train then
+    died on rows outside the shards). A reader's shared lock refuses it in one line naming the reader; more
+    readers may hold it at once; once they are gone (even killed) the conversion runs."""
+    out = tmp_path / "data"
+    write_corpus(tmp_path / "records", files=1, per_file=2)
+    assert cli.main(["convert", str(tmp_path / "records"), "--out", str(out), "--quiet"]) == 0
+    manifest = (out / "manifest.json").read_bytes()
+    write_corpus(tmp_path / "other", files=1, per_file=3, seed=5)
+    readers = [dataset_holder(out, "read"), dataset_holder(out, "read")]          # shared: both hold it
+    assert cli.main(["convert", str(tmp_path / "other"), "--out", str(out), "--overwrite", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert (f"error: {out} is being read by train, pid {readers[1].pid} on host {socket.gethostname()} since "
+            in err and "(and 1 more reader); wait for it to end (or stop it), or choose another --out" in err)
+    assert (out / "manifest.json").read_bytes() == manifest                       # nothing replaced
+    readers[0].stdin.close()
+    readers[0].wait()
+    kill(readers[1])                                                              # the kernel drops its lock
+    assert cli.main(["convert", str(tmp_path / "other"), "--out", str(out), "--overwrite", "--quiet"]) == 0
+    assert (out / "manifest.json").read_bytes() != manifest
+    assert (out / locks.READERS_LOCK).read_bytes() == b""                         # stale names dropped
+
+
+def test_train_is_refused_while_convert_writes_its_dataset(tmp_path: Path, dataset_holder,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    from tests.support.shardgen import make_dataset
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[200], validation=[64], chunk_rows=32)
+    child = dataset_holder(data, "write")
+    line = one_error_line(capsys, ["train", "--config", str(REPO / "train" / "cpu-smoke.toml"), "--data",
+                                   str(data), "--run-dir", str(tmp_path / "run")])
+    assert f"{data} is being written by convert, pid {child.pid} on host" in line
+    assert line.endswith("; wait for it to finish")

@@ -67,7 +67,7 @@ from tqdm import tqdm
 
 from shogi_dnn import config
 from shogi_dnn.dataset import game_keys, identity, policy, shards
-from shogi_dnn.folders import run_files
+from shogi_dnn.folders import locks, run_files
 from shogi_dnn.analysis import baselines, eval_rows, scoring, tactics
 from shogi_dnn.analysis.tower_diagnosis import device_kind
 from shogi_dnn.errors import ConfigError, RunError
@@ -440,6 +440,15 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     """
     run_dir = run_files.check_run_dir(run_dir)
     data_dir = run_files.data_dir(run_dir, data)
+    with locks.read_dataset(data_dir, "evaluate"):     # one of its readers: a `convert` of it is refused
+        return _evaluate(run_dir, data_dir, split, checkpoint, simulate_devices, global_batch, mirror_average,
+                         verify_shards, allow_changed_data)
+
+
+def _evaluate(run_dir: Path, data_dir: Path, split: str, checkpoint: str | None, simulate_devices: int | None,
+              global_batch: int | None, mirror_average: bool, verify_shards: bool,
+              allow_changed_data: bool) -> dict[str, Any]:
+    """evaluate_run on a resolved run and dataset folder (held as a reader)."""
     paths = split_paths(data_dir, split, verify_full=verify_shards)
     check = check_data(run_dir, data_dir, split, allow_changed_data)   # before the model: a refusal is quick
     strategy = run_strategy(run_dir, simulate_devices)

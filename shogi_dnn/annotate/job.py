@@ -98,7 +98,8 @@ def run_annotate(source: str | os.PathLike[str], out: str | os.PathLike[str],
     plan = make_plan(manifest, settings)
     report = AnnotateReport(engine=path, engine_name=name, nodes=settings.nodes, workers=workers,
                             chunks=len(plan.chunks))
-    with locks.acquire(out, LOCK_NAME, "annotate", instead="choose another --out"):
+    with locks.acquire(out, LOCK_NAME, "annotate", instead="choose another --out"), \
+            locks.replace_dataset(out, "annotate"):
         state = prepare_output(out, fingerprint(plan, path, name), overwrite)
         previous = _already_complete(out, state)
         if previous is not None:
@@ -126,7 +127,7 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> AnnotateState:
     if state is not None:
         return state
     ours = [p for p in out.iterdir() if _OURS.match(p.name) or p.name.removesuffix(".tmp") in _OUR_FILES]
-    others = [p for p in out.iterdir() if p not in ours and p.name != LOCK_NAME]
+    others = [p for p in out.iterdir() if p not in ours and p.name not in (LOCK_NAME, locks.READERS_LOCK)]
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset (from another source, settings or engine); pass "
                           "--overwrite to replace it or choose another --out")

@@ -5,7 +5,9 @@ machines: shogi_dnn.training.cluster).
 
 The run directory has one writer: this process holds RUN/writer.lock (run_files.lock_run_dir) from before
 TensorFlow starts to its exit, so a second `train` there is refused at once; a cluster's chief holds RUN's,
-each other worker that of the folder it writes, RUN/workerI (cluster.worker_dir)."""
+each other worker that of the folder it writes, RUN/workerI (cluster.worker_dir). It also holds the
+dataset's readers' lock (DATA/readers.lock, locks.read_dataset) shared: a `convert` of DATA is refused
+while it trains, and it is refused while one writes DATA."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from shogi_dnn import config as config_mod
 from shogi_dnn.config import Config, load_config
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, RunError
-from shogi_dnn.folders import run_files
+from shogi_dnn.folders import locks, run_files
 from shogi_dnn.training import cluster, memory, throughput
 
 log = logging.getLogger(__name__)
@@ -110,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             run_files.refuse_existing_run(run_dir)      # must agree: resume.start_run checks that)
         command = shlex.join(["shogi-dnn", "train", *(sys.argv[1:] if argv is None else argv)])
         try:
-            return _train(args, config, cluster_spec, fits, run_dir, command)
+            # One of the dataset's readers until the end: `convert --overwrite` of it is refused, naming us.
+            with locks.read_dataset(args.data, "train"):
+                return _train(args, config, cluster_spec, fits, run_dir, command)
         except cluster.WaitStopped as exc:      # a stop, not an error: one line, the shell's signal code
             print(f"shogi-dnn train: {exc}", file=sys.stderr)
             return 128 + exc.signum

@@ -114,7 +114,7 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
     ours = [p for p in out.iterdir() if SHARD_PATTERN.match(p.name) or p.name in (
         shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp",
         REPORT_NAME + ".tmp") or resume.is_checkpoint_file(p.name)]
-    others = [p for p in out.iterdir() if p not in ours and p.name != LOCK_NAME]   # the lock is this run's
+    others = [p for p in out.iterdir() if p not in ours and p.name not in (LOCK_NAME, locks.READERS_LOCK)]
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset converted from other inputs or settings; "
                           "pass --overwrite to replace it or choose another --out")
@@ -218,12 +218,14 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
         on_shard: called after each shard is written (progress hooks, tests).
     Raises:
         ConfigError: bad settings or an output folder holding something else.
-        locks.LockedError: another `convert` is writing DIR (DIR/writer.lock names it).
+        locks.LockedError: another `convert` is writing DIR (DIR/writer.lock names it), or a `train` or
+            `evaluate` is reading it (DIR/readers.lock names them).
         KeyboardInterrupt: Ctrl-C or SIGTERM; finished shards are kept and a rerun resumes.
     """
     out, settings = Path(out), settings or ConvertSettings()
     _check_inputs(inputs)
-    with locks.acquire(out, LOCK_NAME, "convert", instead="choose another --out"):     # one writer of DIR
+    with locks.acquire(out, LOCK_NAME, "convert", instead="choose another --out"), \
+            locks.replace_dataset(out, "convert"):      # one writer of DIR, and no train or evaluate reads it
         return _run_locked(inputs, out, settings, workers, backend, overwrite, progress, on_shard)
 
 

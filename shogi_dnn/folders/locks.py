@@ -1,8 +1,17 @@
 """One writer at a time for a folder (a run directory, a dataset folder): an advisory lock file.
 
 `train` holds its run directory's lock and `convert` its --out folder's for as long as they run; a
-second writer is refused in one line naming the holder. Readers (evaluate, report, inspect, predict)
-never look at the lock, so they never wait. docs/runs-and-data.md says what a user sees and does.
+second writer is refused in one line naming the holder. Readers of a run (evaluate, report, inspect,
+predict) never look at that lock, so they never wait. docs/runs-and-data.md says what a user sees and does.
+
+A dataset's readers (train, evaluate: read_dataset) also hold DATASET/readers.lock shared (flock LOCK_SH)
+while they run, and its writers (convert, annotate: replace_dataset) take it exclusively, without
+waiting, for as long as they write: `convert --overwrite` of a dataset a `train` is reading is refused in
+one line naming the reader, and a `train` on a dataset being converted names the converter. Each reader
+appends its Holder as one JSON line to readers.lock (O_APPEND) so that a refusal can name it; a writer
+that gets the lock empties the file (no reader left). Where the folder is read-only or flock is not
+supported, a reader goes on without the lock (one log line): nothing can replace a read-only dataset
+anyway, and the trainer still says when the data changed under it (trainer.py).
 
 The lock file (its name is the caller's: run_files.WRITER_LOCK, convert.writer.LOCK_NAME) holds one JSON
 object:
@@ -237,3 +246,120 @@ def _parse(data: bytes) -> Holder | None:
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
 
+
+
+# ----------------------------------------------------------------------------------------------------
+# A dataset's readers and its writer (module docstring)
+
+READERS_LOCK = "readers.lock"       # in a dataset folder: its readers' shared lock and their names
+
+
+class ReaderLock:
+    """A held shared lock on a dataset (None fd: held without a lock, see read_dataset)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)                       # closing drops the flock
+            self.fd = -1
+
+    def __enter__(self) -> ReaderLock:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def read_dataset(folder: str | Path, command: str) -> ReaderLock:
+    """Hold `folder`/readers.lock shared for `command` (one of a dataset's readers) until released.
+
+    Raises:
+        LockedError: a writer (convert, annotate) is writing the dataset now: "DIR is being written by
+            convert, pid 1234 on host h since 12:03:04; wait for it to finish".
+    """
+    import fcntl
+
+    folder = Path(folder)
+    path = folder / READERS_LOCK
+    try:
+        fd, named = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644), True
+    except OSError:
+        try:                            # a read-only dataset: locked all the same where the file exists
+            fd, named = os.open(path, os.O_RDONLY | os.O_CLOEXEC), False
+        except OSError as exc:          # ... and else unlockable (or a missing folder: the caller says so)
+            log.debug("%s: no readers' lock (%s)", folder, exc.strerror)
+            return ReaderLock(-1)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        writer = _read_holder(folder / _WRITER_LOCK_OF_DATASET)
+        who = writer.describe() if writer is not None else "another process"
+        raise LockedError(f"{folder} is being written by {who}; wait for it to finish") from None
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in _NO_FLOCK:
+            raise
+        log.info("%s: flock is not supported here (%s): reading without the readers' lock", folder,
+                 os.strerror(exc.errno))
+        return ReaderLock(-1)
+    line = json.dumps(dataclasses.asdict(Holder.me(command, FLOCK))) + "\n"
+    try:
+        if named:
+            os.write(fd, line.encode("utf-8"))      # one O_APPEND write: whole lines, whatever the others do
+    except OSError:
+        pass                                        # the lock holds; only the refusal's wording is poorer
+    return ReaderLock(fd)
+
+
+_WRITER_LOCK_OF_DATASET = "writer.lock"   # convert.writer.LOCK_NAME, annotate's too (upper floors)
+
+
+def replace_dataset(folder: str | Path, command: str) -> ReaderLock:
+    """Hold `folder`/readers.lock exclusively for `command` (a dataset's writer) until released; empty it.
+
+    Raises:
+        LockedError: a reader holds it: "DIR is being read by train, pid 1234 on host h since 12:03:04;
+            wait for it to end (or stop it), or choose another --out".
+    """
+    import fcntl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / READERS_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise _readers_refusal(folder, path) from None
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in _NO_FLOCK:
+            raise
+        log.warning("%s: flock is not supported here (%s): its readers cannot be checked", folder,
+                    os.strerror(exc.errno))
+        return ReaderLock(-1)
+    os.ftruncate(fd, 0)                             # no reader holds it: their names are stale
+    return ReaderLock(fd)
+
+
+def _readers_refusal(folder: Path, path: Path) -> LockedError:
+    readers = []
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        lines = []
+    for data in lines:
+        holder = _parse(data)
+        if holder is not None and holder.alive() is not False:
+            readers.append(holder)
+    if not readers:
+        return LockedError(f"{folder} is being read by another process (it holds {path}); wait for it to "
+                           f"end, or choose another --out")
+    newest, more = readers[-1], len(readers) - 1
+    others = f" (and {more} more reader{'s' if more > 1 else ''})" if more else ""
+    return LockedError(f"{folder} is being read by {newest.describe()}{others}; wait for it to end (or "
+                       f"stop it), or choose another --out")

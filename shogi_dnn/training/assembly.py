@@ -102,8 +102,8 @@ def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_targ
 class RunParts:
     """A run's parts: its data, plan, evaluation target, steps, checkpoints and metrics log.
 
-    stage_updates[epoch][stage]: planned updates of every stage (the lr decay's horizon is their sum,
-    the ETA reads what is left of them). devices: every tower of every worker (cluster.device_names).
+    plan: the stages and their planned updates (StagePlan.total_updates is the lr decay's horizon,
+    updates_left the ETA's). devices: every tower of every worker (cluster.device_names).
     """
 
     config: Config
@@ -112,7 +112,6 @@ class RunParts:
     manifest: shards.Manifest
     dataset: identity.DatasetIdentity
     plan: StagePlan
-    stage_updates: tuple[tuple[int, ...], ...]
     eval_target: EvalTarget
     steps: StepParts
     checkpoints: CheckpointManager
@@ -148,16 +147,14 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     devices.check_model_fits(config, strategy, global_batch // strategy.num_replicas_in_sync)
     update_batch = global_batch * config.train.micro_batches
     plan = StagePlan(manifest, config, update_batch, cluster.num_workers(strategy))
-    stage_updates = tuple(tuple(plan.stage(epoch, index).updates for index in range(plan.num_groups))
-                          for epoch in range(plan.epochs))
     eval_target = evalfit.resolve_eval_target(config.train, manifest)
-    steps = build_step_parts(config, strategy, eval_target, sum(map(sum, stage_updates)), no_result > 0)
+    steps = build_step_parts(config, strategy, eval_target, plan.total_updates(), no_result > 0)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     checkpoints = CheckpointManager(run_dir, steps.model, steps.optimizer, config.train.keep_checkpoints,
                                     dataset=dataset.to_dict())
     metrics = MetricsLog(run_dir, write_files=cluster.is_chief(strategy))   # the chief alone writes metrics
-    return RunParts(config, data_dir, run_dir, manifest, dataset, plan, stage_updates, eval_target, steps,
+    return RunParts(config, data_dir, run_dir, manifest, dataset, plan, eval_target, steps,
                     checkpoints, metrics, cluster.device_names(strategy),
                     [manifest.shard_path(s) for s in manifest.split("validation")])
 

@@ -120,7 +120,7 @@ class CheckpointManager:
         """Write a checkpoint atomically (temp directory, fsynced, then renamed: run_files.atomic_path) and
         drop the oldest beyond `keep`. A same step saved again (a stop right after a periodic save) replaces
         the earlier one."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(exist_ok=True)      # no parents: a run dir deleted under the run is an error
         final = self.root / checkpoint_name(state.step)
         needed = self._size_estimate()
         try:            # nothing half-written is left (a .tmp-ckpt-* is never restored anyway)

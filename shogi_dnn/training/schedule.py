@@ -143,7 +143,11 @@ def plan_buffers(paths: Sequence[Path], seed: int, shuffle_buffer: int,
     """The shuffle buffers of one pass (over `rows` of the shards, default all): the seeded chunk
     permutation cut into groups of chunks holding at least `shuffle_buffer` rows each (the last may
     hold fewer)."""
-    chunks = list_chunks(paths, rows)
+    return cut_buffers(list_chunks(paths, rows), seed, shuffle_buffer)
+
+
+def cut_buffers(chunks: Sequence[Chunk], seed: int, shuffle_buffer: int) -> list[tuple[Chunk, ...]]:
+    """plan_buffers of a chunk list already listed (list_chunks): no shard is opened."""
     order = np.random.default_rng([check_seed(seed), SEED_CHUNK_ORDER]).permutation(len(chunks))
     buffers, current, rows = [], [], 0
     for index in order:

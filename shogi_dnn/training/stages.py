@@ -106,8 +106,20 @@ def check_group_size(positions: int, num_groups: int, update_batch: int) -> None
                           f"{positions:,}: {fix}, or convert more games")
 
 
+# Stages a run with more than one read lane may plan: their updates depend on each stage's seed (the
+# buffers dealt to the lanes), so the plan counts every one of them (about 0.1-1 ms each); one lane's
+# counts are the same in every epoch and the plan is O(groups) whatever the epochs.
+MAX_LANED_STAGES = 20_000
+
+
 class StagePlan:
-    """The stages of a run: groups of the training split, per-epoch order, stream seeds."""
+    """The stages of a run: groups of the training split, per-epoch order, stream seeds.
+
+    The planned updates (updates, updates_left, total_updates) are arithmetic over the groups, never a
+    list per epoch: with one read lane a group's count is the same in every epoch (its rows over the
+    update batch, capped by train.max_steps_per_stage); with several it depends on the stage's seed and
+    is counted per stage from the chunk lists read once (at most MAX_LANED_STAGES stages).
+    """
 
     def __init__(self, manifest: shards.Manifest, config: Config, update_batch: int,
                  num_workers: int = 1) -> None:
@@ -125,6 +137,17 @@ class StagePlan:
         self.seed = config.train.seed
         self.max_steps = config.train.max_steps_per_stage
         self.update_batch = update_batch
+        stages = self.epochs * self.num_groups
+        if self.lanes > 1 and stages > MAX_LANED_STAGES:
+            raise ConfigError(f"train.epochs = {self.epochs} x {self.num_groups} sample groups = {stages:,} "
+                              f"stages, more than the {MAX_LANED_STAGES:,} a run with {self.lanes} read "
+                              f"lanes may plan (each stage's updates are counted): lower train.epochs or "
+                              f"data.num_groups")
+        # Shard metadata read once: one lane's count per group, or each group's chunks (several lanes).
+        self._chunks = [schedule.list_chunks(p, r) for p, r in zip(self.paths, self.rows)]
+        self._one_lane = ([self._capped(sum(map(len, chunks)) // update_batch) for chunks in self._chunks]
+                          if self.lanes == 1 else None)
+        self._epoch_totals: list[int] | None = None     # several lanes: each epoch's updates, when asked
 
     @property
     def num_groups(self) -> int:
@@ -138,12 +161,47 @@ class StagePlan:
         group = self.group_of(epoch, index)
         paths, rows = self.paths[group], self.rows[group]
         seed = schedule.stage_seed(self.seed, epoch, group)
-        updates = schedule.count_batches(paths, self.update_batch, lanes=self.lanes, seed=seed,
-                                         shuffle_buffer=self.shuffle_buffer, rows=rows)
-        if self.max_steps > 0:
-            updates = min(updates, self.max_steps)
-        return Stage(epoch, index, group, paths, seed, updates, self.update_batch, self.shuffle_buffer,
-                     self.lanes, rows)
+        return Stage(epoch, index, group, paths, seed, self.updates(epoch, index), self.update_batch,
+                     self.shuffle_buffer, self.lanes, rows)
+
+    def _capped(self, updates: int) -> int:
+        return min(updates, self.max_steps) if self.max_steps > 0 else updates
+
+    def updates(self, epoch: int, index: int) -> int:
+        """Planned updates of the stage at position `index` of epoch `epoch` (no shard opened)."""
+        group = self.group_of(epoch, index)
+        if self._one_lane is not None:
+            return self._one_lane[group]
+        buffers = schedule.cut_buffers(self._chunks[group], schedule.stage_seed(self.seed, epoch, group),
+                                       self.shuffle_buffer)
+        lane_rows = schedule.lane_rows(buffers, self.lanes)
+        return self._capped(schedule.full_batches(lane_rows, self.update_batch, 0))
+
+    def epoch_updates(self, epoch: int) -> int:
+        """Planned updates of a whole epoch."""
+        if self._one_lane is not None:
+            return sum(self._one_lane)
+        if self._epoch_totals is None:
+            self._epoch_totals = [sum(self.updates(e, i) for i in range(self.num_groups))
+                                  for e in range(self.epochs)]
+        return self._epoch_totals[epoch]
+
+    def total_updates(self) -> int:
+        """Planned updates of the whole run (the lr decay's horizon)."""
+        if self._one_lane is not None:
+            return self.epochs * sum(self._one_lane)
+        return sum(self.epoch_updates(e) for e in range(self.epochs))
+
+    def updates_left(self, state: TrainState) -> tuple[int, int, int]:
+        """Updates left in the current stage, epoch and run at `state` (from the plan, no data read)."""
+        if self.finished(state):
+            return 0, 0, 0
+        this_stage = max(0, self.updates(state.epoch, state.stage) - state.position // self.update_batch)
+        later = range(state.stage + 1, self.num_groups)
+        epoch = this_stage + sum(self.updates(state.epoch, i) for i in later)
+        if self._one_lane is not None:
+            return this_stage, epoch, epoch + (self.epochs - state.epoch - 1) * sum(self._one_lane)
+        return this_stage, epoch, epoch + sum(map(self.epoch_updates, range(state.epoch + 1, self.epochs)))
 
     def initial_state(self) -> TrainState:
         """The state of a new run: epoch 0, first stage, nothing consumed."""

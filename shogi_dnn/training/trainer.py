@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -27,7 +28,8 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from shogi_dnn.config import Config
-from shogi_dnn.errors import RunError, ShardFormatError
+from shogi_dnn.dataset import identity, shards
+from shogi_dnn.errors import RunError, ShardFormatError, ShogiDnnError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster, pipeline, run_log
 from shogi_dnn.training.assembly import RunParts, assemble_run
@@ -85,7 +87,22 @@ class Trainer:
         pipeline.take_read_error()               # clear: only this run's read errors count
 
     def run(self) -> TrainResult:
-        """Train every remaining stage; validate and checkpoint after each. Returns early on a signal."""
+        """Train every remaining stage; validate and checkpoint after each. Returns early on a signal.
+
+        Raises:
+            RunError: one line when the run directory was deleted, or the dataset replaced, under the run
+                (_ground_lost), whatever error that caused.
+        """
+        folder = os.stat(self.run_dir)
+        try:
+            return self._run()
+        except (OSError, tf.errors.OpError, ShogiDnnError) as exc:
+            lost = self._ground_lost((folder.st_dev, folder.st_ino))
+            if lost is None:
+                raise
+            raise RunError(lost) from exc
+
+    def _run(self) -> TrainResult:
         state = start_run(self.parts, self.options)
         with self.stop.catch_signals():
             while not self.plan.finished(state):
@@ -150,12 +167,7 @@ class Trainer:
 
     def _remaining_updates(self, state: TrainState) -> tuple[int, int, int]:
         """Updates left in the current stage, epoch and run (from the plan, no data read)."""
-        stage_updates = self.parts.stage_updates
-        done_in_stage = state.position // self.update_batch
-        this_stage = max(0, stage_updates[state.epoch][state.stage] - done_in_stage)
-        epoch = this_stage + sum(stage_updates[state.epoch][state.stage + 1:])
-        run = epoch + sum(sum(later) for later in stage_updates[state.epoch + 1:])
-        return this_stage, epoch, run
+        return self.plan.updates_left(state)
 
     # -- stops, errors, logs ----------------------------------------------------------------------
 
@@ -188,6 +200,34 @@ class Trainer:
             saved = f"; the last good checkpoint is step {self.checkpoints.last_saved_step}"
         self.metrics.close()
         raise ShardFormatError(f"{error}{saved}") from None
+
+    def _ground_lost(self, folder: tuple[int, int]) -> str | None:
+        """Why the run cannot go on when its run directory is gone (deleted, or another folder in its place:
+        its writes fail with "No such file or directory: 'RUN/metrics.jsonl'") or its dataset's manifest now
+        lists other shards (converted again under the run: "rows [0, N) are outside the M positions of the
+        shards"); None when neither happened."""
+        good = self.checkpoints.last_saved_step
+        try:
+            now = os.stat(self.run_dir)
+            moved = (now.st_dev, now.st_ino) != folder
+        except OSError:
+            moved = True
+        if moved:
+            lost = (f"the last checkpoint, step {good}, went with it" if good >= 0
+                    else "no checkpoint was saved")
+            return (f"{self.run_dir}: the run directory was deleted while this run wrote to it ({lost}); "
+                    f"nothing more can be saved: start again with a new --run-dir")
+        data_dir = self.parts.data_dir
+        try:
+            digest = identity.manifest_digest(shards.read_manifest(data_dir))
+        except (OSError, ShogiDnnError):
+            digest = None
+        if digest == self.parts.dataset.manifest:
+            return None
+        where = f"the last good checkpoint is step {good}" if good >= 0 else "no checkpoint was saved"
+        return (f"{data_dir}: the dataset was {'replaced' if digest else 'removed'} while this run read it "
+                f"(its manifest.json no longer lists the shards the run started on; {where}): resume with "
+                f"--resume --data-changed to go on with the new data, or restore the old one")
 
     def _stop_agreed(self) -> bool:
         """A stop request of this or any other worker, so that every worker stops at the same step

@@ -128,3 +128,99 @@ def test_sigterm_saves_a_checkpoint_and_exits_0(tmp_path: Path) -> None:
     state, _ = checkpoints.read_state(checkpoints.find_checkpoint(run))
     assert 0 < state.step < 312 and state.stage == 0 and state.position == state.step * 64, (state, tail)
     assert not (run / "model.keras").exists()
+
+
+def test_an_absurd_plan_is_one_line_at_once(capsys: pytest.CaptureFixture, dataset: Path,
+                                            tmp_path: Path) -> None:
+    """train.epochs = 10**12 (issue 31: no output for 10 minutes at 680 MB, deaf to SIGINT and SIGTERM):
+    refused in one line naming the key and the limit, before TensorFlow, by `train` and by `plan`."""
+    command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(dataset),
+               "--run-dir", str(tmp_path / "run"), "--set", "train.epochs=1000000000000",
+               "--set", "train.max_steps_per_stage=1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "train.epochs = 1000000000000 must be in (0, 1,000,000]" in out.stderr
+    assert main(["plan", "--config", SMOKE, "--data", str(dataset), "--fit", "devices=1,v0=258,t=0.054",
+                 "--set", "train.epochs=1000000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "train.epochs = 1000000000000 must be in (0, 1,000,000]" in err, err
+
+
+def test_sigint_in_the_first_second_ends_train_in_one_line(dataset: Path, tmp_path: Path) -> None:
+    """Ctrl-C before TensorFlow is up (nothing to save yet): `interrupted`, exit 130, no traceback."""
+    command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(dataset),
+               "--run-dir", str(tmp_path / "run"), "--set", "train.epochs=1000000"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (0, 130) and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.slow
+def test_the_largest_plan_trains_and_stops_on_sigterm(dataset: Path, tmp_path: Path) -> None:
+    """train.epochs = 1,000,000 (config.MAX_EPOCHS) of one-update stages: the plan is arithmetic, so the
+    run starts like any other and SIGTERM after its first log line saves a checkpoint and exits 0."""
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(dataset),
+               "--run-dir", str(run), "--set", "train.epochs=1000000", "--set", "train.max_steps_per_stage=1",
+               "--set", "train.log_every_steps=1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "metrics.jsonl").is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "SIGTERM" in err and "Traceback" not in err, err[-3000:]
+    from shogi_dnn.training import checkpoints
+
+    assert checkpoints.read_state(checkpoints.find_checkpoint(run))[0].step >= 1
+
+
+@pytest.mark.slow
+def test_convert_overwrite_of_a_dataset_a_train_reads_is_refused(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """Issue 31 with real processes: a running `train` holds its dataset as a reader, so `convert
+    --overwrite` of it is one line naming that train (it used to replace the data under it); once the
+    train has stopped, the conversion runs."""
+    from tests.support.kifugen import write_corpus
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[300, 260, 280], validation=[120], chunk_rows=64)
+    write_corpus(tmp_path / "records", files=1, per_file=2)
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(data),
+               "--run-dir", str(run), "--set", "train.epochs=1000", "--set", "train.log_every_steps=1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "metrics.jsonl").is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        convert = ["convert", str(tmp_path / "records"), "--out", str(data), "--overwrite", "--quiet"]
+        assert main(convert) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{data} is being read by train, pid {proc.pid} on host" in err, err
+        proc.send_signal(signal.SIGTERM)
+        _, train_err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, train_err[-3000:]
+    assert main(convert) == 0

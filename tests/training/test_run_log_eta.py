@@ -48,7 +48,8 @@ def test_training_log_has_eta_counting_down_to_zero(tmp_path: Path) -> None:
     train_lines = [r for r in lines if r["kind"] == "train"]
     assert all({"eta_stage_s", "eta_epoch_s", "eta_run_s"} <= set(r) for r in train_lines)
     start = trainer.plan.initial_state()
-    stages = trainer.parts.stage_updates
+    plan = trainer.plan
+    stages = [[plan.stage(e, i).updates for i in range(plan.num_groups)] for e in range(plan.epochs)]
     assert trainer._remaining_updates(start) == (stages[0][0], sum(stages[0]), sum(map(sum, stages)))
     assert train_lines[-1]["eta_run_s"] == 0.0 and train_lines[-1]["eta_stage_s"] == 0.0
     assert all(r["eta_stage_s"] <= r["eta_epoch_s"] <= r["eta_run_s"] for r in train_lines)

@@ -254,3 +254,33 @@ def test_jit_compile_on_the_real_model(caplog: pytest.LogCaptureFixture) -> None
     with caplog.at_level("INFO", logger="shogi_dnn.training.steps"):
         assert max_diff(_real_model_steps(sync, 2, False), _real_model_steps(sync, 2, True)) < 1e-5
     assert "jit_compile ignored" in caplog.text
+
+
+@pytest.mark.parametrize("devices, micro_batches, batches", [(1, 1, 1), (2, 1, 1), (1, 2, 3)])
+def test_an_update_without_its_batches_changes_no_state(devices: int, micro_batches: int,
+                                                        batches: int) -> None:
+    """An iterator at its end (a shard read error ends the stream early) fails the update before anything
+    changes: weight decay and the optimizer's step count used to run anyway (issue 31: the checkpoint of the
+    last good step then resumed off an uninterrupted run). With micro-batches, one batch of two is not
+    enough either."""
+    from shogi_dnn.training.steps import make_iterator_step
+
+    strategy = make_strategy(simulate_devices=devices)
+    keras.utils.set_random_seed(7)
+    with strategy.scope():
+        model = tiny_model()
+    cfg = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.9, weight_decay=0.1, lr_scaling="none")
+    optimizer = build_optimizer(cfg, 16, strategy=strategy, model=model, micro_batches=micro_batches)
+    update = make_iterator_step(make_train_step(strategy, model, optimizer, global_batch=16,
+                                                micro_batches=micro_batches), micro_batches)
+    data = tf.data.Dataset.from_tensor_slices({k: np.stack([random_batch(16, i)[k] for i in range(batches)])
+                                               for k in random_batch(16)})
+    iterator = iter(strategy.experimental_distribute_dataset(data))
+    update(iterator)                                          # the only full update
+    before = [v.numpy() for v in model.weights + optimizer.variables]
+    with pytest.raises(tf.errors.OutOfRangeError):
+        update(iterator)
+    after = [v.numpy() for v in model.weights + optimizer.variables]
+    assert int(optimizer.iterations.numpy()) == 1
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)

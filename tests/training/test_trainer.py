@@ -426,6 +426,80 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     assert not resumed.interrupted and (tmp_path / "run" / "model.keras").is_file()
 
 
+@pytest.mark.slow
+def test_resume_after_a_shard_read_error_equals_an_uninterrupted_run(tmp_path: Path,
+                                                                     deterministic: None) -> None:
+    """A shard truncated under a running train (issue 31): the read error stops the run with one line
+    after saving the last good step (off the checkpoint interval); with the shard restored, --resume ends
+    with exactly the weights of an uninterrupted run (the failed update's weight decay and step count
+    used to land in that checkpoint: metrics equal up to it, different after)."""
+    from shogi_dnn.errors import ShardFormatError
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[400, 400, 400], validation=[100], chunk_rows=32)
+    config = tiny_config(checkpoint_every_steps=7, max_steps_per_stage=30, global_batch=16, log_every_steps=1)
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, num_groups=1))
+    _, straight = train(config, data, tmp_path / "straight", devices=1)
+    shard = data / "train-00001.h5"
+    keep = shard.read_bytes()
+    trainer = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1))
+    update, calls = trainer.update, []
+
+    def truncate_at_step_5(iterator):
+        calls.append(1)
+        if len(calls) == 5:
+            with open(shard, "r+b") as f:
+                f.truncate(len(keep) // 2)
+        return update(iterator)
+    trainer.update = truncate_at_step_5
+    last_good_line = r"train-00001.h5: .*; the last good checkpoint is step (\d+)$"
+    with pytest.raises(ShardFormatError, match=last_good_line) as info:
+        trainer.run()
+    last_good = int(str(info.value).rsplit(" ", 1)[1])
+    assert last_good % 7 and len(calls) == last_good + 1       # off the interval; the failed update
+    shard.write_bytes(keep)
+    _, resumed = train(config, data, tmp_path / "run", devices=1, resume=True)
+    for a, b in zip(straight, resumed):
+        np.testing.assert_array_equal(a, b)
+    losses = [(r["kind"], r["step"], r["loss"]) for r in read_metrics(tmp_path / "run")]
+    assert losses == [(r["kind"], r["step"], r["loss"]) for r in read_metrics(tmp_path / "straight")]
+
+
+@pytest.mark.slow
+def test_a_run_dir_deleted_or_a_dataset_replaced_under_the_run_is_one_line(tmp_path: Path) -> None:
+    """Issue 31: a run directory deleted mid-train ended with "[Errno 2] No such file or directory:
+    'r/metrics.jsonl'", a dataset converted again under it with "rows [0, 85007) are outside the 35783
+    positions of the shards", naming neither; now one line says which and what is left."""
+    data = tmp_path / "data"
+    make_dataset(data, train=[200, 160, 180], validation=[100], chunk_rows=32)
+    config = tiny_config(checkpoint_every_steps=2, log_every_steps=1)
+
+    def run_doing(action, run_dir: Path) -> RunError:
+        trainer = Trainer(config, data, run_dir, make_strategy(simulate_devices=1))
+        update, calls = trainer.update, []
+
+        def update_then(iterator):
+            calls.append(1)
+            if len(calls) == 3:
+                action()
+            return update(iterator)
+        trainer.update = update_then
+        with pytest.raises(RunError) as info:
+            trainer.run()
+        assert "\n" not in str(info.value) and len(calls) <= 4          # noticed at once
+        return info.value
+
+    error = run_doing(lambda: shutil.rmtree(tmp_path / "run"), tmp_path / "run")
+    assert str(error).startswith(f"{tmp_path / 'run'}: the run directory was deleted while this run wrote "
+                                 f"to it (the last checkpoint, step 2, went with it)")
+    assert not (tmp_path / "run").exists()                               # not made again by a save
+    error = run_doing(lambda: make_dataset(data, train=[100, 64], validation=[100], chunk_rows=32),
+                      tmp_path / "run2")
+    assert str(error).startswith(f"{data.resolve()}: the dataset was replaced while this run read it "
+                                 f"(its manifest.json no longer lists the shards the run started on; the "
+                                 f"last good checkpoint is step ")
+
+
 TEARDOWN_S = 20.0      # how long the training stream's teardown is made to take (the slow case seen: 50+ s)
 
 
