@@ -4,7 +4,7 @@ TensorFlow's GrpcServer::Init binds "0.0.0.0:" + port (tensorflow/core/distribut
 grpc_server_lib.cc), whatever host the task's address names; gRPC then opens an AF_INET6 socket with
 IPV6_V6ONLY 0 and binds [::]:port (every interface, IPv4 and IPv6), or 0.0.0.0:port without IPv6.
 With SHOGI_DNN_BIND_PORT=P and SHOGI_DNN_BIND_ADDR=A (a numeric address of this machine) in the
-environment, this bind(2) turns a bind of the wildcard to port P into a bind of A:
+environment when the process starts, this bind(2) turns a bind of the wildcard to port P into a bind of A:
   - AF_INET  0.0.0.0:P -> A:P (A an IPv4 address);
   - AF_INET6 [::]:P    -> [A]:P (A an IPv6 address), or [::ffff:A]:P (A an IPv4 address: the socket
     then accepts IPv4 connections to A only).
@@ -32,17 +32,23 @@ static bind_function real_bind(void) {
     return real;
 }
 
-/* The port named by SHOGI_DNN_BIND_PORT in network order, 0 when absent or invalid. */
-static in_port_t wanted_port(void) {
-    const char *text = getenv("SHOGI_DNN_BIND_PORT");
+/* The variables, read once when the library is loaded (before main: no other thread can change the
+   environment then). wanted_port is 0 when SHOGI_DNN_BIND_PORT is absent or invalid. */
+static in_port_t wanted_port;                 /* network order */
+static char wanted_address[64];               /* INET6_ADDRSTRLEN is 46 */
+
+__attribute__((constructor)) static void read_variables(void) {
+    const char *port_text = getenv("SHOGI_DNN_BIND_PORT"), *address = getenv("SHOGI_DNN_BIND_ADDR");
     char *end;
     long port;
-    if (text == NULL || *text == '\0')
-        return 0;
-    port = strtol(text, &end, 10);
+    if (port_text == NULL || *port_text == '\0' || address == NULL || *address == '\0'
+            || strlen(address) >= sizeof wanted_address)
+        return;
+    port = strtol(port_text, &end, 10);
     if (*end != '\0' || port <= 0 || port > 65535)
-        return 0;
-    return htons((in_port_t)port);
+        return;
+    strcpy(wanted_address, address);
+    wanted_port = htons((in_port_t)port);
 }
 
 static int refuse(void) {
@@ -72,11 +78,11 @@ static int bind_inet6(int fd, const struct sockaddr_in6 *given, const char *addr
 }
 
 int bind(int fd, const struct sockaddr *addr, socklen_t len) {
-    in_port_t port = wanted_port();
-    const char *address = getenv("SHOGI_DNN_BIND_ADDR");
+    in_port_t port = wanted_port;
+    const char *address = wanted_address;
     if (real_bind() == NULL)
         return refuse();
-    if (port == 0 || address == NULL || *address == '\0' || addr == NULL)
+    if (port == 0 || addr == NULL)
         return real_bind()(fd, addr, len);
     if (addr->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)addr;

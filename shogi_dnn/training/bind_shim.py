@@ -80,7 +80,10 @@ def reexec_with_shim(host: str, port: int) -> None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment)
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], environment)
+    except OSError:             # the interpreter cannot be run again: go on without (the warning says so)
+        return
 
 
 def active_address(port: int, environ: Mapping[str, str] = os.environ) -> str | None:
