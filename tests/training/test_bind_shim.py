@@ -110,3 +110,14 @@ def test_a_process_started_with_the_shim_knows_it_and_drops_the_warning() -> Non
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30,
                           check=True)
     assert done.stdout.split() == ["127.0.0.1", "None", "None"]
+
+
+def test_train_re_executes_only_its_own_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shogi_dnn.commands import train
+
+    args = ["--config", "c.toml", "--workers", "127.0.0.1:1,127.0.0.1:2", "--worker-index", "0"]
+    monkeypatch.setattr(sys, "argv", ["shogi-dnn", "train", "--verbose", *args])
+    assert train._is_process_command(args)
+    assert not train._is_process_command(args[:-1]) and not train._is_process_command(None)
+    monkeypatch.setattr(sys, "argv", ["pytest", "-q", *args])     # train.main called from Python
+    assert not train._is_process_command(args)
