@@ -1,7 +1,15 @@
-"""The optional C extension shogi_dnn.dataset._encode (everything else is in pyproject.toml). `optional=True`:
-without a C compiler the install still succeeds and features.py uses its numpy path (same output)."""
+"""The optional C parts (everything else is in pyproject.toml), both `optional=True`: without a C compiler
+the install still succeeds.
+
+- shogi_dnn.dataset._encode: the encoding extension; without it features.py uses its numpy path (same
+  output).
+- shogi_dnn.training._bindshim: not a Python module but an LD_PRELOAD library (a bind(2) wrapper) that
+  keeps a cluster worker's TensorFlow server on its given host (training/bind_shim.py); without it that
+  server listens on every interface and each worker says so."""
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("shogi_dnn.dataset._encode", ["shogi_dnn/dataset/_encode.c"], optional=True,
-                             extra_compile_args=["-O2"])])
+                             extra_compile_args=["-O2"]),
+                   Extension("shogi_dnn.training._bindshim", ["shogi_dnn/training/_bindshim.c"], optional=True,
+                             extra_compile_args=["-O2"], libraries=["dl"])])

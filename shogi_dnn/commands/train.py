@@ -24,7 +24,7 @@ from shogi_dnn.config import Config, load_config
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.folders import locks, run_files
-from shogi_dnn.training import cluster, memory, throughput
+from shogi_dnn.training import bind_shim, cluster, memory, throughput
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     fits = throughput.load_fits(args.scaling_fit) if args.scaling_fit else None
     if args.data_changed and not args.resume:
         raise ConfigError("--data-changed goes with --resume (a new run records the data it starts on)")
+    if cluster_spec is not None and _is_process_command(argv):
+        # Before any lock or TensorFlow: keep TensorFlow's server on this worker's host (bind_shim.py).
+        bind_shim.reexec_with_shim(*cluster.split_address(cluster_spec.addresses[cluster_spec.worker_id]))
     run_dir = cluster.worker_dir(Path(args.run_dir), cluster_spec)
     with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
         shards.read_manifest(args.data)                 # no dataset there: one line, no TensorFlow
@@ -118,6 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         except cluster.WaitStopped as exc:      # a stop, not an error: one line, the shell's signal code
             print(f"shogi-dnn train: {exc}", file=sys.stderr)
             return 128 + exc.signum
+
+
+def _is_process_command(argv: list[str] | None) -> bool:
+    """Whether `argv` is this process's own command line (`shogi-dnn train ARGS`, `--verbose` aside),
+    not a call from Python (a test, a notebook): only then may train re-execute itself."""
+    return argv is not None and sys.argv[1:2] == ["train"] \
+        and [a for a in sys.argv[2:] if a != "--verbose"] == list(argv)
 
 
 def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Cluster | None,

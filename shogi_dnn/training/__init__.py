@@ -16,6 +16,7 @@ memory.py do not).
   checkpoints.py  atomic checkpoints, restore, keep policy
   run_log.py      metrics.jsonl, TensorBoard and the console line
   cluster.py      several machines (MultiWorkerMirroredStrategy, TF_CONFIG)
+  bind_shim.py    keeps a worker's TensorFlow server on its given host (LD_PRELOAD _bindshim.c)
   throughput.py   the throughput model time = B / v0 + t and per-GPU batch advice (TensorFlow-free)
   memory.py       parameter count and training memory from the config, checked before a model is built
 """

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.training import bind_shim
 from shogi_dnn.training.interrupts import StopFlag
 
 log = logging.getLogger(__name__)
@@ -199,9 +200,10 @@ def is_peer_lost(exc: BaseException) -> bool:
 # --- start-up: each worker waits for the others in Python (interruptible), then enters TensorFlow ---
 #
 # TensorFlow binds its gRPC server to every interface ("0.0.0.0:" + port in GrpcServer::Init,
-# tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc; the host of the task's address is not used),
-# and its own wait for the other workers (the strategy's construction: context.ensure_initialized(), the
-# coordination service's registration) holds the GIL in C++: no Python signal handler runs, nothing is
+# tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc; the host of the task's address is not used;
+# `shogi-dnn train` preloads bind_shim's library to keep it on that host where it can), and its own wait
+# for the other workers (the strategy's construction: context.ensure_initialized(), the coordination
+# service's registration) holds the GIL in C++: no Python signal handler runs, nothing is
 # printed, and its SIGTERM handler swallows SIGTERM. So every worker first listens on its own address with
 # a plain socket and waits until each other worker's address accepts a connection (its socket, or its
 # TensorFlow server once it has moved on), and only then builds the strategy.
@@ -230,9 +232,12 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def exposure_warning(cluster: Cluster) -> str:
-    """The start-up line saying what TensorFlow's server exposes: its port on every interface."""
+def exposure_warning(cluster: Cluster) -> str | None:
+    """The start-up line saying what TensorFlow's server exposes: its port on every interface. None when
+    bind_shim's library keeps it on this worker's host (the re-executed `shogi-dnn train` on Linux)."""
     host, port = split_address(cluster.addresses[cluster.worker_id])
+    if bind_shim.active_address(port) is not None:
+        return None
     line = (f"{cluster.worker_name(cluster.worker_id)}: TensorFlow's gRPC server listens on port {port} of "
             f"every interface (0.0.0.0 and ::), not only {host}, and has no authentication; keep port "
             f"{port} reachable from the other workers only (docs/multi-machine.md)")
@@ -411,7 +416,9 @@ def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = 
         RunError: TensorFlow was already initialised, so the CPU cannot be split any more; or the wait
             failed (WaitStopped on SIGINT/SIGTERM).
     """
-    log.warning("%s", exposure_warning(cluster))
+    warning = exposure_warning(cluster)
+    if warning is not None:
+        log.warning("%s", warning)
     os.environ[TF_CONFIG] = json.dumps(cluster.tf_config())
     import tensorflow as tf
 
