@@ -101,7 +101,9 @@ def test_every_compression_reads_back_the_same_rows_checksummed(tmp_path) -> Non
             size[name] = sum(f[key].id.get_storage_size() for key in PINNED_STORED)    # the chunks' bytes
             assert shards.shard_compression(f) == name
             for key in (*PINNED_STORED, "eval"):
-                assert (f[key].compression, f[key].compression_opts, f[key].shuffle) == (compression, opts, shuffle)
+                dataset = f[key]
+                assert (dataset.compression, dataset.compression_opts, dataset.shuffle) == (compression, opts,
+                                                                                             shuffle)
                 assert f[key].fletcher32 and f[key].chunks[0] == 16
         back = shards.read_positions(path)
         for key in PINNED_POSITIONS:

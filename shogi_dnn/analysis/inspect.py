@@ -152,8 +152,8 @@ def summary_dict(summary: dict[str, SplitSummary]) -> dict[str, Any]:
             "positions": sum(s.positions for s in summary.values()),
             "positions_with_eval": sum(s.evaluated for s in summary.values()),
             "positions_without_result": sum(s.no_result for s in summary.values()),
-            "shards": sum(s.shards for s in summary.values()), "compression": dict(sorted(compressions.items())),
-            "splits": splits}
+            "shards": sum(s.shards for s in summary.values()),
+            "compression": dict(sorted(compressions.items())), "splits": splits}
 
 
 def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:

@@ -50,10 +50,10 @@ tools (h5dump, other languages' HDF5) cannot decode; or none) and checksummed wi
 chunks. h5py reads every compression the same way (no SCHEMA_VERSION change: the filters are recorded
 per dataset in the file; shard_compression names a shard's, `shogi-dnn inspect` prints it). Measured on
 the GNU Shogi corpus (datasets/README.md): gzip 12.8 bytes a position, lzf 19.6, none 64; gzip's
-compression is about 0.4 CPU-seconds per million positions of convert's 1.4, lzf's 0.2. Within a shard, positions are stored in game order (convert's
-default: consecutive positions of a game compress 2.2x better) or in a seeded shuffled order
-(`convert --row-order shuffled`); the pipeline shuffles chunk order and rows inside multi-chunk buffers
-either way.
+compression is about 0.4 CPU-seconds per million positions of convert's 1.4, lzf's 0.2.
+Within a shard, positions are stored in game order (convert's default: consecutive positions of a game
+compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`); the pipeline
+shuffles chunk order and rows inside multi-chunk buffers either way.
 `manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
 bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
 will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,

@@ -78,7 +78,8 @@ def test_every_plan_writes_the_in_process_bytes(corpus: Path, tmp_path: Path, co
     assert report.worker_plan == describe_workers(count)
     assert json.loads((tmp_path / "pool" / REPORT_NAME).read_text())["worker_plan"] == describe_workers(count)
     here = {p.name: p.read_bytes() for p in sorted((tmp_path / "here").glob("*.h5"))}
-    assert len(here) >= 4 and {p.name: p.read_bytes() for p in sorted((tmp_path / "pool").glob("*.h5"))} == here
+    pool = {p.name: p.read_bytes() for p in sorted((tmp_path / "pool").glob("*.h5"))}
+    assert len(here) >= 4 and pool == here
     assert shards.read_manifest(tmp_path / "pool").shards == shards.read_manifest(tmp_path / "here").shards
     with shards.open_shard(next((tmp_path / "pool").glob("*.h5"))) as f:
         assert shards.shard_compression(f) == compression
