@@ -1,5 +1,5 @@
 """`convert --compression gzip|lzf|none`: the shards' chunk filter, recorded in the manifest and shown by
-inspect; the same rows whichever is chosen, and every reader reads all of them."""
+inspect; the same rows whichever is chosen (the training stream: tests/training/test_pipeline.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from shogi_dnn import cli
 from shogi_dnn.convert.run import ConvertSettings
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
-from shogi_dnn.training.pipeline import ShardReader
-from shogi_dnn.training.schedule import Chunk
 from tests.support.kifugen import write_corpus
 
 
@@ -51,20 +49,6 @@ def test_gzip_is_the_default_and_every_compression_stores_the_same_rows(converte
                 assert shards.shard_compression(f) == name
     size = {name: sum(s.bytes for s in shards.read_manifest(out).shards) for name, out in converted.items()}
     assert size["gzip"] < size["lzf"] < size["none"]
-
-
-def test_the_training_reader_reads_every_compression(converted: dict[str, Path]) -> None:
-    read = {}
-    for name, out in converted.items():
-        manifest = shards.read_manifest(out)
-        train = manifest.split("train")
-        reader = ShardReader([manifest.shard_path(s) for s in train], policy_labels=True)
-        read[name] = reader.read([Chunk(i, 0, s.positions) for i, s in enumerate(train)])
-        reader.close()
-    for name in ("lzf", "none"):
-        assert read[name].keys() == read["gzip"].keys()
-        for key, values in read["gzip"].items():
-            assert np.array_equal(read[name][key], values, equal_nan=True), (name, key)
 
 
 def test_inspect_shows_the_compression(converted: dict[str, Path], capsys: pytest.CaptureFixture) -> None:
