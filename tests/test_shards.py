@@ -80,6 +80,59 @@ def test_written_file_matches_schema(tmp_path) -> None:
     assert np.isnan(table["white_rating"]).all() and (table["black_rating"] == 1500).all()
 
 
+# The chunk filters of each `convert --compression` (h5py's names and options): pinned, as the bytes are.
+PINNED_COMPRESSIONS = {"gzip": ("gzip", 4, True), "lzf": ("lzf", None, False), "none": (None, None, False)}
+
+
+def test_every_compression_reads_back_the_same_rows_checksummed(tmp_path) -> None:
+    """gzip (the default), lzf and none: the filters named, fletcher32 on every position dataset, the same
+    rows through every reader, ordered by size; a shard's compression is read back from its file."""
+    positions, games = make_shard_inputs()
+    positions["eval"] = np.arange(len(positions["win"]), dtype=np.int16)
+    assert shards.DEFAULT_COMPRESSION == "gzip"
+    assert {name: (filters.get("compression"), filters.get("compression_opts"), bool(filters.get("shuffle")))
+            for name, filters in shards.COMPRESSIONS.items()} == PINNED_COMPRESSIONS
+    size = {}
+    for name, (compression, opts, shuffle) in PINNED_COMPRESSIONS.items():
+        path = tmp_path / f"{name}.h5"
+        digest = shards.write_shard(path, "train", positions, games, chunk_rows=16, compression=name)
+        assert digest == shards.file_sha256(path)
+        with shards.open_shard(path) as f:
+            size[name] = sum(f[key].id.get_storage_size() for key in PINNED_STORED)    # the chunks' bytes
+            assert shards.shard_compression(f) == name
+            for key in (*PINNED_STORED, "eval"):
+                dataset = f[key]
+                assert (dataset.compression, dataset.compression_opts, dataset.shuffle) == (compression, opts,
+                                                                                             shuffle)
+                assert f[key].fletcher32 and f[key].chunks[0] == 16
+        back = shards.read_positions(path)
+        for key in PINNED_POSITIONS:
+            assert np.array_equal(back.arrays[key], positions[key]), (name, key)
+    assert size["gzip"] < size["lzf"] < size["none"]
+    with pytest.raises(ValueError, match="compression 'zstd': expected one of gzip, lzf, none"):
+        shards.write_shard(tmp_path / "x.h5", "train", positions, games, compression="zstd")
+    assert not (tmp_path / "x.h5").exists()
+
+
+@pytest.mark.parametrize("name", ["lzf", "none"])
+def test_a_damaged_chunk_is_an_error_with_any_compression(tmp_path, name) -> None:
+    """The checksums stay without compression: a flipped byte is refused, never returned as data."""
+    positions, games = make_shard_inputs()
+    path = tmp_path / "train-00000.h5"
+    shards.write_shard(path, "train", positions, games, chunk_rows=16, compression=name)
+    flip_chunk_byte(path, "pieces", 1)
+    with shards.open_shard(path) as f:
+        shards.read_rows(f, 0, 16, ("board",))
+        with pytest.raises(OSError, match="filter returned failure"):
+            shards.read_rows(f, 16, 32, ("board",))
+
+
+def test_a_manifest_names_its_compression_gzip_when_it_does_not_say(tmp_path) -> None:
+    for settings, expected in (({}, "gzip"), ({"compression": "lzf"}, "lzf"), ({"compression": "none"}, "none")):
+        shards.write_manifest(tmp_path, [], settings, {})
+        assert shards.read_manifest(tmp_path).compression == expected
+
+
 def test_same_input_gives_byte_identical_shards(tmp_path) -> None:
     positions, games = make_shard_inputs()
     a = shards.write_shard(tmp_path / "a.h5", "train", positions, games)

@@ -85,7 +85,8 @@ def _split_rank(split: str) -> int:
 class SplitSummary:
     """Counts of one split. `labels` counts positions by label: 'win', 'loss', 'draw'; `evaluated` the
     positions with an engine evaluation (shards' optional `eval` dataset); `no_result` those without a
-    game result (win NaN: annotate's off-path positions)."""
+    game result (win NaN: annotate's off-path positions); `compressions` counts shards by their chunk
+    compression (shards.shard_compression)."""
 
     shards: int = 0
     games: int = 0
@@ -96,6 +97,7 @@ class SplitSummary:
     moves_total: int = 0
     evaluated: int = 0
     no_result: int = 0
+    compressions: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
 
 def summarize(refs: list[ShardRef]) -> dict[str, SplitSummary]:
@@ -111,6 +113,7 @@ def summarize(refs: list[ShardRef]) -> dict[str, SplitSummary]:
                 _count_labels(split.labels, rows)
                 split.no_result += int(np.count_nonzero(np.isnan(rows)))
             split.positions += int(win.shape[0])
+            split.compressions[shards.shard_compression(f)] += 1
             if shards.KEY_EVAL in f:
                 evals = f[shards.KEY_EVAL]
                 split.evaluated += sum(
@@ -142,11 +145,15 @@ def summary_dict(summary: dict[str, SplitSummary]) -> dict[str, Any]:
                         "winners": dict(sorted(s.winners.items())),
                         "mean_moves": round(s.moves_total / s.games, 1) if s.games else 0.0,
                         "positions_with_eval": s.evaluated, "positions_without_result": s.no_result}
+    compressions: collections.Counter = collections.Counter()
+    for s in summary.values():
+        compressions.update(s.compressions)
     return {"games": sum(s.games for s in summary.values()),
             "positions": sum(s.positions for s in summary.values()),
             "positions_with_eval": sum(s.evaluated for s in summary.values()),
             "positions_without_result": sum(s.no_result for s in summary.values()),
-            "shards": sum(s.shards for s in summary.values()), "splits": splits}
+            "shards": sum(s.shards for s in summary.values()),
+            "compression": dict(sorted(compressions.items())), "splits": splits}
 
 
 def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
@@ -174,6 +181,8 @@ def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
     share = 100 * data["positions_with_eval"] / max(1, data["positions"])
     lines.append(f"engine evaluations: {data['positions_with_eval']} positions ({share:.1f}%)"
                  + "".join(f", {name} {s['positions_with_eval']}" for name, s in data["splits"].items()))
+    lines.append("shard compression: " + ", ".join(f"{name} ({plural(count, 'shard')})"
+                                                   for name, count in data["compression"].items()))
     if data["positions_without_result"]:
         lines.append(f"positions without a game result (annotate's off-path positions): "
                      f"{data['positions_without_result']}"

@@ -181,6 +181,8 @@ def _copy_shard(plan: Plan, out: Path, index: int, load: Callable[[Chunk], Chunk
         return _record(state, dataclasses.replace(info, sha256=shards.file_sha256(target)))
     with shards.open_shard(source) as f:
         chunk_rows = int(f[shards.KEY_WIN].chunks[0]) if f[shards.KEY_WIN].chunks else shards.CHUNK_ROWS
+        compression = shards.shard_compression(f)      # kept (a filter no writer here uses: the default)
+        compression = compression if compression in shards.COMPRESSIONS else shards.DEFAULT_COMPRESSION
         positions = {key: shards.read_stored(f, key, 0, None)
                      for key in (*shards.STORED_SCHEMA, shards.KEY_EVAL)}
     for chunk in plan.chunks:
@@ -188,7 +190,7 @@ def _copy_shard(plan: Plan, out: Path, index: int, load: Callable[[Chunk], Chunk
             result = load(chunk)
             positions[shards.KEY_EVAL][result.arrays["rows"]] = result.arrays[shards.KEY_EVAL]
     games = shards.read_games(source)
-    digest = shards.write_shard(target, info.split, positions, games, chunk_rows)
+    digest = shards.write_shard(target, info.split, positions, games, chunk_rows, compression)
     return _record(state, shards.shard_info(target, info.split, info.positions, info.games, digest,
                                             games["game_id"]))
 
@@ -213,7 +215,8 @@ def _off_path_shards(plan: Plan, out: Path, load: Callable[[Chunk], ChunkResult]
             column = [games[int(i)].get(key, "") for i in ids]
             if any(column):
                 table[key] = column
-        digest = shards.write_shard(out / name, "train", positions, table)
+        digest = shards.write_shard(out / name, "train", positions, table,
+                                    compression=plan.manifest.compression)
         info = shards.shard_info(out / name, "train", n, len(ids), digest, ids.tolist())
         written.append(_record(state, dataclasses.replace(info, no_result=n)))
         between()

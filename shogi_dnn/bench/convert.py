@@ -17,6 +17,8 @@ positions per CPU-second, what one core of each does whatever else the machine r
 printed beside it. `--copies N` gives both the CSA files N times (4 by default: the bundled GNU Shogi
 corpus's 250k positions become 1M, so that the start-up is small beside the work); convert then runs
 with --no-dedup (else it would keep one copy and write a quarter of the positions).
+`--compression lzf|none` runs convert with that --compression (its default: gzip), to weigh the
+shards' compression in its CPU time.
 """
 
 from __future__ import annotations
@@ -63,18 +65,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--copies", type=int, default=4,
                         help="with --peer: the CSA files given this many times to both (default 4; "
                              "convert then runs with --no-dedup)")
+    parser.add_argument("--compression", choices=("gzip", "lzf", "none"), default="gzip",
+                        help="convert's --compression for its shards (default gzip, convert's default)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)   # internal: one measurement
     return parser
 
 
-def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int) -> dict[str, Any]:
+def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int,
+                 compression: str = "gzip") -> dict[str, Any]:
     """Convert `corpus` into a temp folder in this process; timings and peak memory (MiB)."""
     from shogi_dnn.convert.run import ConvertSettings, run_convert
     _warm_imports(backend)
     cpu_before = _cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as out:
         start = time.perf_counter()
-        report = run_convert(corpus, Path(out) / "data", ConvertSettings(shard_size=shard_size),
+        report = run_convert(corpus, Path(out) / "data",
+                             ConvertSettings(shard_size=shard_size, compression=compression),
                              workers=workers or None, backend=backend)
         wall = time.perf_counter() - start
     cpu = _cpu_seconds() - cpu_before + report.timings.get("worker_cpu_s", 0.0)
@@ -117,9 +123,10 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime
 
 
-def _run_child(corpus: list[str], backend: str, workers: int, shard_size: int) -> dict[str, Any]:
+def _run_child(corpus: list[str], backend: str, workers: int, shard_size: int,
+               compression: str = "gzip") -> dict[str, Any]:
     cmd = [sys.executable, "-m", "shogi_dnn.bench.convert", "--one", "--workers", str(workers or "auto"),
-           "--backends", backend, "--shard-size", str(shard_size), *corpus]
+           "--backends", backend, "--shard-size", str(shard_size), "--compression", compression, *corpus]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -176,15 +183,16 @@ def _run_peer(files: list[str], script: str | None) -> dict[str, Any]:
     return {"positions": int(found.group(1)), "cpu_s": cpu, "wall_s": wall}
 
 
-def _run_convert(files: list[str], shard_size: int, dedup: bool = True) -> dict[str, Any]:
+def _run_convert(files: list[str], shard_size: int, dedup: bool = True,
+                 compression: str = "gzip") -> dict[str, Any]:
     """One `shogi-dnn convert FILES --workers 1` (every default: legality, repetition, dedup, checksummed
-    shards; `dedup` False: --no-dedup) in a process of its own: the positions it wrote, its CPU and wall
-    seconds."""
+    shards; `dedup` False: --no-dedup; `compression`: its --compression) in a process of its own: the
+    positions it wrote, its CPU and wall seconds."""
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as out:
         data = Path(out) / "data"
         cmd = [sys.executable, "-m", "shogi_dnn", "convert", *files, "--out", str(data), "--workers", "1",
                "--backend", "cshogi", "--shard-size", str(shard_size), "--no-progress", "--quiet",
-               *([] if dedup else ["--no-dedup"])]
+               "--compression", compression, *([] if dedup else ["--no-dedup"])]
         done, cpu, wall = _child_usage(cmd)
         if done.returncode != 0:
             raise ConfigError(f"bench convert --peer: convert --workers 1 failed: {_last_line(done)}")
@@ -251,7 +259,7 @@ def _summary(runs: list[dict[str, Any]], side: str) -> dict[str, float]:
 
 
 def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard_size: int,
-                      copies: int = 1) -> dict[str, Any]:
+                      copies: int = 1, compression: str = "gzip") -> dict[str, Any]:
     """Alternate the peer and `convert --workers 1` (cshogi backend) on the same CSA files, each in a
     process of its own, and each round also on the corpus's first game alone (the start-up run):
     positions per CPU-second (user + system) of a full run less its start-up run, wall time beside."""
@@ -264,8 +272,8 @@ def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard
         runs = []
         for _ in range(repeats):
             peer_one, peer = _run_peer([one], script), _run_peer(files, script)
-            ours_one = _run_convert([one], shard_size, dedup=copies == 1)
-            ours = _run_convert(files, shard_size, dedup=copies == 1)
+            ours_one = _run_convert([one], shard_size, dedup=copies == 1, compression=compression)
+            ours = _run_convert(files, shard_size, dedup=copies == 1, compression=compression)
             runs.append({"peer": _net(peer, peer_one), "ours": _net(ours, ours_one)})
     peer, ours = _summary(runs, "peer"), _summary(runs, "ours")
     return {"files": distinct, "copies": copies, "runs": runs, "peer": peer, "ours": ours,
@@ -324,22 +332,24 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(f"--backends {args.backends!r} / --workers {args.workers!r}: installed backends "
                           f"are {', '.join(available_backends())}; workers must be >= 1 or auto")
     if args.one:
-        print(json.dumps(measure_once(corpus, backends[0], workers[0], args.shard_size)))
+        print(json.dumps(measure_once(corpus, backends[0], workers[0], args.shard_size, args.compression)))
         return 0
     if args.peer:
         if args.repeats < 1:
             raise ConfigError(f"--repeats {args.repeats}: must be at least 1")
         if args.copies < 1:
             raise ConfigError(f"--copies {args.copies}: must be at least 1")
-        result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size, args.copies)
+        result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size, args.copies,
+                                   args.compression)
         copies = (f", each given {args.copies} times (convert with --no-dedup)" if args.copies > 1 else "")
+        copies += f"; convert --compression {args.compression}" if args.compression != "gzip" else ""
         print(f"bench convert --peer: {result['files']} CSA files of {', '.join(corpus)}{copies}; "
               f"{plural(args.repeats, 'round')} of each, alternating, each with a one-game start-up run")
         print(format_peer(result, args.peer_script))
         if args.json:
             Path(args.json).write_text(json.dumps({"corpus": corpus, **result}, indent=2) + "\n")
         return 0
-    results = [_run_child(corpus, b, w, args.shard_size) for b in backends for w in workers]
+    results = [_run_child(corpus, b, w, args.shard_size, args.compression) for b in backends for w in workers]
     print(f"bench convert: {', '.join(corpus)}; {len(os.sched_getaffinity(0))} cores")
     print(format_table(results))
     if args.json:

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from shogi_dnn.folders import run_files
+from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings, GameFilter, run_convert
 from shogi_dnn.kifu.record import Ending
 
@@ -44,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "shuffles chunks and buffers) or shuffled with --seed")
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="seed of the within-shard shuffle (--row-order shuffled)")
+    parser.add_argument("--compression", choices=tuple(shards.COMPRESSIONS), default=defaults.compression,
+                        help="the shards' chunk compression: gzip (default; level 4 with shuffle: ~13 "
+                             "bytes a position, any HDF5 reads it), lzf (~20 bytes, half gzip's CPU time; "
+                             "only h5py reads it) or none (~64 bytes); every reader here reads all three")
     parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=defaults.dedup,
                         help="drop a game whose start position and moves equal an earlier one's, across "
                              "files and formats (the CSA and KIF copies of a game, a file copied twice); "
@@ -69,7 +74,7 @@ def settings_from_args(args: argparse.Namespace) -> ConvertSettings:
                          endings=endings, draws=args.draws)
     return ConvertSettings(filters=filters, val_fraction=args.val_fraction, test_fraction=args.test_fraction,
                            shard_size=args.shard_size, seed=args.seed,
-                           row_order=args.row_order, dedup=args.dedup)
+                           row_order=args.row_order, dedup=args.dedup, compression=args.compression)
 
 
 def main(argv: list[str] | None = None) -> int:

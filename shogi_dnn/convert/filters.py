@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.kifu.record import Ending, GameRecord, Winner
 from shogi_dnn.wording import plural
@@ -86,6 +87,7 @@ class ConvertSettings:
                                        # shuffles chunks and buffers) or "shuffled": seeded row shuffle
     seed: int = 0                      # seed of the within-shard shuffle (row_order "shuffled" only)
     dedup: bool = True                 # drop a game whose start position and moves equal an earlier one's
+    compression: str = shards.DEFAULT_COMPRESSION   # shards.COMPRESSIONS name: the shards' chunk filter
 
     def __post_init__(self) -> None:
         if not (0 <= self.val_fraction and 0 <= self.test_fraction
@@ -94,6 +96,9 @@ class ConvertSettings:
                               "each must be >= 0 and their sum < 1")
         if self.row_order not in ROW_ORDERS:
             raise ConfigError(f"--row-order {self.row_order!r}: must be one of {', '.join(ROW_ORDERS)}")
+        if self.compression not in shards.COMPRESSIONS:
+            raise ConfigError(f"--compression {self.compression!r}: must be one of "
+                              f"{', '.join(shards.COMPRESSIONS)}")
         if self.shard_size < 1:
             raise ConfigError(f"--shard-size {self.shard_size}: must be >= 1")
 

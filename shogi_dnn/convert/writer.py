@@ -219,11 +219,12 @@ class _ShardJob:
     reused: bool
 
 
-def write_and_digest(path: Path, split: str, positions: dict[str, np.ndarray], table: dict[str, list]
-                     ) -> tuple[str, str]:
-    """Write one shard; its file's sha256 and its content digest (in a worker process when there is a
-    pool)."""
-    return shards.write_shard(path, split, positions, table), _content_digest(positions, table)
+def write_and_digest(path: Path, split: str, positions: dict[str, np.ndarray], table: dict[str, list],
+                     compression: str = shards.DEFAULT_COMPRESSION) -> tuple[str, str]:
+    """Write one shard (`compression`: a shards.COMPRESSIONS name); its file's sha256 and its content
+    digest (in a worker process when there is a pool)."""
+    return (shards.write_shard(path, split, positions, table, compression=compression),
+            _content_digest(positions, table))
 
 
 class DatasetWriter:
@@ -304,7 +305,8 @@ class DatasetWriter:
             content = _content_digest(positions, table)
             reused = self.state.matches(self.out, name, content)
         job = (Done((self.state.shards[name]["sha256"], content)) if reused
-               else self.pool.submit(write_and_digest, self.out / name, split, positions, table))
+               else self.pool.submit(write_and_digest, self.out / name, split, positions, table,
+                                     self.settings.compression))
         self.report.timings["write_s"] += time.perf_counter() - start
         rows = sum(len(g.positions) for _, g in games)
         self.in_flight.append(_ShardJob(name, split, rows, len(games), [i for i, _ in games], job, reused))

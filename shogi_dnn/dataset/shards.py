@@ -42,13 +42,18 @@ a shard of records without evaluations is byte-for-byte what it was before the d
 not change SCHEMA_VERSION (it came with 2): older readers never open it, and readers here (read_rows,
 read_stored, the training pipeline) give EVAL_NONE for every row of a shard without it.
 
-Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, gzip-compressed with the shuffle filter and
-checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it, so
-a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows), never
-data; a reader fetches whole chunks. Within a shard, positions are stored in game order (convert's
-default: consecutive positions of a game compress 2.2x better) or in a seeded shuffled order
-(`convert --row-order shuffled`); the pipeline shuffles chunk order and rows inside multi-chunk buffers
-either way.
+Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, compressed (COMPRESSIONS, `convert
+--compression`: gzip level 4 with the shuffle filter by default; lzf, h5py's own filter that plain HDF5
+tools (h5dump, other languages' HDF5) cannot decode; or none) and checksummed with the fletcher32 filter
+(schema 3): HDF5 verifies each chunk's checksum when it reads it, so a damaged chunk is an error
+(ShardFormatError, read_error: naming the shard and the chunk's rows), never data; a reader fetches whole
+chunks. h5py reads every compression the same way (no SCHEMA_VERSION change: the filters are recorded
+per dataset in the file; shard_compression names a shard's, `shogi-dnn inspect` prints it). Measured on
+the GNU Shogi corpus (datasets/README.md): gzip 12.8 bytes a position, lzf 19.6, none 64; gzip's
+compression is about 0.4 CPU-seconds per million positions of convert's 1.4, lzf's 0.2.
+Within a shard, positions are stored in game order (convert's default: consecutive positions of a game
+compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`); the pipeline
+shuffles chunk order and rows inside multi-chunk buffers either way.
 `manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
 bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
 will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,
@@ -81,6 +86,14 @@ from shogi_dnn.errors import ShardFormatError
 from shogi_dnn.folders import run_files
 
 SCHEMA_VERSION = 3
+# Chunk filters of the position datasets by `convert --compression` name (fletcher32 always added). Their
+# name in a manifest's settings ("compression"; a manifest without it: gzip, the only one before).
+COMPRESSIONS: dict[str, dict[str, Any]] = {
+    "gzip": {"compression": "gzip", "compression_opts": 4, "shuffle": True},
+    "lzf": {"compression": "lzf"},
+    "none": {},
+}
+DEFAULT_COMPRESSION = "gzip"
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "validation", "test")
 CHUNK_ROWS = 4096
@@ -139,7 +152,8 @@ class ShardData:
 
 
 def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
-                games: dict[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS) -> str:
+                games: dict[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS,
+                compression: str = DEFAULT_COMPRESSION) -> str:
     """Write one shard atomically (temp file, then rename) and return its sha256.
 
     Args:
@@ -149,14 +163,17 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
             unused); `eval` may be left out, and is stored only when some row has an evaluation
             (not features.EVAL_NONE).
         games: columns keyed as GAME_SCHEMA, all of length G, and optionally OPTIONAL_GAME_SCHEMA ones.
+        compression: a COMPRESSIONS name (the position datasets' chunk filters).
     Raises:
         ValueError: a position holds more pieces of a kind than one set (convert skips such games
-            before they get here: features.encode_game checks).
+            before they get here: features.encode_game checks), or an unknown `compression`.
     """
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression {compression!r}: expected one of {', '.join(COMPRESSIONS)}")
     path = Path(path)
     n = len(positions[KEY_WIN])
     stored = pack_stored(positions)
-    image = _shard_image(path, split, n, stored, positions, games, chunk_rows)
+    image = _shard_image(path, split, n, stored, positions, games, chunk_rows, COMPRESSIONS[compression])
     # One plain write of known bytes: a full disk is an OSError here, and atomic_path makes it one line
     # with the exact size needed (never a partial file: a `.tmp` is never valid).
     run_files.write_atomic(path, image)
@@ -183,7 +200,8 @@ def pack_stored(positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
-                 positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int) -> bytes:
+                 positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int,
+                 filters: dict[str, Any]) -> bytes:
     """The bytes of one shard file, built in memory (HDF5's core driver, no backing store).
 
     Why in memory: HDF5 writing to disk meets a full disk in its own flushes and object closes, where
@@ -197,21 +215,22 @@ def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
     with 1,024 (one: 1,536) more zero bytes, the superblock's end-of-file address 8 bytes the only other
     change. A dataset converted again by this version thus has other sha256s than one converted before."""
     with _create_untimed_file(path) as f:
-        _fill_file(f, split, n, stored, positions, games, chunk_rows)
+        _fill_file(f, split, n, stored, positions, games, chunk_rows, filters)
         f.flush()
         return bytes(f.id.get_file_image())
 
 
 def _fill_file(f: h5py.File, split: str, n: int, stored: dict[str, np.ndarray],
-               positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int) -> None:
-    """Write the attributes, the position datasets and the games group of a new shard `f`."""
+               positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int,
+               filters: dict[str, Any]) -> None:
+    """Write the attributes, the position datasets (chunk `filters`: a COMPRESSIONS value) and the games
+    group of a new shard `f`."""
     f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
                    num_games=len(games["game_id"]))
     for key, (row_shape, dtype) in STORED_SCHEMA.items():
         data = np.asarray(stored[key], dtype=dtype).reshape((n, *row_shape))
         chunks = (max(1, min(chunk_rows, n)), *row_shape)
-        f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
-                         shuffle=True, fletcher32=True, track_times=False)
+        f.create_dataset(key, data=data, chunks=chunks, fletcher32=True, track_times=False, **filters)
     for key, (row_shape, dtype, absent) in OPTIONAL_SCHEMA.items():
         if key not in positions:
             continue
@@ -219,8 +238,7 @@ def _fill_file(f: h5py.File, split: str, n: int, stored: dict[str, np.ndarray],
         if np.all(data == absent):
             continue
         chunks = (max(1, min(chunk_rows, n)), *row_shape)
-        f.create_dataset(key, data=data, chunks=chunks, compression="gzip", compression_opts=4,
-                         shuffle=True, fletcher32=True, track_times=False)
+        f.create_dataset(key, data=data, chunks=chunks, fletcher32=True, track_times=False, **filters)
     group = _create_untimed_group(f, GAMES_GROUP)
     for key, dtype in {**GAME_SCHEMA, **OPTIONAL_GAME_SCHEMA}.items():
         if key not in games:            # an optional column (absent when no game has a value)
@@ -264,6 +282,17 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def shard_compression(f: h5py.File) -> str:
+    """The COMPRESSIONS name of an open shard's position datasets (from HDF5's filter of `win`; a filter
+    no writer here uses is named as HDF5 names it)."""
+    dataset = f[KEY_WIN]
+    name = dataset.compression
+    if name is None:
+        return "none"
+    return name if (name, dataset.compression_opts) in (("gzip", 4), ("lzf", None)) else (
+        f"{name} {dataset.compression_opts}")
 
 
 def open_shard(path: str | Path) -> h5py.File:
@@ -396,6 +425,13 @@ class Manifest:
     def shard_path(self, shard: ShardInfo) -> Path:
         """Absolute path of a shard."""
         return self.root / shard.path
+
+    @property
+    def compression(self) -> str:
+        """The COMPRESSIONS name convert wrote the shards with (settings["compression"]; a manifest
+        without it, written before `convert --compression` existed: gzip)."""
+        name = self.settings.get("compression", DEFAULT_COMPRESSION)
+        return name if name in COMPRESSIONS else DEFAULT_COMPRESSION
 
 
 def read_manifest(root: str | Path) -> Manifest:

@@ -20,10 +20,12 @@ from shogi_dnn.analysis import inspect
 from shogi_dnn.annotate.job import run_annotate
 from shogi_dnn.annotate.output import CHUNKS_DIR
 from shogi_dnn.annotate.plan import AnnotateSettings, draw_off_path
+from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.dataset import features, identity, shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.rules import new_position
 from tests.annotate import fake_usi
+from tests.support.kifugen import write_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_TURN, shards.KEY_PLY, shards.KEY_MOVE, shards.KEY_WIN,
@@ -77,6 +79,20 @@ def test_evaluations_and_off_path_positions(source: Path, fake_engine, tmp_path:
     assert record["source"]["manifest"] == identity.manifest_digest(src)
     assert manifest.totals["annotate"]["off_path"] == 40
     assert not (out / CHUNKS_DIR).exists()
+
+
+def test_a_datasets_compression_is_kept(fake_engine, tmp_path: Path) -> None:
+    """Shards rewritten with evaluations and the off-path shards take the source's --compression."""
+    write_corpus(tmp_path / "records", seed=3, files=1, per_file=3)
+    run_convert([tmp_path / "records"], tmp_path / "lzf", ConvertSettings(val_fraction=0.0, compression="lzf"),
+                workers=1)
+    settings = AnnotateSettings(nodes=50, off_path=8, plies=2, seed=5, chunk_positions=64)
+    run_annotate(tmp_path / "lzf", tmp_path / "out", settings, engine=fake_engine(), workers=1)
+    manifest = shards.read_manifest(tmp_path / "out")
+    assert manifest.compression == "lzf" and manifest.split("train")[-1].no_result == 8
+    for info in manifest.shards:
+        with shards.open_shard(manifest.shard_path(info)) as f:
+            assert shards.shard_compression(f) == "lzf" and shards.KEY_EVAL in f
 
 
 def test_the_off_path_positions_leave_their_game_by_the_plies(source: Path, fake_engine,

@@ -115,3 +115,29 @@ def test_bench_convert_peer_that_fails_is_one_line(tmp_path: Path, capsys: pytes
                      "--peer-script", str(broken)]) == 2
     err = capsys.readouterr().err
     assert "the peer failed: cannot read the records" in err and "Traceback" not in err
+
+
+def test_compression_reaches_convert(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--compression: the `convert --workers 1` of --peer and the --one children run with it."""
+    import subprocess
+    commands = []
+
+    def fake_usage(cmd):
+        commands.append(cmd)
+        data = Path(cmd[cmd.index("--out") + 1])
+        data.mkdir(parents=True)
+        (data / "convert-report.json").write_text(json.dumps({"positions": {"train": 7}}))
+        return subprocess.CompletedProcess(cmd, 0, "", ""), 1.0, 1.0
+    monkeypatch.setattr(bench_convert, "_child_usage", fake_usage)
+    assert bench_convert._run_convert(["a.csa"], 100, dedup=False, compression="lzf")["positions"] == 7
+    assert bench_convert._run_convert(["a.csa"], 100)["positions"] == 7
+    assert commands[0][commands[0].index("--compression") + 1] == "lzf" and "--no-dedup" in commands[0]
+    assert commands[1][commands[1].index("--compression") + 1] == "gzip"
+
+    def fake_run(cmd, **kwargs):
+        commands.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, '{"positions": 1}\n', "")
+    monkeypatch.setattr(bench_convert.subprocess, "run", fake_run)
+    assert bench_convert._run_child(["x.csa"], "cshogi", 1, 100, "none") == {"positions": 1}
+    assert commands[-1][commands[-1].index("--compression") + 1] == "none"
+    assert bench_convert.build_parser().parse_args([]).compression == "gzip"

@@ -66,19 +66,23 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("count", [1, 2])
-def test_every_plan_writes_the_in_process_bytes(corpus: Path, tmp_path: Path, count: int,
+@pytest.mark.parametrize("count,compression", [(1, "gzip"), (2, "gzip"), (2, "lzf")])
+def test_every_plan_writes_the_in_process_bytes(corpus: Path, tmp_path: Path, count: int, compression: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers parse the pieces and write the shards (the parent assembles them): same bytes."""
-    settings = ConvertSettings(val_fraction=0.2, shard_size=150)
+    """Workers parse the pieces and write the shards (the parent assembles them): same bytes, with
+    any --compression (the workers get it)."""
+    settings = ConvertSettings(val_fraction=0.2, shard_size=150, compression=compression)
     run_convert([corpus], tmp_path / "here", settings, workers=1)
     monkeypatch.setattr(convert_run, "plan_workers", lambda *args: count)
     report = run_convert([corpus], tmp_path / "pool", settings)
     assert report.worker_plan == describe_workers(count)
     assert json.loads((tmp_path / "pool" / REPORT_NAME).read_text())["worker_plan"] == describe_workers(count)
     here = {p.name: p.read_bytes() for p in sorted((tmp_path / "here").glob("*.h5"))}
-    assert len(here) >= 4 and {p.name: p.read_bytes() for p in sorted((tmp_path / "pool").glob("*.h5"))} == here
+    pool = {p.name: p.read_bytes() for p in sorted((tmp_path / "pool").glob("*.h5"))}
+    assert len(here) >= 4 and pool == here
     assert shards.read_manifest(tmp_path / "pool").shards == shards.read_manifest(tmp_path / "here").shards
+    with shards.open_shard(next((tmp_path / "pool").glob("*.h5"))) as f:
+        assert shards.shard_compression(f) == compression
 
 
 def test_a_shard_writer_that_dies_stops_the_run_with_a_message(corpus: Path, tmp_path: Path,

@@ -84,6 +84,24 @@ def test_reader_bounds_open_files(paths, monkeypatch):
     np.testing.assert_array_equal(_stream(paths)["board"], expected["board"])
 
 
+@pytest.mark.parametrize("compression", ["lzf", "none"])
+def test_the_stream_is_the_same_with_any_compression(paths, tmp_path, compression):
+    """The shards rewritten with `convert --compression lzf|none`: the same stream (h5py reads them all)."""
+    copies = []
+    for path in paths:
+        with shards.open_shard(path) as f:
+            stored = {key: shards.read_stored(f, key, 0, None)
+                      for key in (*shards.STORED_SCHEMA, shards.KEY_EVAL)}
+        copies.append(tmp_path / os.path.basename(path))
+        shards.write_shard(copies[-1], "train", stored, shards.read_games(path), chunk_rows=64,
+                           compression=compression)
+        with shards.open_shard(copies[-1]) as f:
+            assert shards.shard_compression(f) == compression
+    expected, got = _stream(paths), _stream(copies)
+    for key in pipeline.KEYS:
+        np.testing.assert_array_equal(got[key], expected[key])
+
+
 def test_same_seed_same_stream_other_seed_other_stream(paths):
     a, b, c = _stream(paths, seed=5), _stream(paths, seed=5), _stream(paths, seed=6)
     np.testing.assert_array_equal(a["ply"], b["ply"])
