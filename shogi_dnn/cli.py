@@ -26,7 +26,7 @@ COMMANDS = {
     "evaluate": "score a trained run on a split",
     "report": "plots and report.md for a run",
     "predict": "win probability of a position or every move of a game",
-    "bench": "benchmarks: convert | train | scaling | planes | games (engine strength)",
+    "bench": "benchmarks: convert | train | scaling | planes | games (engine strength) | startup",
     "plan": "time and cost of an epoch and a run on 1, 2, 4, 8 GPUs, before renting",
     "export": "the model as ONNX or a TensorFlow SavedModel (compact inputs -> win probability)",
     "usi": "play as a USI engine (shogi GUIs, tournament runners) with the run's network",
