@@ -117,11 +117,11 @@ def test_real_kifu_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
                and (str(root / r["local_path"]), int(r["mainline_moves"]), r["winner"]) not in converted]
     assert set(missing) <= DETAILS_DISAGREE, missing
     # --dedup (the default): the repositories share games in several formats (the same game as KI2 and
-    # KIF, CSA and KIF, USI and KIF, ...): 34 of the 121 good games repeat an earlier one's start and moves
+    # KIF, CSA and KIF, USI and KIF, ...): 34 of the 122 good games repeat an earlier one's start and moves
     # (the copies of one tsume puzzle with an unpromoted pawn on its last rank are refused as impossible).
     dedup = run_convert([root], tmp_path / "d", SETTINGS, workers=2)
-    assert sum(good.values()) == 121
-    assert dedup.skipped["duplicate"] == 34 and dedup.converted == sum(good.values()) - 34 - unconfirmed == 86
+    assert sum(good.values()) == 122
+    assert dedup.skipped["duplicate"] == 34 and dedup.converted == sum(good.values()) - 34 - unconfirmed == 87
     assert dedup.skipped["no_result"] == no_result and dedup.errors == report.errors
 
 
