@@ -78,7 +78,7 @@ def run_annotate(source: str | os.PathLike[str], out: str | os.PathLike[str],
         workers: engine processes searching at once (the output does not depend on it).
     Raises:
         ConfigError: a bad setting, engine name or output folder; ShardFormatError: a bad source dataset;
-        RunError: the engine does not work; locks.LockedError: another job writes `out`;
+        RunError: the engine does not work; locks.LockedError: another job writes `out` or `source`;
         Interrupted: Ctrl-C or SIGTERM (finished chunks are kept: rerun to continue).
     """
     settings = settings or AnnotateSettings()
@@ -98,7 +98,9 @@ def run_annotate(source: str | os.PathLike[str], out: str | os.PathLike[str],
     plan = make_plan(manifest, settings)
     report = AnnotateReport(engine=path, engine_name=name, nodes=settings.nodes, workers=workers,
                             chunks=len(plan.chunks))
-    with locks.acquire(out, LOCK_NAME, "annotate", instead="choose another --out"), \
+    # one of the source's readers (a `convert --overwrite` of it is refused, naming us), `out`'s one writer
+    with locks.read_dataset(source, "annotate"), \
+            locks.acquire(out, LOCK_NAME, "annotate", instead="choose another --out"), \
             locks.replace_dataset(out, "annotate"):
         state = prepare_output(out, fingerprint(plan, path, name), overwrite)
         previous = _already_complete(out, state)

@@ -242,6 +242,31 @@ def test_bad_inputs_are_one_line_errors(source: Path, fake_engine, tmp_path: Pat
         run_annotate(source, tmp_path / "busy", AnnotateSettings(), engine=engine)
 
 
+def test_the_source_is_held_as_a_read_dataset(source: Path, fake_engine, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """annotate is one of its source's readers: a writer of the source (convert --overwrite) is refused
+    while it runs, and annotate is refused while a writer holds the source."""
+    from shogi_dnn.annotate import job
+    from shogi_dnn.folders import locks
+
+    seen: list[str] = []
+
+    def label_all(*args: object, **kwargs: object) -> None:
+        with pytest.raises(locks.LockedError, match="being read by annotate") as refused:
+            locks.replace_dataset(source, "convert").release()
+        seen.append(str(refused.value))
+        raise KeyboardInterrupt     # enough: the lock was held while labelling
+
+    monkeypatch.setattr(job, "_label_all", label_all)
+    with pytest.raises(KeyboardInterrupt):
+        run_annotate(source, tmp_path / "out", AnnotateSettings(), engine=fake_engine())
+    assert len(seen) == 1 and f"pid {os.getpid()}" in seen[0]
+    monkeypatch.undo()
+    with locks.replace_dataset(source, "convert"), pytest.raises(locks.LockedError, match="being written"):
+        run_annotate(source, tmp_path / "out2", AnnotateSettings(), engine=fake_engine())
+    run_annotate(source, tmp_path / "out3", AnnotateSettings(), engine=fake_engine())   # released: runs
+
+
 @pytest.mark.skipif(not shutil.which("fairy-stockfish") and not Path("/usr/games/fairy-stockfish").is_file(),
                     reason="fairy-stockfish is not installed (apt-get install fairy-stockfish)")
 def test_fairy_stockfish_labels_a_few_positions(source: Path, tmp_path: Path) -> None:
