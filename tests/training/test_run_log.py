@@ -52,3 +52,14 @@ def test_tensorboard_is_a_dependency() -> None:
 def test_console_line_and_progress_bar_name_the_position_alike() -> None:
     line = run_log.console_line(_record("train", 2, 0.69))
     assert run_log.position_label(0, 1, 0) == "ep=0 stage=1 group=0" and "ep=0 stage=1 group=0" in line
+
+
+def test_console_line_names_the_towers_by_their_device_kind() -> None:
+    record = _record("train", 2, 0.69)
+    assert " | cpu loss 0.690 0.690 acc 0.600 0.600" in run_log.console_line(record)
+    for device, kind in (("/job:worker/replica:0/task:1/device:GPU:0", "gpu"), ("CPU:1", "tower")):
+        towers = [{**record["per_gpu"][0], "device": "/job:localhost/replica:0/task:0/device:GPU:0"},
+                  {**record["per_gpu"][1], "device": device}]
+        assert f" | {kind} loss " in run_log.console_line({**record, "per_gpu": towers})
+    towers = [{**record["per_gpu"][0], "device": "GPU:0"}, record["per_gpu"][1]]
+    assert " | tower loss " in run_log.console_line({**record, "per_gpu": towers})
