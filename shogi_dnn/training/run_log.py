@@ -164,7 +164,7 @@ def position_label(epoch: int, stage: int, group: int) -> str:
 
 def console_line(record: dict[str, Any]) -> str:
     """`train step=120 samples=7.7k ep=0 stage=1 group=2 loss=0.6931 acc=0.512 pos/s=12.3k lr=0.01 |
-    gpu loss 0.69 0.70 acc 0.51 0.52`: one compact line (`cpu loss` on CPU towers, `tower loss` when mixed)."""
+    gpu loss 0.69 0.70 acc 0.51 0.52`: one compact line (`cpu loss` on CPU towers, `tower loss` if mixed)."""
     head = (f"{record['kind']} step={record['step']} samples={_short(record['samples'])} "
             f"{position_label(record['epoch'], record['stage'], record['group'])} "
             f"loss={_fmt(record['loss'])} "
@@ -190,7 +190,8 @@ def console_line(record: dict[str, Any]) -> str:
 
 
 def _tower_kind(towers: list[dict[str, Any]]) -> str:
-    """'gpu' or 'cpu' when every tower's device is of that kind (`.../device:CPU:0`, `GPU:1`), else 'tower'."""
+    """'gpu' or 'cpu' when every tower's device is of that kind (`.../device:CPU:0`, `GPU:1`); else 'tower'.
+    """
     kinds = {str(t["device"]).rsplit("device:", 1)[-1].split("/")[-1].split(":")[0].lower() for t in towers}
     return kinds.pop() if len(kinds) == 1 and kinds <= {"gpu", "cpu"} else "tower"
 
