@@ -157,17 +157,13 @@ def _acquire_flock(path: Path, command: str, folder: Path, instead: str) -> Writ
             except FileNotFoundError:          # its holder released it just now: try again
                 continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            unsupported = _flock_now(fd, fcntl.LOCK_EX)
         except BlockingIOError:
-            os.close(fd)
             raise _refusal(folder, path, _read_holder(path), instead) from None
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in _NO_FLOCK:
-                if created:          # our empty file would read as a lock in the exclusive mode
-                    path.unlink(missing_ok=True)
-                raise _FlockUnsupported(os.strerror(exc.errno)) from None
-            raise
+        if unsupported:
+            if created:              # our empty file would read as a lock in the exclusive mode
+                path.unlink(missing_ok=True)
+            raise _FlockUnsupported(unsupported)
         if _same_file(fd, path):
             break
         os.close(fd)              # the holder deleted it between our open and flock: lock the new file
@@ -292,18 +288,14 @@ def read_dataset(folder: str | Path, command: str) -> ReaderLock:
             log.debug("%s: no readers' lock (%s)", folder, exc.strerror)
             return ReaderLock(-1)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        unsupported = _flock_now(fd, fcntl.LOCK_SH)
     except BlockingIOError:
-        os.close(fd)
         writer = _read_holder(folder / _WRITER_LOCK_OF_DATASET)
         who = writer.describe() if writer is not None else "another process"
         raise LockedError(f"{folder} is being written by {who}; wait for it to finish") from None
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno not in _NO_FLOCK:
-            raise
+    if unsupported:
         log.info("%s: flock is not supported here (%s): reading without the readers' lock", folder,
-                 os.strerror(exc.errno))
+                 unsupported)
         return ReaderLock(-1)
     line = json.dumps(dataclasses.asdict(Holder.me(command, FLOCK))) + "\n"
     try:
@@ -331,19 +323,30 @@ def replace_dataset(folder: str | Path, command: str) -> ReaderLock:
     path = folder / READERS_LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        unsupported = _flock_now(fd, fcntl.LOCK_EX)
     except BlockingIOError:
-        os.close(fd)
         raise _readers_refusal(folder, path) from None
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno not in _NO_FLOCK:
-            raise
+    if unsupported:
         log.warning("%s: flock is not supported here (%s): its readers cannot be checked", folder,
-                    os.strerror(exc.errno))
+                    unsupported)
         return ReaderLock(-1)
     os.ftruncate(fd, 0)                             # no reader holds it: their names are stale
     return ReaderLock(fd)
+
+
+def _flock_now(fd: int, operation: int) -> str:
+    """flock(`fd`, `operation`) without waiting: '' when held, the reason when this file system has no flock
+    (then `fd` is closed). Raises BlockingIOError (`fd` closed) when another holder has it, OSError else."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if isinstance(exc, BlockingIOError) or exc.errno not in _NO_FLOCK:
+            raise
+        return os.strerror(exc.errno)
+    return ""
 
 
 def _readers_refusal(folder: Path, path: Path) -> LockedError:
