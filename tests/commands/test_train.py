@@ -3,12 +3,14 @@ SIGTERM -> checkpoint + exit 0 + resume command (subprocess, bounded time)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,28 @@ from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset
 
 SMOKE = str(REPO / "train" / "cpu-smoke.toml")
+
+
+def _start_train(command: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@contextlib.contextmanager
+def _train_logging(command: list[str], run: Path) -> Iterator[subprocess.Popen]:
+    """A `train` process, yielded once it has logged (RUN/metrics.jsonl exists) and still runs; killed on
+    the way out if it is still running then."""
+    proc = _start_train(command)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "metrics.jsonl").is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -107,19 +131,9 @@ def test_sigterm_saves_a_checkpoint_and_exits_0(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(data),
                "--run-dir", str(run), "--simulate-devices", "2", "--set", "train.max_steps_per_stage=0",
                "--set", "train.log_every_steps=1", "--set", "train.checkpoint_every_steps=0"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 240
-        while not (run / "metrics.jsonl").is_file() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
+    with _train_logging(command, run) as proc:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     tail = err[-3000:]
     assert proc.returncode == 0, tail
     assert "SIGTERM" in err and "--resume" in err and "Traceback" not in err, tail
@@ -151,8 +165,7 @@ def test_sigint_in_the_first_second_ends_train_in_one_line(dataset: Path, tmp_pa
     """Ctrl-C before TensorFlow is up (nothing to save yet): `interrupted`, exit 130, no traceback."""
     command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(dataset),
                "--run-dir", str(tmp_path / "run"), "--set", "train.epochs=1000000"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = _start_train(command)
     try:
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
@@ -172,19 +185,9 @@ def test_the_largest_plan_trains_and_stops_on_sigterm(dataset: Path, tmp_path: P
     command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(dataset),
                "--run-dir", str(run), "--set", "train.epochs=1000000", "--set", "train.max_steps_per_stage=1",
                "--set", "train.log_every_steps=1"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 240
-        while not (run / "metrics.jsonl").is_file() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
+    with _train_logging(command, run) as proc:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0 and "SIGTERM" in err and "Traceback" not in err, err[-3000:]
     from shogi_dnn.training import checkpoints
 
@@ -205,22 +208,12 @@ def test_convert_overwrite_of_a_dataset_a_train_reads_is_refused(tmp_path: Path,
     run = tmp_path / "run"
     command = [sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data", str(data),
                "--run-dir", str(run), "--set", "train.epochs=1000", "--set", "train.log_every_steps=1"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 240
-        while not (run / "metrics.jsonl").is_file() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
+    with _train_logging(command, run) as proc:
         convert = ["convert", str(tmp_path / "records"), "--out", str(data), "--overwrite", "--quiet"]
         assert main(convert) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{data} is being read by train, pid {proc.pid} on host" in err, err
         proc.send_signal(signal.SIGTERM)
         _, train_err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, train_err[-3000:]
     assert main(convert) == 0
