@@ -4,12 +4,14 @@ can mount one (root), else skipped; the fault-injecting variant runs everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -148,16 +150,23 @@ def test_convert_on_a_small_tmpfs_exits_with_one_line(tmp_path: Path, reference:
     second, both crashed before): exit 2 and one line; with space again the rerun is identical."""
     mount = tmp_path / "fs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
-                          capture_output=True, check=False)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()})")
-    try:
+    with _tmpfs(mount, size):
         out = mount / "out"
         _assert_one_line(_convert_in_subprocess(out), out, "disk full (")
         subprocess.run(["mount", "-o", "remount,size=16m", str(mount)], check=True)
         run_convert([CSA], out, ConvertSettings(shard_size=300), workers=1)
         assert _files(out) == reference
+
+
+@contextlib.contextmanager
+def _tmpfs(mount: Path, size: str) -> Iterator[None]:
+    """A tmpfs of `size` mounted at `mount` for the block (the test skips where it cannot mount one)."""
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                          capture_output=True, check=False)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()})")
+    try:
+        yield
     finally:
         subprocess.run(["umount", str(mount)], check=False)
 
@@ -195,16 +204,10 @@ def test_every_point_where_the_disk_fills_is_one_line(tmp_path: Path) -> None:
     mount.mkdir()
     failed_at = set()
     for size_kib in range(8, 88, 8):
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(mount)],
-                              capture_output=True, check=False)
-        if done.returncode:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode(errors='replace').strip()})")
-        try:
+        with _tmpfs(mount, f"{size_kib}k"):
             out = mount / "out"
             done = _convert_in_subprocess(out)
             if done.returncode:
                 _assert_one_line(done, out, "disk full (")
                 failed_at.add(done.stderr.split(": disk full")[0].rsplit("/", 1)[1])
-        finally:
-            subprocess.run(["umount", str(mount)], check=False)
     assert {"train-00000.h5", "train-00001.h5"} <= failed_at and len(failed_at) >= 3, failed_at
