@@ -36,14 +36,23 @@ def holder(tmp_path: Path) -> Iterator:
     children: list[subprocess.Popen] = []
 
     def start(folder: Path, command: str = "train", mode: str = "") -> subprocess.Popen:
-        env = {**os.environ, locks.MODE_ENV: mode}
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(folder), NAME, command], cwd=REPO, env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        children.append(child)
-        assert child.stdout.readline().strip() == "held"
-        return child
+        return _start_holder(children, [CHILD, str(folder), NAME, command], {**os.environ, locks.MODE_ENV: mode})
 
     yield start
+    _kill_all(children)
+
+
+def _start_holder(children: list[subprocess.Popen], code_and_args: list[str],
+                  env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`python -c CODE ARGS...` as a child (kept in `children`), returned once it prints "held"."""
+    child = subprocess.Popen([sys.executable, "-c", *code_and_args], cwd=REPO, env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    children.append(child)
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def _kill_all(children: list[subprocess.Popen]) -> None:
     for child in children:
         if child.poll() is None:
             child.kill()
@@ -174,17 +183,10 @@ def dataset_holder() -> Iterator:
     children: list[subprocess.Popen] = []
 
     def start(folder: Path, how: str) -> subprocess.Popen:
-        child = subprocess.Popen([sys.executable, "-c", DATASET_CHILD, str(folder), how], cwd=REPO,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        children.append(child)
-        assert child.stdout.readline().strip() == "held"
-        return child
+        return _start_holder(children, [DATASET_CHILD, str(folder), how])
 
     yield start
-    for child in children:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    _kill_all(children)
 
 
 def test_convert_overwrite_is_refused_while_a_reader_holds_the_dataset(
