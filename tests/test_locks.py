@@ -36,7 +36,8 @@ def holder(tmp_path: Path) -> Iterator:
     children: list[subprocess.Popen] = []
 
     def start(folder: Path, command: str = "train", mode: str = "") -> subprocess.Popen:
-        return _start_holder(children, [CHILD, str(folder), NAME, command], {**os.environ, locks.MODE_ENV: mode})
+        env = {**os.environ, locks.MODE_ENV: mode}
+        return _start_holder(children, [CHILD, str(folder), NAME, command], env)
 
     yield start
     _kill_all(children)
