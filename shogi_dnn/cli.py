@@ -99,3 +99,14 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"shogi-dnn {name}: error: {out_of_memory_message(name, exc)}", file=sys.stderr)
         return 2
+    finally:           # commands that catch Ctrl-C themselves (convert, annotate) return 130 too
+        _forget_unhandled_interrupt()
+
+
+def _forget_unhandled_interrupt() -> None:
+    """Exit with the status returned, wherever a Ctrl-C landed. A KeyboardInterrupt raised inside
+    `exec(<string>)` (as can happen during `import tensorflow`) sets CPython's "unhandled
+    KeyboardInterrupt" flag although we caught it, and `python -m` then kills itself with SIGINT after
+    exiting (status -2, not 130). Every `exec` of a string clears that flag before it runs (and this one
+    raises nothing)."""
+    exec("pass")

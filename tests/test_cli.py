@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from shogi_dnn import cli
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_usage_lists_every_command(capsys) -> None:
@@ -46,3 +52,31 @@ def test_verbose_is_taken_anywhere_and_listed(capsys) -> None:
     assert cli.main(["report", "--run-dir", "/nonexistent-run", "--verbose"]) == 2
     err = capsys.readouterr().err
     assert "--verbose" not in err and "unrecognized" not in err
+
+
+@pytest.mark.parametrize("body, message", [
+    ("exec('raise KeyboardInterrupt')", "shogi-dnn inspect: interrupted"),             # cli catches it
+    ("_caught()", ""),                                              # the command catches it (convert)
+])
+def test_ctrl_c_inside_exec_of_a_string_still_exits_130(tmp_path, body: str, message: str) -> None:
+    """CI once saw `interrupted` printed and then the process killed by SIGINT (-2): the Ctrl-C landed
+    inside `exec(<string>)` during `import tensorflow`, which sets CPython's "unhandled KeyboardInterrupt"
+    flag even when the exception is caught later, and the interpreter then kills itself with SIGINT after
+    exiting. The dispatcher clears it: exit 130 wherever the interrupt lands."""
+    (tmp_path / "interrupted_in_exec.py").write_text(
+        "import sys, types\n"
+        "from shogi_dnn import cli\n"
+        "fake = types.ModuleType('shogi_dnn.commands.inspect')\n"
+        "def _caught():\n"
+        "    try:\n"
+        "        exec('raise KeyboardInterrupt')\n"
+        "    except KeyboardInterrupt:\n"
+        "        return 130\n"
+        f"fake.main = lambda argv: {body}\n"
+        "sys.modules['shogi_dnn.commands.inspect'] = fake\n"
+        "sys.exit(cli.main(['inspect']))\n")
+    # Run as `python -m shogi_dnn` runs (a script file's SystemExit skips the flag's check).
+    result = subprocess.run([sys.executable, "-m", "interrupted_in_exec"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
+    assert result.returncode == 130, (result.returncode, result.stderr)
+    assert result.stderr.strip() == message
