@@ -46,12 +46,6 @@ COUNT_WORDS = {"crash": "engine crashed", "timeout": "timed out", "protocol": "b
                "illegal_bestmove": "best move not legal (move left out)"}
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """JSON through run_files' atomic write (a full disk: DiskFullError, no half-written file)."""
-    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-    run_files.write_atomic(path, text, tmp=path.with_name(path.name + ".tmp"))
-
-
 @dataclasses.dataclass
 class AnnotateState:
     """DIR/annotate-state.json: what a rerun with the same fingerprint keeps."""
@@ -73,8 +67,8 @@ class AnnotateState:
         return cls(out / STATE_NAME, fingerprint, dict(data.get("shards", {})), bool(data.get("complete")))
 
     def save(self) -> None:
-        write_json_atomic(self.path, {"fingerprint": self.fingerprint, "complete": self.complete,
-                                      "shards": self.shards})
+        run_files.write_json_atomic(self.path, {"fingerprint": self.fingerprint, "complete": self.complete,
+                                                "shards": self.shards})
 
     def intact(self, out: Path, name: str) -> shards.ShardInfo | None:
         """The recorded entry of shard `name` when its file is still the one written."""
@@ -157,7 +151,7 @@ def write_output(plan: Plan, out: Path, load: Callable[[Chunk], ChunkResult], st
     totals = {**plan.manifest.totals, ANNOTATE_KEY: report.to_dict()["counts"]
               | {"evaluated": report.evaluated, "off_path": report.off_path, "failed": report.failed}}
     shards.write_manifest(out, written, settings, totals)
-    write_json_atomic(out / REPORT_NAME, report.to_dict())
+    run_files.write_json_atomic(out / REPORT_NAME, report.to_dict())
     return written
 
 
