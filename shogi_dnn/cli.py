@@ -76,14 +76,14 @@ def _main(argv: list[str] | None) -> int:
     # --verbose (then printed once), whichever module imports TensorFlow first.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else "3")
     tf_quiet.install(verbose)
-    try:
-        module = importlib.import_module(f"shogi_dnn.commands.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("shogi_dnn.commands"):
-            print(f"shogi-dnn {name}: not available in this version", file=sys.stderr)
-            return 2
-        raise
-    try:
+    try:                                   # a Ctrl-C while the command's modules load is one line too
+        try:
+            module = importlib.import_module(f"shogi_dnn.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("shogi_dnn.commands"):
+                print(f"shogi-dnn {name}: not available in this version", file=sys.stderr)
+                return 2
+            raise
         return int(module.main(rest))
     except ShogiDnnError as exc:
         print(f"shogi-dnn {name}: error: {exc}", file=sys.stderr)
