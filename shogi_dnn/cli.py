@@ -109,4 +109,4 @@ def _forget_unhandled_interrupt() -> None:
     KeyboardInterrupt" flag although we caught it, and `python -m` then kills itself with SIGINT after
     exiting (status -2, not 130). Every `exec` of a string clears that flag before it runs (and this one
     raises nothing)."""
-    exec("pass")
+    exec("pass")  # noqa: S102 (a constant: only its side effect on the flag is wanted)

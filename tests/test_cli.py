@@ -90,7 +90,6 @@ def test_ctrl_c_while_the_command_loads_is_one_line(monkeypatch, capsys) -> None
         def find_spec(self, name, path=None, target=None):
             if name == "shogi_dnn.commands.inspect":
                 raise KeyboardInterrupt
-            return None
 
     monkeypatch.delitem(sys.modules, "shogi_dnn.commands.inspect", raising=False)
     monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])

@@ -32,6 +32,7 @@ from shogi_dnn.engine.search import (
     MAX_TREE_NODES,
     PROB_CLIP,
     STEP_MARGIN,
+    LimitedSearch,
     Limits,
     RootLine,
     SearchInfo,
@@ -75,25 +76,17 @@ class Node:
             self.proven = False
 
 
-class BestFirst:
+class BestFirst(LimitedSearch):
     """One best-first search from `root` (the position is copied, never changed). Call run() once."""
 
     def __init__(self, evaluator: Evaluator, root: Position, limits: Limits,
                  stop: threading.Event | None = None, report: Callable[[SearchInfo], None] | None = None,
                  report_every: float = 0.5, multipv: int = 1, settings: Settings | None = None) -> None:
-        self.evaluator = evaluator
-        self.limits = limits
-        self.stop = stop or threading.Event()
-        self.report = report
-        self.report_every = report_every
-        self.multipv = max(1, multipv)
-        self.settings = settings or Settings(quiescence_plies=0)
+        super().__init__(evaluator, limits, stop, report, report_every, multipv,
+                         settings or Settings(quiescence_plies=0))
         self._last_expansion = 0.0
         self._per_position = 0.0                 # the slowest evaluation seen, seconds a position
         self.root = Node(root.copy(), root.legal_usi())
-        self.nodes = 0
-        self.seldepth = 0
-        self._start = 0.0
 
     def run(self) -> SearchInfo:
         """Search until a limit; the final SearchInfo (no lines when the root has no legal move)."""
@@ -123,10 +116,8 @@ class BestFirst:
             return False
         if limits.nodes is not None and self.nodes >= limits.nodes:
             return True
-        now = time.monotonic()
-        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
-                if d is not None]
-        return bool(ends) and now + self._last_expansion >= min(ends)
+        deadline = self.deadline()
+        return deadline is not None and time.monotonic() + self._last_expansion >= deadline
 
     def _principal_path(self) -> list[Node]:
         path = [self.root]
@@ -167,11 +158,9 @@ class BestFirst:
 
     def _expired(self, positions: int = 0) -> bool:
         """An evaluator call on `positions` would end past the deadline (quiescence stops there)."""
-        limits = self.limits
-        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
-                if d is not None]
+        deadline = self.deadline()
         step = STEP_MARGIN * self._per_position * positions
-        return bool(ends) and not limits.infinite and time.monotonic() + step >= min(ends)
+        return deadline is not None and not self.limits.infinite and time.monotonic() + step >= deadline
 
     def info(self) -> SearchInfo:
         """Root moves best first (at most multipv of them), with their PVs."""

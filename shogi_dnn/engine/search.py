@@ -225,7 +225,33 @@ def subtree(root: Node | None, moves: Sequence[str]) -> Node | None:
     return node
 
 
-class Search:
+class LimitedSearch:
+    """What the PUCT search and the best-first minimax (engine/minimax.py) share: the evaluator, the
+    limits and the stop event, the info reports, multipv, the settings, the counters and the clock."""
+
+    def __init__(self, evaluator: Evaluator, limits: Limits, stop: threading.Event | None,
+                 report: Callable[[SearchInfo], None] | None, report_every: float, multipv: int,
+                 settings: Settings) -> None:
+        self.evaluator = evaluator
+        self.limits = limits
+        self.stop = stop or threading.Event()
+        self.report = report
+        self.report_every = report_every
+        self.multipv = max(1, multipv)
+        self.settings = settings
+        self.nodes = 0
+        self.seldepth = 0
+        self._start = 0.0                         # time.monotonic() when run() began
+
+    def deadline(self) -> float | None:
+        """The earliest of the limits' deadline and `seconds` after the start (None: no clock)."""
+        limits = self.limits
+        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
+                if d is not None]
+        return min(ends) if ends else None
+
+
+class Search(LimitedSearch):
     """One PUCT search from `root` (the position is copied, never changed), or from a kept `tree` node of
     that position (`tree_nodes`: the old tree's size, a bound on the kept part's). Call run() once; then
     `tree` is the root node (to keep for the next move) and `tree_nodes` a bound on its size."""
@@ -235,22 +261,13 @@ class Search:
                  report_every: float = 0.5, multipv: int = 1, settings: Settings | None = None,
                  history: Sequence[tuple[str, bool]] = (), tree: Node | None = None,
                  tree_nodes: int = 1) -> None:
-        self.evaluator = evaluator
-        self.limits = limits
-        self.stop = stop or threading.Event()
-        self.report = report
-        self.report_every = report_every
-        self.multipv = max(1, multipv)
-        self.settings = settings or Settings()
+        super().__init__(evaluator, limits, stop, report, report_every, multipv, settings or Settings())
         self.tree = tree if tree is not None else Node(root.copy())
         self.history = list(history)
         self._history_at: dict[str, int] = {}
         for index, (key, _) in enumerate(self.history):
             self._history_at[key] = index                  # the latest occurrence
-        self.nodes = 0
         self.tree_nodes = tree_nodes if tree is not None else 1     # a kept tree: at most its old size
-        self.seldepth = 0
-        self._start = 0.0
         self._steps: list[tuple[float, int]] = []      # (seconds, positions) of recent calls
         self._policy = False
 
@@ -272,12 +289,6 @@ class Search:
                 self.report(self.info())
                 last_report = time.monotonic()
         return self.info()
-
-    def deadline(self) -> float | None:
-        limits = self.limits
-        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
-                if d is not None]
-        return min(ends) if ends else None
 
     def expected_step(self, positions: int) -> float:
         """Seconds an evaluator call on `positions` positions is expected to take: the slowest of the
