@@ -521,11 +521,13 @@ def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(
     _, straight = train(config, dataset, tmp_path / "straight", devices=1)
     merge = pipeline._merge_lanes                                    # the training stream only
 
+    finished = threading.Event()                                     # set by the test once it has checked
+
     def slow_to_tear_down(*args, **kwargs):
         try:
             yield from merge(*args, **kwargs)
         finally:
-            time.sleep(TEARDOWN_S)
+            finished.wait(TEARDOWN_S)
     monkeypatch.setattr(pipeline, "_merge_lanes", slow_to_tear_down)
     trainer = Trainer(config, dataset, tmp_path / "stopped", make_strategy(simulate_devices=1))
     update, calls = trainer.update, []
@@ -551,6 +553,7 @@ def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(
     _, resumed = train(config, dataset, tmp_path / "stopped", devices=1, resume=True)
     for a, b in zip(straight, resumed):
         np.testing.assert_array_equal(a, b)
+    finished.set()                                                  # no need to wait out the teardown
     for thread in releasing:
         thread.join(timeout=2 * TEARDOWN_S)                        # leave no sleeping teardown behind
         assert not thread.is_alive()
