@@ -75,7 +75,7 @@ def finished_run(root: Path) -> tuple[Path, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="shogi-dnn bench startup", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="shogi-dnn bench startup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="runs per case, median reported (default 3)")
     parser.add_argument("--config", default=str(SMOKE_PRESET), help="preset the commands name")
     parser.add_argument("--data", default=None, metavar="DIR", help="finished_run: a real dataset")

@@ -21,3 +21,10 @@ def test_bench_startup_times_both_refusals_without_tensorflow(capsys: pytest.Cap
 def test_bench_startup_wants_data_and_run_dir_together() -> None:
     with pytest.raises(SystemExit):
         startup.main(["--data", "somewhere"])
+
+
+def test_bench_startup_help_says_its_whole_first_paragraph(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        startup.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "so a refusal should take about a second, not a TensorFlow start-up)." in text, text
