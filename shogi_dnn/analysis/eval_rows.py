@@ -61,7 +61,7 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
         return []
     level = boot.get("level", scoring.BOOTSTRAP_LEVEL)
     lines = [scoring.comparison_text(COMPARISON_LABELS.get(k, k), c, level) for k, c in comparisons.items()]
-    lines.append(f"({level:.0%} intervals: bootstrap over {boot.get('games', '?')} games, "
+    lines.append(f"({level:.0%} intervals: bootstrap over {format_number(boot.get('games'), ',')} games, "
                  f"{boot.get('resamples', '?')} resamples; not resolved: the interval contains 0)")
     return lines
 

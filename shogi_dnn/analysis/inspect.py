@@ -174,13 +174,13 @@ def format_summary(path: str | Path, summary: dict[str, SplitSummary]) -> str:
         endings.update(s.endings)
         winners.update(s.winners)
     games = max(1, data["games"])
-    lines.append("endings: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)"
+    lines.append("endings: " + ", ".join(f"{k} {v:,} ({100 * v / games:.1f}%)"
                                          for k, v in endings.most_common()))
-    lines.append("winners: " + ", ".join(f"{k} {v} ({100 * v / games:.1f}%)"
+    lines.append("winners: " + ", ".join(f"{k} {v:,} ({100 * v / games:.1f}%)"
                                          for k, v in sorted(winners.items())))
     share = 100 * data["positions_with_eval"] / max(1, data["positions"])
-    lines.append(f"engine evaluations: {data['positions_with_eval']} positions ({share:.1f}%)"
-                 + "".join(f", {name} {s['positions_with_eval']}" for name, s in data["splits"].items()))
+    lines.append(f"engine evaluations: {data['positions_with_eval']:,} positions ({share:.1f}%)"
+                 + "".join(f", {name} {s['positions_with_eval']:,}" for name, s in data["splits"].items()))
     lines.append("shard compression: " + ", ".join(f"{name} ({plural(count, 'shard')})"
                                                    for name, count in data["compression"].items()))
     if data["positions_without_result"]:

@@ -176,8 +176,8 @@ def _eval_lines(split: str, result: dict[str, Any], labels: Sequence[str] = ()) 
     comparisons, and the per-tower table."""
     intervals = " (95% interval over games)" if result.get("intervals") else ""
     lines = ["", f"## Evaluation: {split}", "", *(f"> **WARNING**: {line}\n" for line in labels),
-             (f"{result.get('positions', 0):,} positions ({result.get('decisive', '?')} decisive, "
-              f"{result.get('draws', {}).get('positions', '?')} draws); accuracy over decisive "
+             (f"{result.get('positions', 0):,} positions ({_n(result.get('decisive'), ',')} decisive, "
+              f"{_n(result.get('draws', {}).get('positions'), ',')} draws); accuracy over decisive "
               "positions."), *_data_lines(result), "",
              f"| predictor | loss{intervals} | accuracy{intervals} | Brier | ECE |", "|---|---|---|---|---|"]
     model = "model (mirror-averaged)" if result.get("mirror_average") else "model"
@@ -220,8 +220,8 @@ def _eval_tower_lines(result: dict[str, Any]) -> list[str]:
     kind = device_kind([t.get("device", i) for i, t in enumerate(towers)])
     spread = result.get("per_gpu_spread", {})
     lines = ["", f"| {_index_header(kind)} | positions | loss | accuracy |", "|---|---|---|---|"]
-    lines += [f"| `{device_label(t.get('device', i))}` | {t.get('positions')} | {_n(t.get('loss'))} | "
-              f"{_n(t.get('accuracy'))} |" for i, t in enumerate(towers)]
+    lines += [f"| `{device_label(t.get('device', i))}` | {_n(t.get('positions'), ',')} | "
+              f"{_n(t.get('loss'))} | {_n(t.get('accuracy'))} |" for i, t in enumerate(towers)]
     lines.append(f"\nSpread between {'towers' if kind == 'device' else kind + 's'}: loss "
                  f"{_n(spread.get('loss'))}, accuracy {_n(spread.get('accuracy'))}.")
     return lines

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from shogi_dnn import cli
+from shogi_dnn.analysis import inspect
 from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.dataset.features import encode_game
@@ -272,3 +273,16 @@ def test_engine_evaluations_are_counted_per_game_and_per_split(tmp_path: Path,
     assert data["positions"] == 7 + 3
     assert cli.main(["inspect", str(out)]) == 0
     assert f"engine evaluations: {evaluated} positions (50.0%), train {evaluated}" in capsys.readouterr().out
+
+
+def test_summary_counts_have_thousands_separators() -> None:
+    """The endings, winners and evaluations lines write 1,674 as the table above them does (the demo's
+    dataset printed '1,748 games' and then 'checkmate 1674 (95.8%)')."""
+    endings = collections.Counter({"checkmate": 1674, "draw": 74})
+    split = inspect.SplitSummary(shards=3, games=1748, positions=234558, moves_total=1748 * 130,
+                                 evaluated=12345, endings=endings,
+                                 winners=collections.Counter({"black": 1001, "white": 747}))
+    text = inspect.format_summary("DS", {"train": split})
+    assert "endings: checkmate 1,674 (95.8%), draw 74 (4.2%)" in text
+    assert "winners: black 1,001 (57.3%), white 747 (42.7%)" in text
+    assert "engine evaluations: 12,345 positions (5.3%), train 12,345" in text

@@ -247,3 +247,20 @@ def test_policy_metrics_in_report_and_summary(tmp_path) -> None:
     assert "policy" not in text
     assert "policy" not in summary.summary_table(tmp_path).replace(str(tmp_path), "")
     assert not (tmp_path / "plots" / "policy_loss.png").exists()
+
+
+def test_report_counts_have_thousands_separators(tmp_path) -> None:
+    """report.md writes 22,027 wherever it prints a count (it said '22,027 positions (21513 decisive, ...)'
+    and '| `CPU:0` | 22027 |' on one page)."""
+    write_metrics(tmp_path, gpus=1)
+    run = {"data_dir": "/data", "devices": ["CPU:0"], "num_replicas": 1}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    big = {**interval_eval(), "positions": 22027, "decisive": 21513, "draws": {"positions": 514},
+           "per_gpu": [{"device": "CPU:0", "positions": 22027, "loss": 0.6, "accuracy": 0.65}],
+           "per_gpu_spread": {"loss": 0.0, "accuracy": 0.0}}
+    big["bootstrap"] = {**big["bootstrap"], "games": 1668}
+    (tmp_path / "eval-validation.json").write_text(json.dumps(big))
+    text = report.write_report(tmp_path).read_text()
+    assert "22,027 positions (21,513 decisive, 514 draws)" in text
+    assert "| `CPU:0` | 22,027 | 0.6000 | 0.6500 |" in text
+    assert "bootstrap over 1,668 games" in text
