@@ -68,7 +68,7 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
 
 def data_line(result: dict[str, Any]) -> str:
     """'data DIR (another dataset: none of its 185 games is one the run trained on)': the scored dataset and
-    how it relates to the games the run trained on (its "data_check", evaluate.check_data)."""
+    how it relates to the games the run trained on (its "data_check", data_check.check_data)."""
     check = result.get("data_check") or {}
     games = {k: f"{v:,}" if isinstance(v, int) else "?" for k, v in (check.get("games") or {}).items()}
     scored, trained = games.get("games", "?"), games.get("trained_games", "?")

@@ -36,18 +36,7 @@ mirror-averaged as the value is (model.policy_logits). Finding the legal moves r
 Files written before the intervals existed lack those keys (and the piece-square and engine baselines);
 report reads both.
 
-Which data may be scored (check_data): the run's own split (its games digest, identity.compare) is "same".
-Other data (--data another folder, or the run's folder converted again with another split) is checked game
-by game against RUN/trained-games.npz (the keys of every game the run trained on, game_keys.py): none of
-the scored games among them, "foreign": scored, the table and the JSON name the dataset; some, refused in
-one line saying how many of the scored games (and positions) the run trained on, unless allow_changed_data
-(--allow-trained-games, alias --allow-changed-data): "overlap", labelled TRAINED GAMES. data_check.games
-holds the counts {games, positions, trained_games, trained_positions} and the run's trained games then
-{run_games, run_digest} (report: a run that trained on more games since is evaluated again). A run without
-trained-games.npz (trained before runs recorded their games) reads its trained games from the datasets
-it trained on while they are unchanged; once they changed or moved it can only tell its own data: other
-data is refused unless the flag (then "changed", labelled DATA CHANGED), with one line saying why. A run
-trained before runs recorded their data is scored, with one line saying its data cannot be checked.
+Which data may be scored: analysis/data_check.py (TensorFlow-free, checked before the model loads).
 """
 
 from __future__ import annotations
@@ -66,125 +55,20 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from shogi_dnn import config
-from shogi_dnn.dataset import game_keys, identity, policy, shards
-from shogi_dnn.folders import locks, run_files
-from shogi_dnn.analysis import baselines, eval_rows, scoring, tactics
+from shogi_dnn.dataset import policy, shards
+from shogi_dnn.folders import run_files
+from shogi_dnn.analysis import baselines, data_check, eval_rows, scoring, tactics
 from shogi_dnn.analysis.tower_diagnosis import device_kind
-from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.errors import RunError
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.training import cluster, pipeline, schedule
 from shogi_dnn.training import model as model_lib
 from shogi_dnn.training.devices import make_strategy
-from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
 
-SPLITS = (*shards.SPLITS, "all")
 MIN_EVAL_BATCH = 1024        # positions per global batch at least: fewer Python steps than a training batch
 MIN_EVAL_GAMES = 50          # fewer games in the scored split: a warning beside the table and in the JSON
-
-
-def split_paths(data_dir: Path, split: str, verify_full: bool = False) -> list[Path]:
-    """Shard paths of a split of a dataset folder ("all": every shard), checked against the manifest
-    (shards.verify_shards; `verify_full`: with their sha256).
-
-    Raises:
-        ConfigError: unknown split. RunError: the dataset has no shard in that split.
-        ShardFormatError: a shard differs from its manifest entry.
-    """
-    if split not in SPLITS:
-        raise ConfigError(f"--split {split!r}: must be one of {', '.join(SPLITS)}")
-    manifest = shards.read_manifest(data_dir)
-    infos = manifest.shards if split == "all" else manifest.split(split)
-    if not infos:
-        raise RunError(f"{data_dir}: the dataset has no {split!r} shards")
-    shards.verify_shards(manifest, infos, full=verify_full)
-    return [manifest.shard_path(s) for s in infos]
-
-
-def check_data(run_dir: Path, data_dir: Path, split: str, allow_trained: bool = False) -> identity.DataCheck:
-    """The scored split against the data the run was trained on: the run's own split (run.json "dataset")
-    is "same"; other data is checked game by game against RUN/trained-games.npz (game_keys.py): "foreign"
-    when none of its games is one the run trained on, else refused. A run without that file (trained
-    before runs recorded their games) can only tell its own data: other data is "changed", refused.
-
-    Raises:
-        RunError: scored games the run trained on (or, for a run without trained games, other data) and
-            not `allow_trained`: one line naming the dataset, the counts and the flag.
-    """
-    splits = shards.SPLITS if split == "all" else (split,)
-    manifest = shards.read_manifest(data_dir)
-    current = identity.dataset_identity(manifest, splits)
-    info = run_files.read_run_json(run_dir)
-    try:
-        check = identity.compare(info.get(run_files.KEY_DATASET), current, splits)
-    except ValueError as exc:
-        raise RunError(f"{run_dir / run_files.RUN_JSON}: {run_files.KEY_DATASET}: {exc}") from exc
-    if check.status == "same":
-        return check
-    trained = game_keys.read_trained_games(run_dir) or _trained_from_datasets(run_dir, info)
-    if trained is None:
-        return _check_by_identity(run_dir, data_dir, split, check, allow_trained)
-    return _check_by_games(run_dir, manifest, current, splits, trained, allow_trained)
-
-
-def _trained_from_datasets(run_dir: Path, info: dict[str, Any]) -> game_keys.TrainedGames | None:
-    """A run without RUN/trained-games.npz: its trained games from the datasets it trained on (run.json
-    "dataset" and the "from" of each data change), when they are all still there, unchanged."""
-    history = info.get(run_files.KEY_HISTORY)
-    identities = [entry.get("from") for entry in (history if isinstance(history, list) else [])
-                  if isinstance(entry, dict)]
-    trained = game_keys.trained_games_from_datasets([*identities, info.get(run_files.KEY_DATASET)])
-    if trained is not None:
-        log.info("%s has no %s (trained before runs recorded their games): its %s read from the data it "
-                 "trained on, unchanged since", run_dir, run_files.TRAINED_GAMES,
-                 plural(trained.games, "trained game"))
-    return trained
-
-
-def _check_by_games(run_dir: Path, manifest: shards.Manifest, current: identity.DatasetIdentity,
-                    splits: Sequence[str], trained: game_keys.TrainedGames,
-                    allow_trained: bool) -> identity.DataCheck:
-    """Another dataset (or the run's, converted again) against the games the run trained on."""
-    start = time.perf_counter()
-    overlap = game_keys.overlap(game_keys.split_keys(manifest, splits), trained)
-    where = f"the {' and '.join(splits)} split{'s' if len(splits) > 1 else ''} of dataset {current.data_dir}"
-    counts = {"games": overlap.games, "positions": overlap.positions, "trained_games": overlap.trained_games,
-              "trained_positions": overlap.trained_positions, "run_games": trained.games,
-              "run_digest": trained.digest()}
-    log.info("%s: %s checked against the run's %s (%.2f s)", current.data_dir,
-             plural(overlap.games, "game"), plural(trained.games, "trained game"),
-             time.perf_counter() - start)
-    if not overlap.trained_games:
-        return identity.DataCheck("foreign", f"{where} ({current.describe(splits)}): none of its "
-                                  f"{plural(overlap.games, 'game')} is one the run trained on", None, current,
-                                  counts)
-    detail = f"the run trained on {overlap.text()} of {where} ({current.describe(splits)})"
-    if not allow_trained:
-        raise RunError(f"{run_dir}: {detail}. Pass {run_files.ALLOW_TRAINED_GAMES} to score anyway (the "
-                       "output is labelled)")
-    log.warning("TRAINED GAMES scored: %s (%s: the output is labelled)", detail,
-                run_files.ALLOW_TRAINED_GAMES)
-    return identity.DataCheck("overlap", detail, None, current, counts)
-
-
-def _check_by_identity(run_dir: Path, data_dir: Path, split: str, check: identity.DataCheck,
-                       allow_changed: bool) -> identity.DataCheck:
-    """A run without RUN/trained-games.npz whose training data is gone or changed: its own data only (the
-    data identity), as before."""
-    old = (f"; {run_dir} has no {run_files.TRAINED_GAMES} (trained before runs recorded their games) and "
-           "the data it trained on changed or moved since, so it cannot tell another dataset's games from "
-           "those it trained on")
-    if check.status == "unknown":
-        log.warning("%s records no dataset identity (trained before runs recorded one): cannot check that %s "
-                    "holds the %s split it was trained with", run_dir, data_dir, split)
-    elif check.changed and not allow_changed:
-        raise RunError(f"{run_dir} was trained on {check.detail}{old}. Pass {run_files.ALLOW_CHANGED_DATA} "
-                       "to score anyway (the output is labelled).")
-    elif check.changed:
-        log.warning("DATA CHANGED since training: %s%s (%s: the output is labelled)", check.detail, old,
-                    run_files.ALLOW_CHANGED_DATA)
-    return check
 
 
 def small_data_warnings(split: str, games: int) -> list[str]:
@@ -438,19 +322,16 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     allow_changed_data: score a split holding games the run trained on (or, for a run without its trained
     games, other data than its own: check_data), the result labelled (data_check).
     """
-    run_dir = run_files.check_run_dir(run_dir)
-    data_dir = run_files.data_dir(run_dir, data)
-    with locks.read_dataset(data_dir, "evaluate"):     # one of its readers: a `convert` of it is refused
-        return _evaluate(run_dir, data_dir, split, checkpoint, simulate_devices, global_batch, mirror_average,
-                         verify_shards, allow_changed_data)
+    with data_check.checked_split(run_dir, data, split, checkpoint, verify_shards,
+                                  allow_changed_data) as checked:
+        return evaluate_checked(checked, split, checkpoint, simulate_devices, global_batch, mirror_average)
 
 
-def _evaluate(run_dir: Path, data_dir: Path, split: str, checkpoint: str | None, simulate_devices: int | None,
-              global_batch: int | None, mirror_average: bool, verify_shards: bool,
-              allow_changed_data: bool) -> dict[str, Any]:
-    """evaluate_run on a resolved run and dataset folder (held as a reader)."""
-    paths = split_paths(data_dir, split, verify_full=verify_shards)
-    check = check_data(run_dir, data_dir, split, allow_changed_data)   # before the model: a refusal is quick
+def evaluate_checked(checked: data_check.CheckedSplit, split: str, checkpoint: str | None = None,
+                     simulate_devices: int | None = None, global_batch: int | None = None,
+                     mirror_average: bool = False) -> dict[str, Any]:
+    """evaluate_run on a split that data_check.checked_split has checked (and holds as a reader)."""
+    run_dir, data_dir, paths, check = checked.run_dir, checked.data_dir, checked.paths, checked.check
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)

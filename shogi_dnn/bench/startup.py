@@ -1,7 +1,7 @@
-"""`shogi-dnn bench startup`: seconds that `train` takes to refuse bad arguments (README: arguments are
-checked before TensorFlow starts, so a refusal should take about a second, not a TensorFlow start-up).
+"""`shogi-dnn bench startup`: seconds that `train` and `evaluate` take to refuse bad arguments (arguments
+are checked before TensorFlow starts, so a refusal should take about a second, not a TensorFlow start-up).
 
-Each case runs `python -m shogi_dnn train ...` in a fresh process `--repeats` times and prints one
+Each case runs `python -m shogi_dnn train|evaluate ...` in a fresh process `--repeats` times and prints one
 key=value line: the median wall seconds, the median CPU seconds of the child (user+sys), its exit code,
 whether TensorFlow was imported before the refusal, and the refusal's text.
 
@@ -9,6 +9,7 @@ whether TensorFlow was imported before the refusal, and the refusal's text.
   finished_run   `train` (no --resume) into a run folder that already has checkpoints; by default a
                  synthetic dataset and a run folder holding two checkpoints' state.json (the refusal
                  reads nothing more), or `--data DIR --run-dir RUN` of a real finished run
+  evaluate_missing_data   `evaluate --run-dir RUN --data nope` (RUN: the finished run above)
 
 Measured (2-core shared CPU VM, load ~2-4 from other jobs, TF 2.21, --repeats 1; wall / CPU seconds):
                  synthetic       a real finished run (400k positions, 8,880 steps)
@@ -16,6 +17,8 @@ Measured (2-core shared CPU VM, load ~2-4 from other jobs, TF 2.21, --repeats 1;
           finished_run   6.0 / 4.3  13.5 / 4.9    (the user saw 30 s)
   after   missing_data   0.6 / 0.3   0.4 / 0.3    TensorFlow not imported
           finished_run   0.4 / 0.3   0.5 / 0.3    TensorFlow not imported
+  evaluate_missing_data, synthetic, --repeats 3, load ~2.6: before 4.45 / 4.25 (TensorFlow imported; an
+  overlap refusal on a real run 3.4 s), after 0.33 / 0.32 and 0.26 / 0.26 (not imported)
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             "missing_data": ["train", "--config", args.config, "--data", str(root / "nope"),
                              "--run-dir", str(root / "new-run")],
             "finished_run": ["train", "--config", args.config, "--data", str(data), "--run-dir", str(run)],
+            "evaluate_missing_data": ["evaluate", "--run-dir", str(run), "--data", str(root / "nope")],
         }
         for name, case_argv in cases.items():
             print(time_refusal(name, case_argv, args.repeats), flush=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 
+from shogi_dnn.analysis import data_check
 from shogi_dnn.errors import ConfigError
-from shogi_dnn.dataset.shards import SPLITS
 
-EVAL_SPLITS = (*SPLITS, "all")
+EVAL_SPLITS = data_check.SPLITS
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -43,12 +43,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    from shogi_dnn.analysis import evaluate  # TensorFlow is imported only once the arguments are good
+    # The run, its model and the data are checked (and the data held as a reader) before TensorFlow loads.
+    with data_check.checked_split(args.run_dir, args.data, args.split, args.checkpoint, args.verify_shards,
+                                  args.allow_trained_games) as checked:
+        from shogi_dnn.analysis import evaluate
 
-    result = evaluate.evaluate_run(args.run_dir, args.data, args.split, args.checkpoint,
-                                   args.simulate_devices,
-                                   mirror_average=args.mirror_average, verify_shards=args.verify_shards,
-                                   allow_changed_data=args.allow_trained_games)
+        result = evaluate.evaluate_checked(checked, args.split, args.checkpoint, args.simulate_devices,
+                                           mirror_average=args.mirror_average)
     print(evaluate.format_table(result))
-    print(f"\nwrote {evaluate.run_files.eval_path(args.run_dir, args.split)}")
+    print(f"\nwrote {evaluate.run_files.eval_path(checked.run_dir, args.split)}")
     return 0

@@ -103,6 +103,31 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-", 1)[1]))
 
 
+def checkpoint_name(step: int) -> str:
+    return f"ckpt-{step:08d}"
+
+
+def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:
+    """A checkpoint directory: the latest (None), or one named "ckpt-00000012", "12" or by path.
+
+    Raises:
+        RunError: no such checkpoint (the message lists what there is).
+    """
+    found = list_checkpoints(run_dir)
+    if checkpoint is None:
+        if not found:
+            raise RunError(f"{run_dir}: no checkpoint in {Path(run_dir) / CHECKPOINTS_DIR}")
+        return found[-1]
+    candidates = [Path(checkpoint), Path(run_dir) / CHECKPOINTS_DIR / checkpoint]
+    if checkpoint.isdigit():
+        candidates.append(Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(int(checkpoint)))
+    for path in candidates:
+        if (path / CHECKPOINT_STATE).is_file():
+            return path
+    names = ", ".join(p.name for p in found) or "none"
+    raise RunError(f"{run_dir}: no checkpoint {checkpoint!r} (have: {names})")
+
+
 def existing_run_message(run_dir: str | Path, latest: Path) -> str:
     """The refusal of a new run in a folder that already has checkpoints (before and after TensorFlow)."""
     return (f"{run_dir} already has checkpoints (latest {latest.name}): add --resume to continue it, "

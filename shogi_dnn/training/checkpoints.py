@@ -34,36 +34,14 @@ from shogi_dnn.folders.run_files import (
     KEY_DATASET,
     MODEL_FILE,
     atomic_path,
+    checkpoint_name,
+    find_checkpoint,
     list_checkpoints,
     remove_stale_temp_files,
     write_json_atomic,
 )
 from shogi_dnn.training import memory
 from shogi_dnn.training.stages import TrainState
-
-def checkpoint_name(step: int) -> str:
-    return f"ckpt-{step:08d}"
-
-
-def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:
-    """A checkpoint directory: the latest (None), or one named "ckpt-00000012", "12" or by path.
-
-    Raises:
-        RunError: no such checkpoint (the message lists what there is).
-    """
-    found = list_checkpoints(run_dir)
-    if checkpoint is None:
-        if not found:
-            raise RunError(f"{run_dir}: no checkpoint in {Path(run_dir) / CHECKPOINTS_DIR}")
-        return found[-1]
-    candidates = [Path(checkpoint), Path(run_dir) / CHECKPOINTS_DIR / checkpoint]
-    if checkpoint.isdigit():
-        candidates.append(Path(run_dir) / CHECKPOINTS_DIR / checkpoint_name(int(checkpoint)))
-    for path in candidates:
-        if (path / CHECKPOINT_STATE).is_file():
-            return path
-    names = ", ".join(p.name for p in found) or "none"
-    raise RunError(f"{run_dir}: no checkpoint {checkpoint!r} (have: {names})")
 
 
 def read_state(path: Path) -> tuple[TrainState, Config]:

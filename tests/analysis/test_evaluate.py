@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from shogi_dnn import cli
-from shogi_dnn.analysis import baselines, evaluate, scoring
+from shogi_dnn.analysis import baselines, data_check, evaluate, scoring
 from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.errors import ConfigError, RunError
@@ -173,7 +173,7 @@ def test_bad_arguments(planted, tmp_path, capsys) -> None:
     with pytest.raises(RunError, match="no such run directory"):
         evaluate.evaluate_run(tmp_path / "nope")
     with pytest.raises(ConfigError, match="--split"):
-        evaluate.split_paths(run_dir, "valid")
+        data_check.split_paths(run_dir, "valid")
     assert cli.main(["evaluate", "--run-dir", str(run_dir), "--split", "valid"]) == 2
     assert cli.main(["evaluate", "--run-dir", str(tmp_path / "nope")]) == 2
     broken = tmp_path / "broken"
