@@ -458,12 +458,15 @@ def _clear_of_point(leader, gap: float = 6.0):
 
 
 POINT_PX = 5          # half the side of the square around a marked point that no label may cover (pixels)
+LEADER_GAP_PX = 4     # a leader line keeps this far from the squares of the other marked points (pixels)
 
 
 class _Labels:
     """Places text labels on a laid-out figure: each at the first offset whose text lies inside the axes,
-    overlaps no label placed before and does not cross `curve` (a Line2D); else the first that is inside
-    and free, else the first inside, else the first offset."""
+    overlaps no label placed before and does not cross `curve` (a Line2D), whose leader line (if any)
+    does not cross the curve or another leader and keeps LEADER_GAP_PX off the other marked points; else
+    the first of those but the last two conditions, and so on: inside and free of the curve, inside and
+    free, inside, the first offset."""
 
     def __init__(self, fig, ax, curve, points: Sequence[tuple[float, float]] = ()) -> None:
         from matplotlib.transforms import Bbox
@@ -475,6 +478,9 @@ class _Labels:
         for x, y in ax.transData.transform(np.asarray(points, float).reshape(-1, 2)):   # the marked points
             self.placed.append(Bbox.from_extents(x - POINT_PX, y - POINT_PX, x + POINT_PX, y + POINT_PX))
         self.leaders: list = []                     # the lines joining moved labels to their points (pixels)
+        self.points = [Bbox.from_extents(x - POINT_PX - LEADER_GAP_PX, y - POINT_PX - LEADER_GAP_PX,
+                                         x + POINT_PX + LEADER_GAP_PX, y + POINT_PX + LEADER_GAP_PX)
+                       for x, y in ax.transData.transform(np.asarray(points, float).reshape(-1, 2))]
 
     def place(self, label: str, xy: tuple[float, float], offsets: Sequence[tuple[int, int, str]],
               color: str) -> None:
@@ -496,8 +502,13 @@ class _Labels:
                              and any(leader.intersects_bbox(b, filled=False) for b in others)))
             clear = not self.curve.intersects_bbox(box, filled=False)
             straight = leader is None or not _clear_of_point(leader).intersects_path(self.curve, filled=False)
+            apart = leader is None or not (           # crosses no other leader, keeps off the other points
+                any(leader.intersects_path(line, filled=False) for line in self.leaders)
+                or any(leader.intersects_bbox(b, filled=False)
+                       for b in self.points if not b.contains(*point)))
             placeable = inside and free
-            kind = (placeable and clear and straight, placeable and clear, placeable, inside)
+            kind = (placeable and clear and straight and apart, placeable and clear and straight,
+                    placeable and clear, placeable, inside)
             candidates.append((text, box, leader, kind))
             if kind[0]:
                 break

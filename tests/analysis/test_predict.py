@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.transforms import Bbox
 
 from shogi_dnn import cli, rules
 from shogi_dnn.dataset import features, shards
@@ -16,6 +17,8 @@ from tests.support.evalrun import make_random_run
 from tests.support.paths import DATA
 
 RECORD = DATA / "predict" / "floodgate_81.csa"   # floodgate 2018, 81 moves, Black won (from ../shared/kifu)
+REAL_RECORD = (Path(__file__).resolve().parents[2] / "datasets" / "sample" / "real" / "mogproject__mog-core-scala"
+               / "jvm" / "src" / "test" / "resources" / "kif" / "game" / "008.kif")     # bundled, 168 moves
 KIF = DATA / "kif"
 AFTER_7G7F = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
 
@@ -170,6 +173,34 @@ def test_labels_do_not_sit_on_the_curve() -> None:
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     points = ax.transData.transform([(i, 100 * p_black[i]) for i in curve.swings()])
     assert not any(box.contains(x, y) for box in boxes for x, y in points)
+
+
+def test_leader_lines_cross_no_other_leader_and_keep_off_other_points() -> None:
+    """Swings at plies 56, 57, 58 of a sawtooth (found by an acceptance check on a real record): 58's leader
+    crossed 56's and passed 0.3 px from 56's point, so it looked attached to 56. No two leaders cross, each
+    keeps LEADER_GAP_PX off the other points' squares, and none crosses the curve."""
+    record = predict.read_game(REAL_RECORD)
+    positions = predict.game_positions(record)
+    p_black = np.where(np.arange(len(positions.moves) + 1) % 2 == 0, 0.45, 0.55)
+    p_black[50:64] = [0.417, 0.553, 0.412, 0.545, 0.411, 0.57, 0.402, 0.597, 0.413, 0.577, 0.432, 0.554,
+                      0.432, 0.509]
+    curve = predict.GameCurve(positions, p_black, p_black)
+    assert curve.swings() == [56, 57, 58]
+    fig = predict.curve_figure(curve, "test", record)
+    renderer, ax = fig.canvas.get_renderer(), fig.axes[0]
+    line = ax.lines[0]
+    pixels = line.get_transform().transform_path(line.get_path())
+    leaders = [(t, predict._leader(ax.transData.transform(t.xy), predict._text_box(t, renderer)))
+               for t in ax.texts if t.arrow_patch is not None]
+    assert len(leaders) >= 2
+    gap = predict.POINT_PX + predict.LEADER_GAP_PX
+    squares = {i: ax.transData.transform((i, 100 * p_black[i])) for i in curve.swings()}
+    for n, (text, leader) in enumerate(leaders):
+        assert not any(leader.intersects_path(other, filled=False) for _, other in leaders[n + 1:]), text
+        assert not predict._clear_of_point(leader).intersects_path(pixels, filled=False), text.get_text()
+        for (x, y) in (xy for xy in squares.values() if not np.allclose(xy, ax.transData.transform(text.xy))):
+            box = Bbox.from_extents(x - gap, y - gap, x + gap, y + gap)
+            assert not leader.intersects_bbox(box, filled=False), text.get_text()
 
 
 def test_cli_says_what_it_loads_before_tensorflow_starts(run, capsys) -> None:
