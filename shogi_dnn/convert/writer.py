@@ -37,6 +37,8 @@ LOCK_NAME = "writer.lock"          # the one writer's lock (locks.py): `convert`
 MAX_LISTED_ERRORS = 100_000        # errors beyond this are counted, not listed, in the report
 
 
+TIMING_DECIMALS = 6      # seconds in convert-report.json's timings (the summary's rate uses the same)
+
 @dataclasses.dataclass
 class ConvertReport:
     """Counts for DIR/convert-report.json and the end summary."""
@@ -112,7 +114,7 @@ class ConvertReport:
         data["fidelity"] = dict(sorted(self.fidelity.items()))
         data["inputs_skipped"] = dict(sorted(self.inputs_skipped.items()))
         data["positions_total"] = sum(self.positions.values())
-        data["timings"] = {k: round(v, 3) for k, v in sorted(self.timings.items())}
+        data["timings"] = {k: round(v, TIMING_DECIMALS) for k, v in sorted(self.timings.items())}
         return data
 
     def summary(self) -> str:
@@ -122,7 +124,7 @@ class ConvertReport:
                            f"{plural(self.positions.get(s, 0), 'position')} / "
                            f"{plural(self.shards.get(s, 0), 'shard')}"
                            for s in shards.SPLITS if s in self.positions)
-        total = self.timings.get("total_s", 0.0)
+        total = round(self.timings.get("total_s", 0.0), TIMING_DECIMALS)   # as saved: a rerun prints the same
         rate = (sum(self.positions.values()) - self.resumed.get("positions", 0)) / total if total else 0.0
         resumed = (f"resumed after {plural(self.resumed['pieces'], 'input piece')} "
                    f"({plural(self.resumed['games'], 'game')} converted before the interruption, "
