@@ -12,13 +12,22 @@ A wildcard bind to P that cannot be mapped (an IPv6 A on an AF_INET socket) fail
 rather than expose the port. Every other bind (another port, another address, another family, the
 variables absent) goes to the real bind unchanged. Built by setup.py (optional: without a C compiler
 training runs without it and says that the port listens on every interface); loaded by
-shogi_dnn/training/bind_shim.py, which re-executes a cluster worker with LD_PRELOAD set. */
+shogi_dnn/training/bind_shim.py, which re-executes a cluster worker with LD_PRELOAD set.
+
+It also keeps SIGTERM's action while TensorFlow forms the cluster: TensorFlow's preemption notifier
+installs a SIGTERM handler there (tsl/.../preemption_notifier.cc, std::signal) that takes the signal and
+does nothing the worker would see, so a SIGTERM in those seconds was lost for the whole run. Between
+shogi_dnn_keep_sigterm(1) and shogi_dnn_keep_sigterm(0) (cluster.py, through ctypes), signal(2) and
+sigaction(2) calls that would change SIGTERM's action change nothing (they succeed and report the action
+in force): SIGTERM keeps the default action set before, and ends the worker at once. Every other call, and
+every call outside that window, goes to the real function. */
 
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -94,4 +103,51 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len) {
             return bind_inet6(fd, in6, address);
     }
     return real_bind()(fd, addr, len);
+}
+
+/* --- SIGTERM kept while the cluster forms --- */
+
+static volatile sig_atomic_t keep_sigterm;
+
+int shogi_dnn_keep_sigterm(int on) {
+    int before = keep_sigterm;
+    keep_sigterm = on != 0;
+    return before;
+}
+
+typedef int (*sigaction_function)(int, const struct sigaction *, struct sigaction *);
+typedef sighandler_t (*signal_function)(int, sighandler_t);
+
+static sigaction_function real_sigaction(void) {
+    static sigaction_function real;
+    if (real == NULL)
+        real = (sigaction_function)dlsym(RTLD_NEXT, "sigaction");
+    return real;
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (real_sigaction() == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (keep_sigterm && sig == SIGTERM && act != NULL)
+        return real_sigaction()(sig, NULL, old);                /* report, change nothing */
+    return real_sigaction()(sig, act, old);
+}
+
+sighandler_t signal(int sig, sighandler_t handler) {
+    static signal_function real;
+    struct sigaction current;
+    if (keep_sigterm && sig == SIGTERM) {
+        if (real_sigaction() == NULL || real_sigaction()(sig, NULL, &current) != 0)
+            return SIG_ERR;
+        return current.sa_handler;
+    }
+    if (real == NULL)
+        real = (signal_function)dlsym(RTLD_NEXT, "signal");
+    if (real == NULL) {
+        errno = ENOSYS;
+        return SIG_ERR;
+    }
+    return real(sig, handler);
 }

@@ -8,10 +8,14 @@ process starts, so `shogi-dnn train` re-executes itself once with LD_PRELOAD and
 (reexec_with_shim) before anything else happens; the re-executed process sees SHOGI_DNN_BIND_PORT and does
 not do it again. Where the library is not built, not Linux, or the host is not an address of this machine
 (a cloud machine's public address reached through NAT), nothing changes: the server listens on every
-interface and the worker's first line says so (cluster.exposure_warning)."""
+interface and the worker's first line says so (cluster.exposure_warning).
+
+The same library keeps SIGTERM's action while TensorFlow forms the cluster (keep_sigterm, called by
+cluster.py): TensorFlow installs a SIGTERM handler there that would swallow the signal for the run."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib.machinery
 import os
 import socket
@@ -99,3 +103,20 @@ def active_address(port: int, environ: Mapping[str, str] = os.environ) -> str | 
     except OSError:
         return None
     return address if os.path.realpath(library) in maps else None
+
+
+def keep_sigterm(on: bool) -> bool:
+    """While `on`, the preloaded shim keeps SIGTERM's action as it is (TensorFlow's attempt to install
+    its own handler while the cluster forms changes nothing; see _bindshim.c). True where the shim is
+    loaded in this process and did it, False otherwise (not preloaded, not built, not Linux)."""
+    library = library_path()
+    if library is None or not hasattr(os, "RTLD_NOLOAD"):
+        return False
+    try:                                    # RTLD_NOLOAD: only the copy LD_PRELOAD already loaded
+        shim = ctypes.CDLL(str(library), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        switch = shim.shogi_dnn_keep_sigterm
+    except (OSError, AttributeError):       # not loaded, or built before this function existed
+        return False
+    switch.argtypes, switch.restype = [ctypes.c_int], ctypes.c_int
+    switch(1 if on else 0)
+    return True

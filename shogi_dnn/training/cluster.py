@@ -378,9 +378,11 @@ _WATCHDOG = ("import os, select, signal, sys\n"
 
 def _form_cluster(build: Callable[[], object], seconds: float, message: str) -> object:
     """build() (TensorFlow forming the cluster) with SIGINT and SIGTERM at their default action (a Python
-    handler would not run inside its C++ wait; SIGTERM is then taken by TensorFlow's own handler), ended
-    by a watchdog process after `seconds` with `message` (a worker that answered and then died leaves
-    TensorFlow waiting for it). The previous handlers are put back afterwards."""
+    handler would not run inside its C++ wait), ended by a watchdog process after `seconds` with `message`
+    (a worker that answered and then died leaves TensorFlow waiting for it). TensorFlow installs a
+    SIGTERM handler of its own in build() that swallows the signal for the whole run; where the bind
+    shim is loaded it keeps SIGTERM's default action meanwhile (bind_shim.keep_sigterm), so a SIGTERM
+    then ends the worker at once, as SIGINT does. The previous handlers are put back afterwards."""
     import subprocess
     import sys
     import threading
@@ -392,9 +394,12 @@ def _form_cluster(build: Callable[[], object], seconds: float, message: str) -> 
     previous = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGINT, signal.SIGTERM)}
+    kept = bool(previous) and bind_shim.keep_sigterm(True)
     try:
         return build()
     finally:
+        if kept:
+            bind_shim.keep_sigterm(False)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if watchdog is not None:

@@ -121,3 +121,45 @@ def test_train_re_executes_only_its_own_command_line(monkeypatch: pytest.MonkeyP
     assert not train._is_process_command(args[:-1]) and not train._is_process_command(None)
     monkeypatch.setattr(sys, "argv", ["pytest", "-q", *args])     # train.main called from Python
     assert not train._is_process_command(args)
+
+
+# In a process with the shim preloaded: what SIGTERM's action is at the OS level (/proc/self/status) after
+# Python's signal.signal (sigaction(2)) and libc's signal(2) try to change it, with the shim's
+# keep_sigterm on and then off.
+KEEP = """
+import ctypes, signal
+from shogi_dnn.training import bind_shim
+def action(signum=signal.SIGTERM):
+    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    bit = 1 << (signum - 1)
+    return "caught" if int(fields["SigCgt"], 16) & bit else "ignored" if int(fields["SigIgn"], 16) & bit else "default"
+libc = ctypes.CDLL(None)
+libc.signal.restype = ctypes.c_void_p
+libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+out = [bind_shim.keep_sigterm(True)]
+signal.signal(signal.SIGTERM, lambda *a: None)
+out.append(action())
+libc.signal(signal.SIGTERM, 1)                             # SIG_IGN, as TensorFlow's std::signal would
+out.append(action())
+signal.signal(signal.SIGINT, signal.SIG_IGN)               # other signals are not held
+out.append(action(signal.SIGINT))
+out.append(bind_shim.keep_sigterm(False))
+signal.signal(signal.SIGTERM, lambda *a: None)
+out.append(action())
+print(*out)
+"""
+
+
+def test_the_shim_keeps_sigterm_while_the_cluster_forms() -> None:
+    """TensorFlow installs a SIGTERM handler while the cluster forms that swallows the signal for the whole
+    run (an acceptance check: SIGTERM 4 s after the server was up, the worker trained on to the end).
+    With keep_sigterm on, neither sigaction(2) nor signal(2) changes SIGTERM's action; off, both do.
+    Without the shim loaded keep_sigterm says so."""
+    library = bind_shim.library_path()
+    if library is None or not sys.platform.startswith("linux"):
+        pytest.skip("the bind shim is not built (setup.py build_ext) or this is not Linux")
+    env = os.environ | {"LD_PRELOAD": str(library), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", KEEP], env=env, capture_output=True, text=True, timeout=30,
+                          check=True)
+    assert done.stdout.split() == ["True", "default", "default", "ignored", "True", "caught"], done.stdout
+    assert bind_shim.keep_sigterm(True) is False and bind_shim.keep_sigterm(False) is False    # not loaded

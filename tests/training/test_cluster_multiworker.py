@@ -244,3 +244,44 @@ def test_a_waiting_worker_stops_on_a_signal_and_gives_up_after_the_timeout(tmp_p
         f"every worker again"), text[-2000:]
     assert "waiting for" not in text                    # worker 1's port answered at once
     assert not any((tmp_path / f"run-{name}" / "checkpoints").exists() for name in clusters)
+
+
+def sigterm_action(pid: int) -> str:
+    """SIGTERM's action in process `pid` at the OS level: "caught" (a handler), "ignored" or "default"."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if ":" in line)
+    bit = 1 << (signal.SIGTERM - 1)
+    return ("caught" if int(fields["SigCgt"], 16) & bit else
+            "ignored" if int(fields["SigIgn"], 16) & bit else "default")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHIM, reason="the bind shim is not built (setup.py build_ext) or this is not Linux")
+def test_sigterm_while_tensorflow_forms_the_cluster_ends_the_worker(tmp_path: Path) -> None:
+    """TensorFlow installs a SIGTERM handler of its own while it forms the cluster, which swallowed a
+    SIGTERM sent then for the whole run (an acceptance check: the worker trained on to the end). The shim
+    keeps SIGTERM's default action there: worker 0 in TensorFlow's wait (worker 1's port answers, no
+    TensorFlow behind it) ends at once, killed by the signal, nothing written."""
+    data = tmp_path / "data"
+    make_dataset(data, train=[128, 128], validation=[64], chunk_rows=64)
+    ports = free_ports(2)
+    mute = socket.create_server(("127.0.0.1", ports[1]))
+    log = tmp_path / "worker0.log"
+    proc = start_alone(data, tmp_path / "run", log, ports, "--cluster-timeout", "60")
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        # In the window: TensorFlow's server is up on port 0 and SIGTERM is at its default action (the
+        # Python wait before it listens on that port too, with a handler for SIGTERM).
+        while not (listening_hosts(ports[0]) and sigterm_action(proc.pid) == "default"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        time.sleep(3.0)                        # TensorFlow's handler would be installed by now
+        assert sigterm_action(proc.pid) == "default", log.read_text()[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        kill_all([proc])
+        mute.close()
+    assert proc.returncode == -signal.SIGTERM, log.read_text()[-2000:]
+    assert "Traceback" not in log.read_text()
+    assert not (tmp_path / "run" / "checkpoints").exists()
