@@ -4,7 +4,8 @@ the install still succeeds.
 - shogi_dnn.dataset._encode: the encoding extension; without it features.py uses its numpy path (same
   output).
 - shogi_dnn.training._bindshim: not a Python module but an LD_PRELOAD library (a bind(2) wrapper) that
-  keeps a cluster worker's TensorFlow server on its given host (training/bind_shim.py); without it that
+  keeps a cluster worker's TensorFlow server on its given host, and keeps SIGTERM's action while the
+  cluster forms (training/bind_shim.py); without it that
   server listens on every interface and each worker says so."""
 
 from setuptools import Extension, setup

@@ -65,6 +65,7 @@ class GameState:
     fmt: str
     start_line: int
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    header_lines: dict[str, int] = dataclasses.field(default_factory=dict)   # where each header was read
     board_rows: list[str] = dataclasses.field(default_factory=list)
     hands: dict[int, str] = dataclasses.field(default_factory=dict)
     turn: int | None = None              # explicit 先手番/後手番 line
@@ -175,14 +176,15 @@ def _check_handicap(state: GameState, sfen: str, line: int) -> None:
     """A 手合割 header naming a standard start whose pieces (board and hands; the side to move is not
     compared) differ from the board diagram's: the diagram is read (it is the position the moves were
     played from; a 手合割 is a label, and writers leave `平手` on custom positions), and the contradiction
-    counted as a repair of kind REPAIRED_HANDICAP naming the header and what the diagram is."""
+    counted as a repair of kind REPAIRED_HANDICAP naming the header's line and what the diagram is."""
     name = state.headers.get("手合割", "")
     named = ja.handicap_sfen(name) if name else None
     if named is None or _pieces(named) == _pieces(sfen):
         return
     drawn = next((other for other, start in ja.HANDICAPS.items() if _pieces(start) == _pieces(sfen)), None)
     what = f"{drawn}'s start" if drawn else "another position"
-    state.repairs.append(f"{REPAIRED_HANDICAP} line {line}: 手合割 {name} but the board diagram is {what}; "
+    at = state.header_lines.get("手合割", line)
+    state.repairs.append(f"{REPAIRED_HANDICAP} line {at}: 手合割 {name} but the board diagram is {what}; "
                          "the diagram is read")
 
 
@@ -307,7 +309,8 @@ def _read_line(state: GameState, line: str, line_no: int, read_move_line: LineHa
         if key in HAND_KEYS:
             state.hands[HAND_KEYS[key]] = value
         else:
-            state.headers.setdefault(key, value)
+            if key not in state.headers:
+                state.headers[key], state.header_lines[key] = value, line_no
 
 
 def _read_eval(state: GameState, line: str) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
 
 from shogi_dnn.dataset import shards
@@ -66,11 +69,27 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def shard_content(path: Path) -> list[tuple[str, str, bytes]]:
+    """Every object of a shard (name, attributes, values as bytes), not its file layout."""
+    out = []
+    with h5py.File(path, "r") as f:
+        def visit(name: str, item: h5py.HLObject) -> None:
+            attrs = repr(sorted((k, repr(v)) for k, v in item.attrs.items()))
+            values = np.asarray(item[()]) if isinstance(item, h5py.Dataset) else np.zeros(0)
+            values = repr(values.tolist()).encode() if values.dtype == object else values.tobytes()
+            out.append((name, attrs, values))
+        visit("/", f)
+        f.visititems(visit)
+    return out
+
+
 @pytest.mark.parametrize("count,compression", [(1, "gzip"), (2, "gzip"), (2, "lzf")])
 def test_every_plan_writes_the_in_process_bytes(corpus: Path, tmp_path: Path, count: int, compression: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers parse the pieces and write the shards (the parent assembles them): same bytes, with
-    any --compression (the workers get it)."""
+    """Workers parse the pieces and write the shards (the parent assembles them): same bytes with gzip
+    (the default) and none; with lzf the same datasets, attributes and games, not always the same bytes
+    (h5py's LZF compressor leaves its hash table uninitialised: seen in 7 of 10 pool runs, one chunk 3
+    bytes shorter, every value equal)."""
     settings = ConvertSettings(val_fraction=0.2, shard_size=150, compression=compression)
     run_convert([corpus], tmp_path / "here", settings, workers=1)
     monkeypatch.setattr(convert_run, "plan_workers", lambda *args: count)
@@ -79,8 +98,15 @@ def test_every_plan_writes_the_in_process_bytes(corpus: Path, tmp_path: Path, co
     assert json.loads((tmp_path / "pool" / REPORT_NAME).read_text())["worker_plan"] == describe_workers(count)
     here = {p.name: p.read_bytes() for p in sorted((tmp_path / "here").glob("*.h5"))}
     pool = {p.name: p.read_bytes() for p in sorted((tmp_path / "pool").glob("*.h5"))}
-    assert len(here) >= 4 and pool == here
-    assert shards.read_manifest(tmp_path / "pool").shards == shards.read_manifest(tmp_path / "here").shards
+    assert len(here) >= 4 and sorted(pool) == sorted(here)
+    if compression == "lzf":
+        for name in here:
+            assert shard_content(tmp_path / "pool" / name) == shard_content(tmp_path / "here" / name), name
+    else:
+        assert pool == here
+    layout = (lambda info: dataclasses.replace(info, sha256="", bytes=0)) if compression == "lzf" else None
+    assert ([layout(s) if layout else s for s in shards.read_manifest(tmp_path / "pool").shards]
+            == [layout(s) if layout else s for s in shards.read_manifest(tmp_path / "here").shards])
     with shards.open_shard(next((tmp_path / "pool").glob("*.h5"))) as f:
         assert shards.shard_compression(f) == compression
 
