@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import tensorflow as tf
@@ -130,9 +130,13 @@ class Trainer:
 
         The stage's input iterator is held only by a one-item list, torn down in the background when the
         stage returns (interrupts.stage_input: its teardown can take 50+ s after a Ctrl-C)."""
-        remaining, interval = stage.remaining(state.position), _Interval()
+        try:                 # the stage opens its shards here: one unreadable now is a read error as well
+            remaining, holder = stage.remaining(state.position), self._stage_batches(stage, state.position)
+        except ShardFormatError as exc:
+            self._read_failed(exc, state, None)
+        interval = _Interval()
         desc = run_log.position_label(stage.epoch, stage.index, stage.group)   # as the console line says it
-        with stage_input(self._stage_batches(stage, state.position), self.releases) as batches, \
+        with stage_input(holder, self.releases) as batches, \
                 tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
                      disable=None, leave=False, dynamic_ncols=True) as bar:
             for done in range(1, remaining + 1):
@@ -189,7 +193,8 @@ class Trainer:
             raise exc
         self._read_failed(error, state, interval)
 
-    def _read_failed(self, error: ShardFormatError, state: TrainState, interval: _Interval | None) -> None:
+    def _read_failed(self, error: ShardFormatError, state: TrainState,
+                     interval: _Interval | None) -> NoReturn:
         saved = ""
         if interval is not None and cluster.num_workers(self.strategy) == 1:
             if interval.outputs:

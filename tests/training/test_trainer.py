@@ -426,6 +426,33 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     assert not resumed.interrupted and (tmp_path / "run" / "model.keras").is_file()
 
 
+def test_a_shard_unreadable_when_a_stage_opens_it_names_the_last_good_checkpoint(tmp_path: Path) -> None:
+    """A shard truncated between stages fails when the next stage opens it ("not a readable HDF5 shard"):
+    the line names the last good checkpoint too (an acceptance check found it without), as a read error
+    inside a stage does."""
+    from shogi_dnn.errors import ShardFormatError
+
+    data = tmp_path / "data"
+    make_dataset(data, train=[200, 160, 180], validation=[100], chunk_rows=32)
+    config = tiny_config(checkpoint_every_steps=0)                  # 2 stages of 4 updates
+    trainer = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1))
+    validate = trainer._validate
+    keep = {p: p.read_bytes() for p in data.glob("train-*.h5")}
+
+    def validate_then_truncate(state):
+        validate(state)
+        for path in keep:
+            path.write_bytes(keep[path][:100])
+    trainer._validate = validate_then_truncate
+    with pytest.raises(ShardFormatError, match=r"not a readable HDF5 shard .*; the last good checkpoint "
+                                               r"is step 4$") as info:
+        trainer.run()
+    assert "\n" not in str(info.value)
+    for path, content in keep.items():
+        path.write_bytes(content)
+    resumed = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1), resume=True).run()
+    assert not resumed.interrupted and resumed.state.step == 8
+
 @pytest.mark.slow
 def test_resume_after_a_shard_read_error_equals_an_uninterrupted_run(tmp_path: Path,
                                                                      deterministic: None) -> None:
