@@ -145,9 +145,7 @@ def model_source(run_dir: Path, checkpoint: str | None = None) -> str:
     """What load_run_model loads: "model.keras" or the checkpoint's name."""
     if checkpoint is None and (Path(run_dir) / run_files.MODEL_FILE).is_file():
         return run_files.MODEL_FILE
-    from shogi_dnn.training import checkpoints
-
-    return checkpoints.find_checkpoint(Path(run_dir), checkpoint).name
+    return run_files.find_checkpoint(Path(run_dir), checkpoint).name
 
 
 def position_extras(paths: Sequence[Path], free: np.ndarray | None = None) -> dict[str, np.ndarray]:

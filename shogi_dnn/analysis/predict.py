@@ -474,13 +474,13 @@ class _Labels:
         self.ax, self.renderer = ax, fig.canvas.get_renderer()
         self.frame = ax.get_window_extent(self.renderer)
         self.curve = curve.get_transform().transform_path(curve.get_path())   # in pixels
+        marked = ax.transData.transform(np.asarray(points, float).reshape(-1, 2))   # the marked points
         self.placed = [_text_box(t, self.renderer) for t in ax.texts]
-        for x, y in ax.transData.transform(np.asarray(points, float).reshape(-1, 2)):   # the marked points
-            self.placed.append(Bbox.from_extents(x - POINT_PX, y - POINT_PX, x + POINT_PX, y + POINT_PX))
+        self.placed += [Bbox.from_extents(x - POINT_PX, y - POINT_PX, x + POINT_PX, y + POINT_PX)
+                        for x, y in marked]
         self.leaders: list = []                     # the lines joining moved labels to their points (pixels)
-        self.points = [Bbox.from_extents(x - POINT_PX - LEADER_GAP_PX, y - POINT_PX - LEADER_GAP_PX,
-                                         x + POINT_PX + LEADER_GAP_PX, y + POINT_PX + LEADER_GAP_PX)
-                       for x, y in ax.transData.transform(np.asarray(points, float).reshape(-1, 2))]
+        gap = POINT_PX + LEADER_GAP_PX
+        self.points = [Bbox.from_extents(x - gap, y - gap, x + gap, y + gap) for x, y in marked]
 
     def place(self, label: str, xy: tuple[float, float], offsets: Sequence[tuple[int, int, str]],
               color: str) -> None:

@@ -7,9 +7,6 @@ names the other dataset too, and refuses such an evaluation once the run has tra
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,11 +16,10 @@ from shogi_dnn.analysis import report, summary
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.dataset import game_keys, identity, shards
 from shogi_dnn.errors import RunError
+from tests.support.cli import refusal_in_fresh_process
 from tests.support.evalrun import make_random_run
 from tests.support.kifugen import write_corpus
 from tests.support.metricsgen import write_metrics
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def convert(records: Path, out: Path, val_fraction: float) -> shards.Manifest:
@@ -85,12 +81,8 @@ def test_evaluate_on_another_dataset_with_and_without_games_the_run_trained_on(
     assert err == (f"shogi-dnn evaluate: error: {run}: {detail}. Pass --allow-trained-games to score anyway (the "
                    "output is labelled)")
     # ... before TensorFlow loads (it refused after loading it: 3.4 s, issue 30's acceptance check)
-    code = ("import sys\nfrom shogi_dnn.cli import main\n"
-            f"rc = main(['evaluate', '--run-dir', {str(run)!r}, '--data', {str(again.root)!r}])\n"
-            "print(rc, 'tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert out.stdout.split()[-2:] == ["2", "False"] and out.stderr.strip().endswith(err), out.stdout + out.stderr
+    assert refusal_in_fresh_process(["evaluate", "--run-dir", str(run), "--data", str(again.root)]).strip() \
+        .endswith(err)
     # A run from before trained-games.npz: its games are read from its dataset while it is unchanged.
     saved = (run / "trained-games.npz").read_bytes()
     (run / "trained-games.npz").unlink()

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from shogi_dnn.cli import main
-from tests.support.cli import one_error_line
+from tests.support.cli import one_error_line, refusal_in_fresh_process
 from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset
 
@@ -77,13 +77,9 @@ def test_missing_data_and_config_are_one_line(capsys: pytest.CaptureFixture, tmp
 
 def test_missing_data_is_refused_before_tensorflow_loads(tmp_path: Path) -> None:
     # `train --data nope` took 18.6 s to say "no manifest": the dataset is checked before TensorFlow starts.
-    code = ("import sys\nfrom shogi_dnn.cli import main\n"
-            f"rc = main(['train', '--config', {SMOKE!r}, '--data', {str(tmp_path / 'nope')!r}, "
-            f"'--run-dir', {str(tmp_path / 'run')!r}])\n"
-            "print(rc, 'tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert out.stdout.split()[-2:] == ["2", "False"], out.stdout + out.stderr
-    assert "no manifest" in out.stderr
+    err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(tmp_path / "nope"),
+                                    "--run-dir", str(tmp_path / "run")])
+    assert "no manifest" in err
 
 
 def test_finished_run_dir_is_refused_before_tensorflow_loads(dataset: Path, tmp_path: Path) -> None:
@@ -93,13 +89,8 @@ def test_finished_run_dir_is_refused_before_tensorflow_loads(dataset: Path, tmp_
         (run / "checkpoints" / f"ckpt-{step:08d}").mkdir(parents=True)
         (run / "checkpoints" / f"ckpt-{step:08d}" / "state.json").write_text("{}")
     (run / "checkpoints" / "ckpt-00000099").mkdir()             # no state.json: not a complete checkpoint
-    code = ("import sys\nfrom shogi_dnn.cli import main\n"
-            f"rc = main(['train', '--config', {SMOKE!r}, '--data', {str(dataset)!r}, "
-            f"'--run-dir', {str(run)!r}])\n"
-            "print(rc, 'tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert out.stdout.split()[-2:] == ["2", "False"], out.stdout + out.stderr
-    assert "already has checkpoints (latest ckpt-00000012): add --resume" in out.stderr
+    err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(dataset), "--run-dir", str(run)])
+    assert "already has checkpoints (latest ckpt-00000012): add --resume" in err
 
 
 def final_weights(run_dir: Path) -> list[np.ndarray]:
