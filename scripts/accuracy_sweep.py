@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -96,14 +98,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             if run.exists():
                 cmd.append("--resume")
             print(" ".join(cmd), flush=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.monotonic()
             with open(args.out / f"{args.name}-s{seed}.log", "a") as log:
                 if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode:
                     print(f"{run}: training failed (see the log)", file=sys.stderr)
                     return 1
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            # CPU seconds (user + sys) of this training process; a resumed run adds its parts.
+            timing = run / "sweep-train-cpu.json"
+            done = json.loads(timing.read_text()) if timing.is_file() else {"cpu_s": 0.0, "wall_s": 0.0}
+            timing.write_text(json.dumps({"cpu_s": done["cpu_s"] + cpu,
+                                          "wall_s": done["wall_s"] + time.monotonic() - start}))
         for split, data in (("validation", args.data), ("test", args.test_data)):
             if data is None or (run / f"pred-{split}.npz").is_file():
                 continue
-            predict(run, split_paths(data, "validation" if split == "validation" else "all"),
+            predict(run, split_paths(data, "validation" if split == "validation" else args.test_split),
                     run / f"pred-{split}.npz")
     return 0
 
@@ -132,7 +143,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     from shogi_dnn.analysis import baselines as bl
     train_paths = split_paths(args.data, "train")
     if args.split == "test":
-        data = read_split(split_paths(args.test_data, "all"))
+        data = read_split(split_paths(args.test_data, args.test_split))
         seen = set(game_signatures(read_split(train_paths)).values())
         sig = game_signatures(data)
         keep_games = np.array([g for g, s in sig.items() if s not in seen])
@@ -227,12 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", type=Path, required=True)
     run.add_argument("--name", required=True)
     run.add_argument("--seeds", default="1,2,3")
+    run.add_argument("--test-split", default="all", choices=("all", "test"),
+                     help="the shards of --test-data to score: all (a dataset of other games) or its test split")
     run.add_argument("train_args", nargs=argparse.REMAINDER)
     table = sub.add_parser("table")
     table.add_argument("sweep", type=Path)
     table.add_argument("--data", type=Path, required=True)
     table.add_argument("--test-data", type=Path)
     table.add_argument("--split", default="test", choices=("test", "validation"))
+    table.add_argument("--test-split", default="all", choices=("all", "test"))
     table.add_argument("--json")
     subset = sub.add_parser("subset")
     subset.add_argument("--data", type=Path, required=True)
