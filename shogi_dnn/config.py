@@ -42,6 +42,12 @@ class ModelConfig:
     policy_head: bool = False       # a second output, the move to play (docs/model.md): conv1x1(filters)
                                     # [BN] ReLU -> conv1x1(27) -> [B, 2187] logits over dataset/policy.py's
                                     # labels, trained on the move played (train.policy_weight)
+    block: str = "residual"         # residual block: "residual" (two 3x3 convolutions + skip), "se"
+                                    # (lc0's squeeze-excitation: a per-channel scale and bias from the
+                                    # block's board-wide means) or "gpool" (KataGo's global pooling: the
+                                    # first convolution's board-wide mean and max add a per-channel bias
+                                    # before the second)
+    se_ratio: int = 4               # with block = "se": the squeeze layer has filters / se_ratio units
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +142,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.value_head": ("flatten", "pool"),
     "model.mixed_precision": ("none", "mixed_float16", "mixed_bfloat16"),
     "model.features": ("pieces", "attacks", "tactics"),
+    "model.block": ("residual", "se", "gpool"),
     "optim.optimizer": ("sgd", "adam"),
     "optim.lr_scaling": ("none", "linear", "sqrt"),
     "optim.lr_decay": ("none", "cosine"),
@@ -232,7 +239,7 @@ MAX_EPOCHS = 1_000_000
 # (lowest, highest, lowest allowed itself); every float must also be finite. One table, one owner.
 RANGES: dict[str, tuple[float, float, bool]] = {
     "model.blocks": (0, math.inf, True), "model.filters": (0, math.inf, False),
-    "model.value_hidden": (0, math.inf, False),
+    "model.value_hidden": (0, math.inf, False), "model.se_ratio": (0, math.inf, False),
     "optim.lr": (0, math.inf, False), "optim.momentum": (0, 1, True),
     "optim.weight_decay": (0, math.inf, True),
     "optim.base_global_batch": (0, math.inf, False), "optim.warmup_samples": (0, math.inf, True),

@@ -9,7 +9,8 @@ Parameters (exact: Keras' count_params, pinned by tests/training/test_memory.py)
 convolution's bias replaced by batch norm's 4 per channel (gamma, beta, moving mean and variance) when
 batch_norm != "none":
 
-    N = conv(P -> F, 3x3) + 2K conv(F -> F, 3x3) + head + dense(H -> 1) [+ policy]
+    N = conv(P -> F, 3x3) + 2K conv(F -> F, 3x3) [+ K block extras] + head + dense(H -> 1) [+ policy]
+        block "se": dense(F -> S) + dense(S -> 2F), S = F / se_ratio;  block "gpool": dense(2F -> F)
         head "flatten": conv(F -> 1, 1x1) + dense(81 -> H);   head "pool": dense(F -> H)
         policy (model.policy_head): conv(F -> F, 1x1) + F x 27 + 27 (the last 1x1 conv keeps its bias)
 
@@ -65,6 +66,11 @@ def parameter_count(cfg: ModelConfig) -> int:
 
     filters, hidden = cfg.filters, cfg.value_hidden
     body = conv(PLANES[cfg.features], filters, 3) + 2 * cfg.blocks * conv(filters, filters, 3)
+    if cfg.block == "se":
+        squeeze = max(1, filters // cfg.se_ratio)        # model.se_units
+        body += cfg.blocks * (filters * squeeze + squeeze + squeeze * 2 * filters + 2 * filters)
+    elif cfg.block == "gpool":
+        body += cfg.blocks * (2 * filters * filters + filters)
     if cfg.value_head == "pool":
         head = filters * hidden + hidden
     else:

@@ -9,6 +9,7 @@
                                                        -> [B, 9, 9, 81]]
       -> stem: conv3x3(filters) [-> BN] -> ReLU
       -> blocks x residual block: conv3x3 [BN] ReLU conv3x3 [BN] + skip -> ReLU
+         (model.block "se" / "gpool": a board-wide channel scale and bias, _residual_block)
       -> value head: conv1x1(VALUE_HEAD_PLANES) [BN] ReLU -> flatten -> dense(value_hidden) ReLU
       -> dense(1)                                      [B, 1] float32 logit of "side to move wins"
       [model.policy_head: from the same trunk output,
@@ -130,13 +131,54 @@ class _LayerFactory:
         return layers.ReLU(dtype=self.dtype, name=name)(x)
 
 
+def se_units(cfg: ModelConfig) -> int:
+    """Units of a squeeze-excitation block's squeeze layer: filters / se_ratio, at least 1."""
+    return max(1, cfg.filters // cfg.se_ratio)
+
+
 def _residual_block(make: _LayerFactory, x, index: int):
-    """[B, 9, 9, F] -> [B, 9, 9, F]: two 3x3 convolutions plus the identity."""
-    name = f"block{index}"
-    y = make.relu(make.conv(x, make.cfg.filters, CONV_KERNEL, f"{name}_conv1"), f"{name}_relu1")
-    y = make.conv(y, make.cfg.filters, CONV_KERNEL, f"{name}_conv2")
+    """[B, 9, 9, F] -> [B, 9, 9, F]: two 3x3 convolutions plus the identity (cfg.block):
+
+        residual  relu(x + conv2(relu(conv1(x))))
+        gpool     y = relu(conv1(x)); y + dense([mean(y), max(y)] over the squares) [B, F] per channel;
+                  then as residual (KataGo's global pooling bias, here on every channel)
+        se        y = conv2(...); s = [B, F] mean of y over the squares -> dense(F / se_ratio) ReLU
+                  -> dense(2F) = (gamma, beta); relu(x + sigmoid(gamma) y + beta) (lc0's SE unit)
+    """
+    name, cfg = f"block{index}", make.cfg
+    y = make.relu(make.conv(x, cfg.filters, CONV_KERNEL, f"{name}_conv1"), f"{name}_relu1")
+    if cfg.block == "gpool":
+        pooled = layers.Concatenate(dtype=make.dtype, name=f"{name}_gpool")(
+            [layers.GlobalAveragePooling2D(dtype=make.dtype, name=f"{name}_gpool_mean")(y),
+             layers.GlobalMaxPooling2D(dtype=make.dtype, name=f"{name}_gpool_max")(y)])     # [B, 2F]
+        bias = layers.Dense(cfg.filters, dtype=make.dtype, kernel_initializer=make.initializer("HeNormal"),
+                            name=f"{name}_gpool_dense")(pooled)
+        y = layers.Add(dtype=make.dtype, name=f"{name}_gpool_add")(
+            [y, layers.Reshape((1, 1, cfg.filters), dtype=make.dtype, name=f"{name}_gpool_bias")(bias)])
+    y = make.conv(y, cfg.filters, CONV_KERNEL, f"{name}_conv2")
+    if cfg.block == "se":
+        y = SqueezeExcite(dtype=make.dtype, name=f"{name}_se")(
+            y, layers.Dense(2 * cfg.filters, dtype=make.dtype, name=f"{name}_se_expand",
+                            kernel_initializer=make.initializer("GlorotUniform"))(
+                make.relu(layers.Dense(se_units(cfg), dtype=make.dtype, name=f"{name}_se_squeeze",
+                                       kernel_initializer=make.initializer("HeNormal"))(
+                    layers.GlobalAveragePooling2D(dtype=make.dtype, name=f"{name}_se_pool")(y)),
+                    f"{name}_se_relu")))
     y = layers.Add(dtype=make.dtype, name=f"{name}_add")([x, y])
     return make.relu(y, f"{name}_relu2")
+
+
+@keras.saving.register_keras_serializable(package="shogi_dnn")
+class SqueezeExcite(layers.Layer):
+    """Keras layer: (planes [B, 9, 9, F], excitation [B, 2F]) -> sigmoid(gamma) * planes + beta, where
+    (gamma, beta) are the excitation's halves broadcast over the squares."""
+
+    def call(self, planes, excitation):
+        gamma, beta = ops.split(ops.expand_dims(ops.expand_dims(excitation, 1), 1), 2, axis=-1)
+        return ops.sigmoid(gamma) * planes + beta
+
+    def compute_output_shape(self, planes_shape, excitation_shape):
+        return planes_shape
 
 
 def _value_head(make: _LayerFactory, x):

@@ -252,3 +252,19 @@ def test_savedmodel_permission_error_is_one_line(tmp_path, monkeypatch) -> None:
                                               r"system\)$"):
         export.export_model(model_lib.build_model(cfg), cfg, "savedmodel", tmp_path / "sm")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("block", ["se", "gpool"])
+def test_block_kinds_export_to_onnx(tmp_path, positions, block) -> None:
+    """SE and global-pooling blocks convert to ONNX with the Keras probabilities and policy logits."""
+    pytest.importorskip("tf2onnx")
+    ort = pytest.importorskip("onnxruntime")
+    cfg = ModelConfig(blocks=2, filters=8, value_hidden=8, value_head="pool", policy_head=True, block=block)
+    model = model_lib.build_model(cfg, seed=7)
+    board, hands = positions[0][:100], positions[1][:100]
+    value, logits = model_lib.value_and_policy_logits(model, board, hands, mirror_average=True)
+    onnx_path, _ = export.export_model(model, cfg, "onnx", tmp_path / "m.onnx", mirror_average=True)
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    got_p, got_logits = session.run([export.OUTPUT, export.POLICY_OUTPUT], {"board": board, "hands": hands})
+    assert np.abs(got_p - tf.sigmoid(value).numpy()).max() < TOLERANCE
+    assert np.abs(got_logits - np.asarray(logits)).max() < 1e-4

@@ -27,6 +27,9 @@ SMOKE = str(REPO / "train" / "cpu-smoke.toml")
     ModelConfig(blocks=2, filters=24, value_hidden=7, mixed_precision="mixed_float16"),
     ModelConfig(blocks=1, filters=8, value_hidden=5, batch_norm="local", policy_head=True),
     ModelConfig(blocks=1, filters=12, value_head="pool", policy_head=True),
+    ModelConfig(blocks=2, filters=12, value_head="pool", policy_head=True, block="se"),
+    ModelConfig(blocks=2, filters=10, se_ratio=3, batch_norm="local", block="se"),
+    ModelConfig(blocks=2, filters=12, value_head="pool", block="gpool", batch_norm="sync"),
 ])
 def test_parameter_count_is_keras_count(cfg: ModelConfig) -> None:
     pytest.importorskip("tensorflow")

@@ -90,3 +90,28 @@ def test_load_model_errors_are_one_line(tmp_path):
     with pytest.raises(RunError, match="bad.keras") as info:
         model.load_model(bad)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("block", ["se", "gpool"])
+def test_block_kinds_save_load_and_use_the_whole_board(tmp_path, block):
+    """An SE or global-pooling block: the saved model loads to the same outputs, and a piece changed on
+    one square moves every square's features of the next block (a plain 3x3 block reaches 2 squares)."""
+    cfg = ModelConfig(blocks=1, filters=8, value_hidden=8, value_head="pool", block=block, se_ratio=2)
+    net = model.build_model(cfg, seed=3)
+    x = _positions(8)
+    path = tmp_path / "model.keras"
+    net.save(path)
+    np.testing.assert_array_equal(model.load_model(path).predict(x, verbose=0), net.predict(x, verbose=0))
+    if block == "se":              # a live squeeze layer (4 units of random init can all start at 0)
+        squeeze = net.get_layer("block0_se_squeeze")
+        squeeze.set_weights([np.full_like(w, 0.1) for w in squeeze.get_weights()])
+    trunk = keras.Model(net.inputs, net.get_layer("block0_add").output)
+    far = {k: v[:1].copy() for k, v in x.items()}
+    far["board"][0, :] = 0
+    near = {k: v.copy() for k, v in far.items()}
+    near["board"][0, 0] = 1                         # a piece on the first square only
+    moved = np.abs(np.asarray(trunk(near)) - np.asarray(trunk(far)))[0]        # [9, 9, 8]
+    assert moved[8, 8].max() > 0                    # the far corner sees it through the pooled bias
+    plain = keras.Model(*(lambda n: (n.inputs, n.get_layer("block0_add").output))(
+        model.build_model(ModelConfig(blocks=1, filters=8, value_hidden=8, value_head="pool"), seed=3)))
+    assert np.abs(np.asarray(plain(near)) - np.asarray(plain(far)))[0, 8, 8].max() == 0
