@@ -64,6 +64,10 @@ class OptimConfig:
     lr_decay: str = "none"          # after warm-up: "none" (constant) or "cosine" (to 0 at the run's last
                                     # update)
     clip_global_norm: float = 0.0   # clip the all-reduced gradient to this global norm (0 = off)
+    ema: float = 0.0                # 0 = off; else the momentum m of an exponential moving average of the
+                                    # weights (avg = m avg + (1 - m) w after each update, Keras' use_ema):
+                                    # validation and the final model.keras use the average, checkpoints
+                                    # hold both (e.g. 0.999: about the last 1,000 updates)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +247,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "optim.lr": (0, math.inf, False), "optim.momentum": (0, 1, True),
     "optim.weight_decay": (0, math.inf, True),
     "optim.base_global_batch": (0, math.inf, False), "optim.warmup_samples": (0, math.inf, True),
-    "optim.clip_global_norm": (0, math.inf, True),
+    "optim.clip_global_norm": (0, math.inf, True), "optim.ema": (0, 0.99999, True),
     "data.num_groups": (0, math.inf, False), "data.shuffle_buffer": (0, math.inf, False),
     "data.validation_positions": (0, math.inf, True), "data.read_lanes": (0, math.inf, True),
     "train.per_replica_batch": (0, math.inf, False), "train.global_batch": (0, math.inf, True),

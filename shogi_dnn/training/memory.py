@@ -18,7 +18,8 @@ Training memory of one device (bytes), for B positions per device per micro-batc
 
     weights      4 N                      float32 variables (also under mixed precision)
     gradients    4 N (8 N with micro_batches > 1: the step's and their running sum)
-    optimizer    4 N x slots              sgd: 1 (momentum), adam: 2 (first and second moments)
+    optimizer    4 N x slots              sgd: 1 (momentum), adam: 2 (first and second moments); + 1 for
+                                          the weights' moving average (optim.ema > 0)
     activations  B x 81 x A x e           e = 4 bytes (2 under mixed precision), A = the channels kept
                  for the backward pass: P + 29 (the one-hot planes) + F x (2 (1 + 2K) + K): two tensors
                  per convolution (its output and its ReLU's), K residual sums
@@ -110,7 +111,8 @@ def training_memory(config: Config, per_device_batch: int) -> MemoryEstimate:
     element = FLOAT32 if cfg.mixed_precision == "none" else 2
     return MemoryEstimate(parameters=n, weights=FLOAT32 * n,
                           gradients=FLOAT32 * n * (2 if config.train.micro_batches > 1 else 1),
-                          optimizer=FLOAT32 * n * OPTIMIZER_SLOTS.get(config.optim.optimizer, 2),
+                          optimizer=FLOAT32 * n * (OPTIMIZER_SLOTS.get(config.optim.optimizer, 2)
+                                                   + (config.optim.ema > 0)),
                           activations=per_device_batch * SQUARES * channels * element,
                           per_device_batch=per_device_batch)
 

@@ -20,7 +20,7 @@ from shogi_dnn.wording import plural
 log = logging.getLogger(__name__)
 
 __all__ = ["MAX_WARMUP_SHARE", "WarmupSchedule", "build_optimizer", "current_lr", "make_lr_schedule",
-           "scaled_lr"]
+           "scaled_lr", "swap_average"]
 
 
 @keras.saving.register_keras_serializable(package="shogi_dnn")
@@ -111,17 +111,32 @@ def build_optimizer(cfg: OptimConfig, global_batch: int, total_steps: int | None
     strategy = strategy or tf.distribute.get_strategy()
     schedule = make_lr_schedule(cfg, global_batch * micro_batches, total_steps)
     decay = cfg.weight_decay if cfg.weight_decay > 0 else None
+    ema = {"use_ema": True, "ema_momentum": cfg.ema} if cfg.ema > 0 else {}
     with strategy.scope():
         if cfg.optimizer == "sgd":
             optimizer = keras.optimizers.SGD(schedule, momentum=cfg.momentum, nesterov=cfg.momentum > 0,
-                                             weight_decay=decay)
+                                             weight_decay=decay, **ema)
         else:
-            optimizer = keras.optimizers.Adam(schedule, weight_decay=decay)
+            optimizer = keras.optimizers.Adam(schedule, weight_decay=decay, **ema)
         _disable_gradient_aggregation(optimizer)
         if loss_scale:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
     return optimizer
+
+
+def swap_average(optimizer: keras.optimizers.Optimizer) -> bool:
+    """Exchange the model's trainable weights with their moving average (optim.ema), on every tower; a
+    second call swaps them back, bit for bit. Returns False (and does nothing) without an average.
+    Call in cross-replica context (outside strategy.run)."""
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    if not getattr(optimizer, "use_ema", False):
+        return False
+    for weight, average in zip(optimizer._trainable_variables, optimizer._model_variables_moving_average):
+        held = tf.identity(weight.value)
+        weight.assign(average.value)
+        average.assign(held)
+    return True
 
 
 def _disable_gradient_aggregation(optimizer: keras.optimizers.Optimizer) -> None:

@@ -41,7 +41,7 @@ from shogi_dnn.training.interrupts import (
     join_releases,
     stage_input,
 )
-from shogi_dnn.training.optimizer import current_lr
+from shogi_dnn.training.optimizer import current_lr, swap_average
 from shogi_dnn.training.resume import StartOptions, start_run
 from shogi_dnn.training.run_log import TowerSums, eta_fields, summarise
 from shogi_dnn.training.stages import Stage, TrainState
@@ -115,6 +115,7 @@ class Trainer:
                 self.checkpoints.save(state, self.config)
                 if self._stop_agreed():
                     return self._interrupted(state)
+        swap_average(self.steps.optimizer)      # the final model is the weights' average (optim.ema)
         if self.parts.is_chief:   # the other workers keep the final checkpoint (same weights)
             save_model(self.steps.model, self.run_dir)
         log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
@@ -291,10 +292,14 @@ class Trainer:
                                                    max_positions=self.config.data.validation_positions,
                                                    input_context=ctx,
                                                    policy_labels=self.config.model.policy_head))
+        averaged = swap_average(self.steps.optimizer)  # validate the weights' average (optim.ema)
         try:
             outputs = [self.steps.eval_step(batch) for batch in dataset]
         except tf.errors.OpError as exc:
             self._data_error(exc, state, _Interval())   # the stage is trained: its end is a good checkpoint
+        finally:
+            if averaged:
+                swap_average(self.steps.optimizer)      # training goes on from the trained weights
         failed = pipeline.take_read_error()             # the pipeline ended early on a damaged chunk
         if failed is not None:
             self._read_failed(failed, state, _Interval())

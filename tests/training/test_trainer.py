@@ -584,3 +584,42 @@ def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(
     for thread in releasing:
         thread.join(timeout=2 * TEARDOWN_S)                        # leave no sleeping teardown behind
         assert not thread.is_alive()
+
+
+@pytest.mark.slow
+def test_weight_average_is_validated_saved_and_resumed_exactly(dataset: Path, tmp_path: Path,
+                                                               deterministic: None) -> None:
+    """optim.ema = m on 2 towers: the final model.keras is avg_1 = w_1, avg_t = m avg_{t-1} + (1 - m) w_t
+    over the trained weights after each update (computed here by hand); validation swaps the average in
+    and back out without changing training (the trained weights equal a run without the average); a run
+    stopped and resumed ends with the same model."""
+    m = 0.8
+    config = tiny_config()
+    averaged = dataclasses.replace(config, optim=dataclasses.replace(config.optim, ema=m))
+    trainer = Trainer(averaged, dataset, tmp_path / "ema", make_strategy(simulate_devices=2),
+                      resume_command="shogi-dnn train ... --resume")
+    update, seen = trainer.update, []
+
+    def recording_update(iterator):
+        out = update(iterator)
+        seen.append([v.numpy() for v in trainer.steps.model.trainable_weights])
+        return out
+    trainer.update = recording_update
+    trainer.run()
+    expected = seen[0]
+    for weights in seen[1:]:
+        expected = [m * a + (1 - m) * w for a, w in zip(expected, weights)]
+    saved = load_model(tmp_path / "ema" / "model.keras")
+    for a, b in zip(expected, saved.trainable_weights):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(seen[-1][0], saved.trainable_weights[0].numpy())
+    _, plain = train(config, dataset, tmp_path / "plain", devices=2)           # the same updates
+    for a, b in zip(seen[-1], [w for w in plain[:len(seen[-1])]]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    losses = {r["kind"]: r["loss"] for r in read_metrics(tmp_path / "ema") if r["kind"] == "validation"}
+    plain_losses = {r["kind"]: r["loss"] for r in read_metrics(tmp_path / "plain") if r["kind"] == "validation"}
+    assert losses != plain_losses                                  # validation scored the average
+    train(averaged, dataset, tmp_path / "stopped", devices=2, stop_after=3)
+    _, resumed = train(averaged, dataset, tmp_path / "stopped", devices=2, resume=True)
+    for a, b in zip(load_model(tmp_path / "stopped" / "model.keras").weights, saved.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
