@@ -566,7 +566,7 @@ class UsiEngine:
             count = plural(search.unevaluated, "position")
             notes.append(f"info string error: the network gave NaN for {count}: treated as unevaluated")
         if info is None or not info.lines or info.lines[0].p is None:
-            more, move = self._unsearched(search, info, "no position evaluated in time")
+            more, move = self._unsearched(search, info, "no move evaluated in time")
             return notes + more, move
         best = info.lines[0]
         resign = self.options.ResignValue

@@ -124,7 +124,7 @@ def test_the_watchdog_on_a_kept_tree_neither_scores_nor_resigns() -> None:
     for move in ISSUE_MOVES.split():
         position.push_usi(move)
     assert not any(" score " in line for line in lines), lines
-    assert "info string no position evaluated in time: the material player's move" in lines
+    assert "info string no move evaluated in time: the material player's move" in lines
     assert best == f"bestmove {protocol.material_move(position)}"
 
 
@@ -163,7 +163,7 @@ def test_no_time_with_a_policy_plays_the_prior() -> None:
     _, logits = evaluator.evaluate_logits(board, hands)
     labels = protocol.search_lib.legal_labels(position, legal)
     assert best == f"bestmove {legal[int(np.argmax(logits[0][labels]))]}"
-    assert "info string no position evaluated in time: the policy's move" in out.lines
+    assert "info string no move evaluated in time: the policy's move" in out.lines
     assert not any(" score " in line for line in out.lines), out.lines
 
 
