@@ -3,9 +3,12 @@
 stdin/stdout (register this command line in a shogi GUI; docs/engine.md). The network player searches
 with PUCT (the policy as priors when the model has a policy head, else a capture quiescence search at the
 leaves; `go depth D`: best-first minimax); the material player is the same engine on the material
-baseline fitted on the run's training split. The model loads from the start, `isready` waits for it
-(shogi_dnn/engine/protocol.py); after `quit` the process exits at once (os._exit: no interpreter or
-TensorFlow teardown, which took 4-7 s)."""
+baseline fitted on the run's training split. Before anything is read from stdin, players.check finds the
+faults it can without TensorFlow (no model file or checkpoint, an ONNX file onnxruntime cannot read or of
+another signature, a missing onnxruntime): one line on stderr, exit status 2. The model loads from the
+start, `isready` waits for it (shogi_dnn/engine/protocol.py: a load that fails there is answered with
+the material player's moves, exit status 1); after `quit` the process exits at once (os._exit: no
+interpreter or TensorFlow teardown, which took 4-7 s)."""
 
 from __future__ import annotations
 
@@ -50,10 +53,11 @@ def main(argv: list[str]) -> int:
     backend = resolve_backend(args.backend)
     evaluator = players.make_evaluator(args.player, Path(args.run_dir or args.model), args.checkpoint,
                                        args.mirror_average, Path(args.data) if args.data else None)
+    players.check(evaluator)                  # RunError: one line on stderr (cli), before `usiok`
     name = args.name or f"shogi-dnn {args.player}"
     # Bytes that are not UTF-8 become U+FFFD (an unknown command), never a UnicodeDecodeError.
     stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-    status = protocol.run_usi(evaluator, stdin, sys.stdout, name=name, backend=backend)
+    status = protocol.run_usi(evaluator, stdin, sys.stdout, name=name, backend=backend, stderr=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)            # the engine's work is done and written: skip the slow teardown

@@ -15,11 +15,14 @@ are backed up along its path. The search stops at the first of: `stop`, the node
 before each expansion against the time the last one took), the depth horizon (the PV's leaf is `depth`
 plies deep and may not be expanded), or a proven result at the root. Proofs come only from positions
 without a legal move, so a reported mate is a real forced mate in the explored tree. Repetitions are not
-detected here (the PUCT search does).
+detected here (the PUCT search does). A child the evaluator answers with a NaN is unevaluated: valued as
+the worst move (1.0 for the opponent), never expanded, its root line without a score (p None), counted
+in `unevaluated`.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -45,13 +48,14 @@ class Node:
     """A position in the tree. value: P(side to move wins); proven: value is exactly 0 or 1, reached in
     `plies` plies (0: no legal move here); children None until expanded."""
 
-    __slots__ = ("children", "legal", "moves", "plies", "position", "proven", "value")
+    __slots__ = ("children", "failed", "legal", "moves", "plies", "position", "proven", "value")
 
     def __init__(self, position: Position, legal: list[str]) -> None:
         self.position = position
         self.legal = legal
         self.value = 0.5
         self.proven = not legal
+        self.failed = False                        # the evaluator answered NaN: no value
         self.plies = 0
         self.children: list[Node] | None = None
         self.moves: list[str] = []
@@ -87,6 +91,7 @@ class BestFirst(LimitedSearch):
         self._last_expansion = 0.0
         self._per_position = 0.0                 # the slowest evaluation seen, seconds a position
         self.root = Node(root.copy(), root.legal_usi())
+        self.unevaluated = 0                     # positions the evaluator answered with NaN
 
     def run(self) -> SearchInfo:
         """Search until a limit; the final SearchInfo (no lines when the root has no legal move)."""
@@ -98,7 +103,7 @@ class BestFirst(LimitedSearch):
         last_report = time.monotonic()
         while not self._done():
             path = self._principal_path()
-            if self.limits.depth is not None and len(path) - 1 >= self.limits.depth:
+            if self.limits.depth is not None and len(path) - 1 >= self.limits.depth or path[-1].failed:
                 break                                             # the PV reaches the horizon
             self._expand(path[-1], len(path) - 1)
             for node in reversed(path):
@@ -142,7 +147,11 @@ class BestFirst(LimitedSearch):
                                   [c.legal for c in pending])
             self._last_expansion = time.monotonic() - begin
             for child, value in zip(pending, np.clip(p, PROB_CLIP, 1 - PROB_CLIP).tolist()):
-                child.value = value
+                if math.isfinite(value):
+                    child.value = value
+                else:
+                    child.value, child.failed = 1.0, True
+                    self.unevaluated += 1
         node.children, node.moves = children, list(node.legal)
         node.position = None if node is not self.root else node.position   # leaves keep theirs, memory
         self.nodes += len(children) - len(pending)
@@ -182,4 +191,4 @@ class BestFirst(LimitedSearch):
         mate = None
         if child.proven:
             mate = child.plies + 1 if child.value == 0.0 else -(child.plies + 1)
-        return RootLine(move, 1.0 - child.value, mate, tuple(pv))
+        return RootLine(move, None if child.failed else 1.0 - child.value, mate, tuple(pv))

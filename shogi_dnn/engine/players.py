@@ -18,27 +18,33 @@ else None (the search then uses uniform priors and a capture quiescence search).
                      output is already the probability (mirror-averaged unless exported without); a second
                      output of shape [batch, 2187] (or named `policy*`) is read as the policy logits
   MaterialEvaluator  the material baseline (analysis/baselines.py) fitted on the run's training split:
-                     sigmoid(piece values . material balance + bias), the floor of the strength ladder
+                     sigmoid(piece values . material balance + bias), the floor of the strength ladder;
+                     fixed_material(): the same with tactics.DEFAULT_PIECE_VALUES (no fit, no data), the
+                     engine's move when the network cannot give one
 
 load() does the slow part (TensorFlow, the model file, onnxruntime's session) and warm_up() runs one batch,
-so a USI engine does both before `readyok`, never at the first `go`.
+so a USI engine does both before `readyok`, never at the first `go`. check(evaluator) finds the faults
+that need neither TensorFlow nor a fit (a missing model file, an ONNX file that onnxruntime cannot read or
+whose inputs and outputs are not the export's); it loads an ONNX model (onnxruntime only).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from shogi_dnn.dataset import features, policy
+from shogi_dnn.dataset import evalfit, features, policy
 from shogi_dnn.folders import run_files
-from shogi_dnn.analysis import baselines, scoring
+from shogi_dnn.analysis import baselines, scoring, tactics
 from shogi_dnn.errors import RunError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
-from shogi_dnn.rules import NUM_SQUARES, Position, new_position
+from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_SQUARES, Position, new_position
 
 KINDS = ("network", "material")
 ONNX_SUFFIX = ".onnx"
@@ -144,6 +150,21 @@ class KerasEvaluator:
         self.has_policy = False
         self._function = None
 
+    def check(self) -> None:
+        """The model file (a zip whose config.json has no Lambda layer, which Keras refuses to load) or
+        the checkpoint is there; TensorFlow waits for load()."""
+        final = self.run_dir / run_files.MODEL_FILE
+        if self.checkpoint is not None or not final.is_file():
+            run_files.find_checkpoint(self.run_dir, self.checkpoint)
+            return
+        try:
+            with zipfile.ZipFile(final) as archive:
+                config = archive.read("config.json").decode("utf-8", "replace")
+        except (OSError, KeyError, zipfile.BadZipFile) as exc:
+            raise RunError(f"{final}: not a readable Keras model file ({exc})") from None
+        if re.search(r'"class_name":\s*"Lambda"', config):
+            raise RunError(f"{final}: the model has a Lambda layer (Python code), which Keras will not load")
+
     def load(self) -> None:
         if self._function is not None:
             return
@@ -226,6 +247,7 @@ class OnnxEvaluator:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
+        options.log_severity_level = 3                  # errors only: its warnings would reach a GUI's stderr
         try:
             session = onnxruntime.InferenceSession(str(self.path), options,
                                                    providers=["CPUExecutionProvider"])
@@ -237,8 +259,13 @@ class OnnxEvaluator:
                     or (o.shape and o.shape[-1] == policy.NUM_MOVE_LABELS)]
         values = [o.name for o in outputs if o.name not in policies]
         self._outputs = values[:1] + policies[:1]
+        _check_signature(self.path, session.get_inputs(), outputs, self._outputs)
         self.has_policy = bool(policies)
         self._session = session
+
+    def check(self) -> None:
+        """Load the model (onnxruntime only): the whole check of an ONNX file."""
+        self.load()
 
     def evaluate_logits(self, board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """[N] float64 win probabilities and [N, 2187] float32 policy logits (None without a policy)."""
@@ -252,6 +279,41 @@ class OnnxEvaluator:
         return self.evaluate_logits(board, hands)[0]
 
 
+_ONNX_INPUTS = {"board": ("tensor(uint8)", NUM_SQUARES), "hands": ("tensor(uint8)", features.HAND_SIZE)}
+_ONNX_FLOATS = ("tensor(float)", "tensor(double)", "tensor(float16)")
+
+
+def _check_signature(path: Path, inputs: Sequence, outputs: Sequence, used: Sequence[str]) -> None:
+    """Raise RunError unless the session's inputs are the export's (board [batch, 81] uint8, hands
+    [batch, 14] uint8) and its value output (and policy output, when there is one) are float, one value
+    ([batch] or [batch, 1]) and [batch, 2187]."""
+    given = {i.name: i for i in inputs}
+    if sorted(given) != sorted(_ONNX_INPUTS):
+        raise RunError(f"{path}: inputs {sorted(given)}, not the export's {sorted(_ONNX_INPUTS)}")
+    for name, (dtype, width) in _ONNX_INPUTS.items():
+        shape = list(given[name].shape)
+        if given[name].type != dtype or len(shape) != 2 or shape[1] != width:
+            raise RunError(f"{path}: input {name} is {given[name].type} {shape}, "
+                           f"not {dtype} [batch, {width}]")
+    if not used:
+        raise RunError(f"{path}: no output")
+    by_name = {o.name: o for o in outputs}
+    for k, name in enumerate(used):
+        shape, dtype = list(by_name[name].shape), by_name[name].type
+        width = policy.NUM_MOVE_LABELS if k else 1
+        ok_shape = len(shape) == 2 and shape[1] == width or (k == 0 and len(shape) == 1)
+        if dtype not in _ONNX_FLOATS or not ok_shape:
+            wanted = f"[batch, {width}]" if k else "[batch] or [batch, 1]"
+            raise RunError(f"{path}: output {name} is {dtype} {shape}, not a float {wanted}")
+
+
+def check(evaluator: Evaluator) -> None:
+    """The checks an evaluator can make before loading (module docstring). Raises RunError."""
+    checker = getattr(evaluator, "check", None)
+    if checker is not None:
+        checker()
+
+
 class MaterialEvaluator:
     """The material baseline: fitted piece values (logits) applied to the material balance."""
 
@@ -261,6 +323,11 @@ class MaterialEvaluator:
         self.run_dir = run_dir
         self.data_dir = data_dir
         self.name = "material"
+
+    def check(self) -> None:
+        """The run's dataset folder is known (the fit itself waits for load)."""
+        if self.fitted is None and self.run_dir is not None:
+            run_files.data_dir(self.run_dir, self.data_dir)
 
     def load(self) -> None:
         if self.fitted is not None:
@@ -273,6 +340,16 @@ class MaterialEvaluator:
     def win_probability(self, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
         self.load()
         return scoring.sigmoid(self.fitted.material_logits(board, hands))
+
+
+def fixed_material() -> MaterialEvaluator:
+    """The material evaluator with tactics.DEFAULT_PIECE_VALUES (centipawns / evalfit.DEFAULT_SCALE as
+    logits): no fit, no data, no model."""
+    values = tactics.DEFAULT_PIECE_VALUES
+    scale = evalfit.DEFAULT_SCALE
+    kinds = list(baselines.BOARD_KINDS) + list(HAND_PIECE_TYPES)
+    weights = [values[t] / scale for t in kinds]
+    return MaterialEvaluator(baselines.Baselines(0.5, tuple(weights), 0.0, 0, piece_square=None, engine=None))
 
 
 def make_evaluator(kind: str, model: Path, checkpoint: str | None = None, mirror_average: bool = True,

@@ -5,7 +5,15 @@ thread, so `stop`, `ponderhit`, `isready` and `quit` are answered while it think
 written whole under a lock. A search started by `go infinite` or `go ponder` holds its `bestmove` until
 `stop` (or `ponderhit`, which starts the clock of a ponder search), as USI requires. The evaluator loads
 in a thread of its own from the start (run_usi) or from `usi` on; `isready` waits for it (and its warm-up
-batch), then `readyok`.
+batch), then `readyok`, always.
+
+Faults. A model that fails to load: one line on stderr (once), `info string error: model: ...` before
+`readyok`, and at every `go` the same line and the material player's move (players.fixed_material, one
+ply); `isready` tries the load again; the exit status is then 1. A search that evaluated nothing in time
+(the deadline, the watchdog, a failed search) reports no score and never resigns: its move is the most
+visited root move when a reply was evaluated, else the policy's prior when the root was (a network with
+a policy head), else the material player's, with one `info string` naming it. NaN from the network: the
+position is unevaluated (search.py, minimax.py), one `info string` per search counts them.
 
 Commands (anything else is ignored; an error in a command is one `info string` line, never a crash):
   usi                         id name/author, the options below, usiok; starts loading the evaluator
@@ -14,8 +22,8 @@ Commands (anything else is ignored; an error in a command is one `info string` l
   usinewgame, gameover ...    stop any search; forget the kept tree
   position startpos|sfen S [moves ...]   an illegal position or move: one info string, no position
   go [btime wtime binc winc byoyomi movetime nodes depth infinite ponder]   searches, then
-                              info depth .. seldepth .. score cp|mate .. nodes .. nps .. time ..
-                                   [multipv k] pv ..
+                              info depth .. seldepth .. [multipv k] [score cp|mate ..] nodes .. nps ..
+                                   time .. pv ..   (no score: nothing under the move was evaluated)
                               and bestmove MOVE [ponder MOVE] | bestmove resign | bestmove win
                               A malformed value or an unknown word (`go byoyomi 1e9`, `go btime soon`) is one
                               info string and is skipped: the rest of the line is searched and answered.
@@ -33,7 +41,8 @@ Options:
   QuiescencePlies, QuiescenceWidth spin  without a policy head: capture plies at the leaves, captures kept
   Temperature spin (hundredths)          > 0: the move drawn with probability ~ visits^(1/T) ...
   TemperatureMoves spin                  ... while the game's move number is at most this (varied games)
-  ResignValue spin 0..30000              resign when the best score is below -ResignValue cp (0 never)
+  ResignValue spin 0..30000              resign when the best score, from an evaluated position or a
+                                         proof, is below -ResignValue cp (0 never)
   EnteringKingRule combo                 search.ENTERING_KING_RULES: declare `bestmove win` when allowed
   NetworkDelay spin ms                   kept back from every time budget (GUI and pipe latency)
 
@@ -60,9 +69,10 @@ from typing import TextIO
 from shogi_dnn import __version__
 from shogi_dnn.engine import minimax
 from shogi_dnn.engine import search as search_lib
-from shogi_dnn.engine.players import Evaluator, warm_up
+from shogi_dnn.engine.players import Evaluator, fixed_material, has_policy, warm_up
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import BLACK, IllegalMoveError, Position, position_factory
+from shogi_dnn.wording import plural
 
 AUTHOR = "shogi-dnn"
 MAX_MULTIPV = 32
@@ -217,21 +227,37 @@ def format_info(info: search_lib.SearchInfo) -> list[str]:
     """`info ...` lines of a search state, one per root line (with `multipv k` when more than one)."""
     lines = []
     for k, line in enumerate(info.lines, start=1):
-        score = f"mate {line.mate}" if line.mate is not None else f"cp {line.cp}"
+        score = f" score mate {line.mate}" if line.mate is not None else \
+            ("" if line.cp is None else f" score cp {line.cp}")
         multipv = f" multipv {k}" if len(info.lines) > 1 else ""
-        lines.append(f"info depth {max(1, len(line.pv))} seldepth {info.seldepth}{multipv} score {score} "
+        lines.append(f"info depth {max(1, len(line.pv))} seldepth {info.seldepth}{multipv}{score} "
                      f"nodes {info.nodes} nps {info.nps} time {int(info.seconds * 1000)} "
                      f"pv {' '.join(line.pv)}")
     return lines
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one line: its first line of text, or its type's name."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def material_move(position: Position) -> str | None:
+    """The material player's move (players.fixed_material, one ply, no quiescence); None without a legal
+    move."""
+    info = minimax.BestFirst(fixed_material(), position, search_lib.Limits(depth=1),
+                             settings=search_lib.Settings(quiescence_plies=0)).run()
+    return info.lines[0].move if info.lines else None
 
 
 class UsiEngine:
     """The protocol state machine. `evaluator` starts loading at `usi` (in a thread) or at `isready`."""
 
     def __init__(self, evaluator: Evaluator, out: TextIO, name: str = "shogi-dnn",
-                 backend: str | None = None, options: Options | None = None, seed: int | None = None) -> None:
+                 backend: str | None = None, options: Options | None = None, seed: int | None = None,
+                 err: TextIO | None = None) -> None:
         self.evaluator = evaluator
         self.out = out
+        self.err = err                         # a load failure's one line (stderr), once
         self.name = name
         self.factory = position_factory(backend)
         self.options = options or Options()
@@ -242,6 +268,7 @@ class UsiEngine:
         self._lock = threading.Lock()
         self._loader: threading.Thread | None = None
         self._load_error: BaseException | None = None
+        self.load_failure: str | None = None   # the last load's error, until a load succeeds
         self._ready = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -260,12 +287,13 @@ class UsiEngine:
             self.out.flush()
 
     def run(self, lines: Iterable[str]) -> int:
-        """Handle commands until `quit` or the end of input; returns the exit status (0)."""
+        """Handle commands until `quit` or the end of input; returns the exit status (0, or 1 when the
+        evaluator failed to load)."""
         for raw in lines:
             if not self.handle(raw):
                 break
         self._finish_search()
-        return 0
+        return 0 if self.load_failure is None else 1
 
     def handle(self, raw: str) -> bool:
         """One command line; False after `quit`. Never raises on input."""
@@ -302,16 +330,26 @@ class UsiEngine:
         except BaseException as exc:    # noqa: BLE001 - reported at isready / go, in the reader's thread
             self._load_error = exc
 
-    def wait_loaded(self) -> None:
-        """Wait for the evaluator; raises what loading raised (then a later call tries again)."""
+    def wait_loaded(self) -> bool:
+        """Wait for the evaluator; False when loading failed (load_failure says why; the first failure is
+        one line on `err`; a later call tries again)."""
         if self._ready:
-            return
+            return True
         self.start_loading()
         self._loader.join()
         if self._load_error is not None:
             error, self._load_error, self._loader = self._load_error, None, None
-            raise error
+            if self.load_failure is None and self.err is not None:
+                self.err.write(f"shogi-dnn usi: error: {first_line(error)}\n")
+                self.err.flush()
+            self.load_failure = first_line(error)
+            return False
         self._ready = True
+        self.load_failure = None
+        return True
+
+    def _no_model_line(self) -> str:
+        return f"info string error: model: {self.load_failure}; playing the material player's moves"
 
     # -- commands ------------------------------------------------------------------------------------
 
@@ -324,7 +362,8 @@ class UsiEngine:
         self.start_loading()
 
     def _cmd_isready(self, args: list[str]) -> None:
-        self.wait_loaded()
+        if not self.wait_loaded():
+            self.send(self._no_model_line())
         self.send("readyok")
 
     def _cmd_setoption(self, args: list[str]) -> None:
@@ -395,13 +434,17 @@ class UsiEngine:
         if go.mate:
             self.send("checkmate notimplemented")
             return
-        self.wait_loaded()
         if self.position is None:
             self.send("info string no valid position; resigning")
             self.send("bestmove resign")
             return
         if search_lib.declaration_win(self.position, self.options.EnteringKingRule):
             self.send("bestmove win")
+            return
+        if not self._ready and (self.load_failure is not None or not self.wait_loaded()):
+            self.send(self._no_model_line())            # isready tries the load again, never go
+            move = material_move(self.position)
+            self.send("bestmove resign" if move is None else f"bestmove {move}")
             return
         self._stop.clear()
         self._release.clear()
@@ -476,7 +519,12 @@ class UsiEngine:
             left = None if hard is None else hard - time.monotonic()
             if left is not None and left <= 0 and self._release.is_set():
                 self._stop.set()
-                self._answer(search, search.info())
+                try:
+                    info: search_lib.SearchInfo | None = search.info()
+                except Exception as exc:        # noqa: BLE001 - the watchdog answers whatever happens
+                    self.send(f"info string error: search: {first_line(exc)}")
+                    info = None
+                self._answer(search, info)
                 return
             finished.wait(0.05 if left is None else min(max(left, 0.001), 0.05))
 
@@ -487,16 +535,17 @@ class UsiEngine:
         returned = time.monotonic()
         released = self._release.is_set()
         try:
-            move = "bestmove resign" if info is None else self._choose(search, info)
+            notes, move = self._choose(search, info)
         except Exception as exc:        # noqa: BLE001 - report, answer, stay alive
-            self.send(f"info string error: search: {exc}")
-            move = "bestmove resign"
+            notes, move = self._unsearched(search, None, f"error: search: {first_line(exc)}")
         self._release.wait()               # go infinite / ponder: not before stop or ponderhit
         with self._answer_lock:
             if self._answered or search is not self._search:
                 return
             self._answered = True
             for line in [] if info is None else format_info(info):
+                self.send(line)
+            for line in notes:
                 self.send(line)
             self.send(move)
         sent = time.monotonic()
@@ -507,15 +556,23 @@ class UsiEngine:
             # machine is the watchdog's, it would only shrink the next moves' time)
             self.lags = (self.lags + [sent - returned])[-RECENT_LAGS:]
 
-    def _choose(self, search: search_lib.Search | minimax.BestFirst, info: search_lib.SearchInfo) -> str:
-        """The bestmove line: resign, or the search's move (drawn with Temperature early in the game)."""
-        if not info.lines:
-            return "bestmove resign"
+    def _choose(self, search: search_lib.Search | minimax.BestFirst,
+                info: search_lib.SearchInfo | None) -> tuple[list[str], str]:
+        """The `info string` lines and the bestmove line: resign (no legal move, or an evaluated or proven
+        loss past ResignValue), or the search's move (drawn with Temperature early in the game), or the
+        move of a search that evaluated nothing in time (the module docstring)."""
+        notes = []
+        if search.unevaluated:
+            count = plural(search.unevaluated, "position")
+            notes.append(f"info string error: the network gave NaN for {count}: treated as unevaluated")
+        if info is None or not info.lines or info.lines[0].p is None:
+            more, move = self._unsearched(search, info, "no move evaluated in time")
+            return notes + more, move
         best = info.lines[0]
         resign = self.options.ResignValue
         mated = best.mate is not None and best.mate < 0
         if resign and (mated or (best.mate is None and best.cp < -resign)):
-            return "bestmove resign"
+            return notes, "bestmove resign"
         line = best
         move_number = int(self.position.sfen().split()[-1])
         if isinstance(search, search_lib.Search) and self.options.Temperature and \
@@ -524,7 +581,19 @@ class UsiEngine:
             if move != best.move:
                 line = search.line(move)
         ponder = f" ponder {line.pv[1]}" if len(line.pv) > 1 else ""
-        return f"bestmove {line.move}{ponder}"
+        return notes, f"bestmove {line.move}{ponder}"
+
+    def _unsearched(self, search: search_lib.Search | minimax.BestFirst, info: search_lib.SearchInfo | None,
+                    why: str) -> tuple[list[str], str]:
+        """The move of a search with no evaluated reply: the policy's prior when the root was evaluated by
+        a network with a policy head, else the material player's; resign only without a legal move."""
+        if info is not None and info.lines and isinstance(search, search_lib.Search) and \
+                has_policy(self.evaluator) and search.tree.expanded:
+            return [f"info string {why}: the policy's move"], f"bestmove {info.lines[0].move}"
+        move = material_move(self.position)
+        if move is None:
+            return [], "bestmove resign"
+        return [f"info string {why}: the material player's move"], f"bestmove {move}"
 
     def _finish_search(self) -> None:
         """Stop a running search and wait for its bestmove (sent by its thread)."""
@@ -540,9 +609,9 @@ class UsiEngine:
 
 
 def run_usi(evaluator: Evaluator, stdin: TextIO, stdout: TextIO, name: str = "shogi-dnn",
-            backend: str | None = None) -> int:
+            backend: str | None = None, stderr: TextIO | None = None) -> int:
     """Speak USI on stdin/stdout until `quit` or end of input. The evaluator starts loading at once, so
     that TensorFlow's import overlaps the GUI's handshake."""
-    engine = UsiEngine(evaluator, stdout, name=name, backend=backend)
+    engine = UsiEngine(evaluator, stdout, name=name, backend=backend, err=stderr)
     engine.start_loading()
     return engine.run(stdin)

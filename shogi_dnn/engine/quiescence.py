@@ -13,11 +13,12 @@ every capture, so a capture only counts when it does better than the static valu
 
   q(node) = max(static(node), max over kept captures c of (1 - q(c)))
 
-A node searched for captures that has no legal move at all is mated: q = 0 exactly. Checks and their
-evasions are not searched (stand-pat even in check), the usual simplification. The clock
-(`expired(positions)`: would a call on that many positions end too late?) is asked before each capture
-level with the level's size: then the search stops there and backs up what it has, so a level is never
-started that the clock cannot pay for.
+A node searched for captures that has no legal move at all is mated: q = 0 exactly. A capture the
+evaluator answers with a NaN is dropped (unevaluated); a leaf's own NaN is its value (the caller's to
+treat). Checks and their evasions are not searched (stand-pat even in check), the usual
+simplification. The clock (`expired(positions)`: would a call on that many positions end too late?) is
+asked before each capture level with the level's size: then the search stops there and backs up what it
+has, so a level is never started that the clock cannot pay for.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class _Node:
     def value(self) -> float:
         if self.mated:
             return 0.0
+        if not np.isfinite(self.static):
+            return self.static
         best = self.static
         for kid in self.kids:
             best = max(best, 1.0 - kid.value())
@@ -111,6 +114,8 @@ def _keep_best(children: list[tuple[_Node, _Node]], width: int) -> list[_Node]:
     """Attach to each parent its `width` captures leaving the opponent the least; the kept children."""
     by_parent: dict[int, tuple[_Node, list[_Node]]] = {}
     for parent, child in children:
+        if not np.isfinite(child.static):
+            continue
         by_parent.setdefault(id(parent), (parent, []))[1].append(child)
     kept = []
     for parent, kids in by_parent.values():

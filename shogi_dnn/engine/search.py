@@ -32,10 +32,16 @@ whose children all exist and are won for their movers is lost (the longest); a w
 again while another move is open; the value backed up through a proven node is its exact 0 or 1.
 A proven root ends the search; `score mate N` is reported only for proofs.
 
+Reported lines count completed playouts only (a pending playout's virtual loss is not a value): a root
+move with no completed playout and no proof has no score (RootLine.p None), whatever the clock did. A
+leaf the evaluator answers with a NaN (value or priors) is unevaluated: its playouts are undone, the
+edge to it is not picked again (unless every edge is), and `unevaluated` counts it; a NaN root ends the
+search with no lines.
+
 The root's children are all created when it is expanded, so a mate in one (or a repetition or a
 declaration one ply away) is known before the first playout. The move: a child proven lost for the
-opponent (the shortest mate), else the most visited (ties by Q); with `temperature` T > 0, a move drawn
-with probability proportional to n_i^(1/T) (varied games).
+opponent (the shortest mate), else the most visited (ties by Q, then by the prior); with `temperature`
+T > 0, a move drawn with probability proportional to n_i^(1/T) (varied games).
 The tree is kept between moves (`subtree`): after our move and the opponent's reply the node reached is the
 next root, its statistics kept.
 
@@ -116,18 +122,19 @@ class Settings:
 
 @dataclasses.dataclass(frozen=True)
 class RootLine:
-    """One root move: p = P(the side to move at the root wins) after it; mate: signed plies or None;
-    visits: playouts through it (0 for the best-first search)."""
+    """One root move: p = P(the side to move at the root wins) after it, None when no position under the
+    move was evaluated; mate: signed plies or None; visits: completed playouts through it (0 for the
+    best-first search)."""
 
     move: str
-    p: float
+    p: float | None
     mate: int | None
     pv: tuple[str, ...]
     visits: int = 0
 
     @property
-    def cp(self) -> int:
-        return score_cp(self.p)
+    def cp(self) -> int | None:
+        return None if self.p is None else score_cp(self.p)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +183,7 @@ class Node:
     through it (value_sum from the node's side to move)."""
 
     __slots__ = ("bad", "check", "children", "key", "legal", "n", "pending", "plies", "position", "priors",
-                 "proven", "terminal", "value_sum", "visits", "w")
+                 "proven", "skip", "terminal", "value_sum", "virtual", "visits", "w")
 
     def __init__(self, position: Position, legal: list[str] | None = None) -> None:
         self.position = position
@@ -187,6 +194,8 @@ class Node:
         self.n: np.ndarray | None = None
         self.w: np.ndarray | None = None
         self.bad: np.ndarray | None = None         # children proven won for their mover: never picked
+        self.skip: np.ndarray | None = None        # children the evaluator answered with NaN
+        self.virtual: np.ndarray | None = None     # pending playouts per edge (counted in n, not in w)
         self.children: list[Node | None] | None = None
         self.visits = 0
         self.value_sum = 0.0
@@ -204,6 +213,8 @@ class Node:
         self.priors = np.asarray(priors, np.float64)
         self.n, self.w = np.zeros(size), np.zeros(size)
         self.bad = np.zeros(size, bool)
+        self.skip = np.zeros(size, bool)
+        self.virtual = np.zeros(size)
         self.children = [None] * size
 
     def exact(self) -> float | None:
@@ -270,6 +281,9 @@ class Search(LimitedSearch):
         self.tree_nodes = tree_nodes if tree is not None else 1     # a kept tree: at most its old size
         self._steps: list[tuple[float, int]] = []      # (seconds, positions) of recent calls
         self._policy = False
+        self.unevaluated = 0                           # positions the evaluator answered with NaN
+        self._root_failed = False
+        self._tree_lock = threading.Lock()             # held while the tree changes: info() reads it whole
 
     # -- the loop ---------------------------------------------------------------------------------------
 
@@ -279,7 +293,8 @@ class Search(LimitedSearch):
         self.evaluator.load()
         self._policy = has_policy(self.evaluator)
         if self.tree.expanded:                              # a kept tree
-            self._create_children(self.tree)
+            with self._tree_lock:
+                self._create_children(self.tree)
         last_report = self._start
         first = True
         while first or not self._done():
@@ -306,7 +321,8 @@ class Search(LimitedSearch):
 
     def _done(self) -> bool:
         limits = self.limits
-        if self.stop.is_set() or self.tree.proven != OPEN or self.tree_nodes >= MAX_TREE_NODES:
+        if self.stop.is_set() or self.tree.proven != OPEN or self.tree_nodes >= MAX_TREE_NODES \
+                or self._root_failed:
             return True
         if limits.infinite:
             return False
@@ -317,9 +333,16 @@ class Search(LimitedSearch):
     # -- one batch of playouts --------------------------------------------------------------------------
 
     def _batch(self) -> None:
+        with self._tree_lock:
+            leaves = self._collect()
+        if leaves:
+            self._evaluate(leaves)
+
+    def _collect(self) -> list[tuple[list[tuple[Node, int]], Node]]:
+        """Up to batch_size leaves, pending; exact leaves (proofs, repetitions) backed up on the way."""
         leaves: list[tuple[list[tuple[Node, int]], Node]] = []
         for _ in range(2 * self.settings.batch_size):
-            if len(leaves) >= self.settings.batch_size or self.tree.proven != OPEN:
+            if len(leaves) >= self.settings.batch_size or self.tree.proven != OPEN or self._root_failed:
                 break
             path, leaf = self._select()
             if leaf is None:                                # met a pending leaf: the batch is full enough
@@ -331,14 +354,14 @@ class Search(LimitedSearch):
                 continue
             leaf.pending = True
             leaves.append((path, leaf))
-        if leaves:
-            self._evaluate(leaves)
+        return leaves
 
     def _select(self) -> tuple[list[tuple[Node, int]], Node | None]:
         node, path = self.tree, []
         while node.expanded and node.exact() is None:
             i = self._pick(node)
             node.n[i] += 1                                  # the virtual loss: a visit, no value yet
+            node.virtual[i] += 1
             node.visits += 1
             path.append((node, i))
             child = node.children[i]
@@ -356,8 +379,9 @@ class Search(LimitedSearch):
         fpu = max(0.0, node.value_sum / max(node.visits, 1) - settings.fpu_reduction)
         q = np.where(n > 0, node.w / np.maximum(n, 1), fpu)
         score = q + settings.c_puct * node.priors * math.sqrt(node.visits) / (1 + n)
-        if node.bad.any():
-            score = np.where(node.bad, -np.inf, score)
+        blocked = node.bad | node.skip
+        if blocked.any() and not blocked.all():
+            score = np.where(blocked, -np.inf, score)
         return int(np.argmax(score))
 
     def _new_child(self, node: Node, i: int, path: list[tuple[Node, int]]) -> Node:
@@ -408,13 +432,32 @@ class Search(LimitedSearch):
                                        settings.quiescence_width, self._expired, [n.legal for n in nodes])
             priors = None
         values = np.clip(values, PROB_CLIP, 1 - PROB_CLIP)
-        for k, ((path, leaf), value) in enumerate(zip(leaves, values.tolist())):
+        with self._tree_lock:
+            self._expand_leaves(leaves, values.tolist(), priors)
+
+    def _expand_leaves(self, leaves: list[tuple[list[tuple[Node, int]], Node]], values: list[float],
+                       priors: Sequence[np.ndarray] | None) -> None:
+        for k, ((path, leaf), value) in enumerate(zip(leaves, values)):
             size = len(leaf.legal)
-            leaf.expand(priors[k] if priors is not None else np.full(size, 1.0 / size))
             leaf.pending = False
+            prior = priors[k] if priors is not None else np.full(size, 1.0 / size)
+            if not (math.isfinite(value) and np.isfinite(prior).all()):
+                self._unevaluated(path, leaf)
+                continue
+            leaf.expand(prior)
             self._back_up(path, leaf, value)
             if leaf is self.tree:
                 self._create_children(leaf)
+
+    def _unevaluated(self, path: list[tuple[Node, int]], leaf: Node) -> None:
+        """A leaf the evaluator answered with NaN: its playout undone, its edge skipped from now on."""
+        self.unevaluated += 1
+        self._undo(path)
+        if path:
+            parent, i = path[-1]
+            parent.skip[i] = True
+        elif leaf is self.tree:
+            self._root_failed = True
 
     def _create_children(self, root: Node) -> None:
         """Every child of the root at once: a mate in one, a repetition or a declaration there is known
@@ -438,6 +481,7 @@ class Search(LimitedSearch):
     def _undo(self, path: list[tuple[Node, int]]) -> None:
         for node, i in path:
             node.n[i] -= 1
+            node.virtual[i] -= 1
             node.visits -= 1
 
     def _back_up(self, path: list[tuple[Node, int]], leaf: Node, value: float) -> None:
@@ -446,6 +490,7 @@ class Search(LimitedSearch):
         for node, i in reversed(path):
             value = 1.0 - value
             node.w[i] += value
+            node.virtual[i] -= 1
             node.value_sum += value
         for node, i in reversed(path):                      # proofs, from the leaf up
             if not self._prove(node, i):
@@ -472,14 +517,16 @@ class Search(LimitedSearch):
     # -- results ----------------------------------------------------------------------------------------
 
     def _order(self) -> list[int]:
-        """Root moves, best first: mates (shortest first), then by visits and Q, proven losses last."""
+        """Root moves, best first: mates (shortest first), then by completed visits, Q and the prior,
+        proven losses last."""
         root = self.tree
+        done = root.n - root.virtual
         keys = []
         for i, child in enumerate(root.children):
-            q = root.w[i] / root.n[i] if root.n[i] else -1.0
+            q = root.w[i] / done[i] if done[i] > 0 else -1.0
             rank = 0 if child is not None and child.proven == LOSS else (2 if root.bad[i] else 1)
             plies = child.plies if rank == 0 else (-child.plies if rank == 2 else 0)
-            keys.append((rank, plies, -root.n[i], -q, i))
+            keys.append((rank, plies, -done[i], -q, -root.priors[i], i))
         return [k[-1] for k in sorted(keys)]
 
     def choose(self, temperature: float = 0.0, rng: random.Random | None = None) -> str | None:
@@ -493,10 +540,11 @@ class Search(LimitedSearch):
         best = order[0]
         if temperature <= 0 or root.children[best] is not None and root.children[best].proven == LOSS:
             return root.legal[best]
-        candidates = [i for i in order if root.n[i] > 0 and not root.bad[i]]
+        done = root.n - root.virtual
+        candidates = [i for i in order if done[i] > 0 and not root.bad[i]]
         if not candidates:
             return root.legal[best]
-        weights = np.asarray([root.n[i] for i in candidates], np.float64) ** (1.0 / temperature)
+        weights = np.asarray([done[i] for i in candidates], np.float64) ** (1.0 / temperature)
         pick = (rng or random.Random()).random() * weights.sum()
         return root.legal[candidates[min(int(np.searchsorted(np.cumsum(weights), pick, "right")),
                                          len(candidates) - 1)]]
@@ -506,7 +554,11 @@ class Search(LimitedSearch):
         return self._line(self.tree.legal.index(move))
 
     def info(self) -> SearchInfo:
-        """Root moves best first (at most multipv of them), with their PVs."""
+        """Root moves best first (at most multipv of them), with their PVs; safe from another thread."""
+        with self._tree_lock:
+            return self._info()
+
+    def _info(self) -> SearchInfo:
         seconds = max(time.monotonic() - self._start, 1e-9)
         root = self.tree
         if not root.expanded or not root.legal:
@@ -518,13 +570,13 @@ class Search(LimitedSearch):
         root = self.tree
         child = root.children[i]
         mate = None
+        done = int(root.n[i] - root.virtual[i])
+        p: float | None = None
         if child is not None and child.proven != OPEN:
             mate = child.plies + 1 if child.proven == LOSS else -(child.plies + 1)
             p = 1.0 if child.proven == LOSS else 0.0
-        elif root.n[i]:
-            p = root.w[i] / root.n[i]
-        else:
-            p = max(0.0, root.value_sum / max(root.visits, 1) - self.settings.fpu_reduction)
+        elif done > 0:
+            p = float(root.w[i] / done)
         pv, node = [root.legal[i]], child
         while node is not None and node.expanded and node.visits > 1:
             k = _pv_child(node)
@@ -532,7 +584,7 @@ class Search(LimitedSearch):
                 break
             pv.append(node.legal[k])
             node = node.children[k]
-        return RootLine(root.legal[i], float(p), mate, tuple(pv), int(root.n[i]))
+        return RootLine(root.legal[i], p, mate, tuple(pv), done)
 
 
 def _pv_child(node: Node) -> int | None:
@@ -543,8 +595,9 @@ def _pv_child(node: Node) -> int | None:
         return min((c.plies, k) for k, c in children if c.proven == LOSS)[1]
     if node.proven == LOSS:
         return max((c.plies, -k) for k, c in children)[1] * -1
-    k = int(np.argmax(node.n))
-    return None if node.children[k] is None or node.n[k] == 0 else k
+    done = node.n - node.virtual
+    k = int(np.argmax(done))
+    return None if node.children[k] is None or done[k] <= 0 else k
 
 
 def declaration_win(position: Position, rule: str = "CSARule27") -> bool:

@@ -42,14 +42,27 @@ class _Failing(SlowEvaluator):
         raise OSError("no model here")
 
 
-def test_a_failed_load_is_an_info_line_and_is_tried_again() -> None:
+def test_a_failed_load_answers_readyok_and_plays_material_moves() -> None:
     evaluator = _Failing()
-    usi, out = engine(evaluator)
+    err = Lines()
+    out = Lines()
+    usi = protocol.UsiEngine(evaluator, out, name="test", err=err)
     usi.handle("usi")
     usi.handle("isready")
-    assert out.lines[-1] == "info string error: isready: no model here"
-    usi.handle("isready")
-    assert evaluator.loads == 2 and "readyok" not in out.lines
+    failure = "info string error: model: no model here; playing the material player's moves"
+    assert out.lines[-2:] == [failure, "readyok"]
+    usi.handle("isready")                                 # tried again at isready
+    assert evaluator.loads == 2 and out.lines[-2:] == [failure, "readyok"]
+    start = len(out.lines)
+    usi.handle("position startpos moves 7g7f")
+    usi.handle("go byoyomi 1000")                         # not tried again at go: the clock runs
+    assert out.since(start) == [failure, f"bestmove {protocol.material_move(new_position(_AFTER_7G7F))}"]
+    assert evaluator.loads == 2 and out.since(start)[-1].split()[1] in new_position(_AFTER_7G7F).legal_usi()
+    assert err.lines == ["shogi-dnn usi: error: no model here"]      # once
+    assert usi.run(["quit"]) == 1
+
+
+_AFTER_7G7F = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
 
 
 def test_a_game_of_searches() -> None:
