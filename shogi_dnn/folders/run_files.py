@@ -145,6 +145,28 @@ def refuse_existing_run(run_dir: str | Path) -> None:
         raise RunError(existing_run_message(run_dir, existing[-1]))
 
 
+_RUN_MARKERS = (RUN_JSON, CONFIG_JSON, METRICS_JSONL, CHECKPOINTS_DIR, MODEL_FILE, WRITER_LOCK, TRAINED_GAMES)
+_WORKER_DIR = re.compile(r"^worker\d+$")     # a cluster worker's folder in a shared RUN (training.cluster)
+
+
+def refuse_foreign_folder(run_dir: str | Path, flag: str = "--run-dir") -> None:
+    """A run goes into a new folder, an empty one or a shogi-dnn run (one holding a run file: run.json,
+    checkpoints/, writer.lock, ...); any other folder is refused before anything is written there.
+
+    Raises:
+        RunError: `flag RUN: not empty and not a shogi-dnn run (NAME, ...); choose ...` (one line).
+    """
+    path = Path(run_dir)
+    if not path.is_dir():
+        return
+    names = sorted(p.name for p in path.iterdir())
+    if not names or any(n in _RUN_MARKERS or _WORKER_DIR.match(n) for n in names):
+        return
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    raise RunError(f"{flag} {path}: not empty and not a shogi-dnn run ({shown}; no {RUN_JSON}); "
+                   f"choose an empty or new {flag}")
+
+
 def lock_run_dir(run_dir: str | Path, command: str) -> locks.WriterLock:
     """Take the run directory's writer lock (created if absent) for `command` until released.
 
