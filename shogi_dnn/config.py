@@ -1,7 +1,8 @@
 """Typed training configuration: frozen dataclasses, TOML presets in train/, `--set key=value` overrides.
 
 A preset may name a `base` preset (a path relative to itself) that it derives from; keys it sets
-override the base. Each file is read as a regular UTF-8 file of at most MAX_CONFIG_BYTES. The resolved config is saved as RUN/config.json and in every checkpoint.
+override the base. Each file is read as a regular UTF-8 file of at most MAX_CONFIG_BYTES. The resolved
+config is saved as RUN/config.json and in every checkpoint.
 Architecture fields (ModelConfig) must match on resume; schedule fields may change.
 """
 

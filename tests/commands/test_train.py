@@ -101,7 +101,8 @@ def test_a_folder_that_is_not_a_run_is_refused_before_tensorflow_loads(dataset: 
     (root / "etc").mkdir()
     (root / "etc" / "hostname").write_text("box\n")
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
-    err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(dataset), "--run-dir", str(root)])
+    err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(dataset),
+                                    "--run-dir", str(root)])
     assert f"--run-dir {root}: not empty and not a shogi-dnn run (bin, etc; no run.json)" in err
     assert len(err.strip().splitlines()) == 1, err
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before      # nothing written there
