@@ -484,13 +484,15 @@ def _comparison_label(name: str) -> str:
 
 
 def _span(row: dict[str, Any], metric: str) -> str:
-    """'0.6600..0.7000' from a row's intervals (blank without)."""
+    """'0.6600..0.7000' from a row's intervals (blank without; UNDEFINED for an undefined metric)."""
     pair = row.get("intervals", {}).get(metric)
-    return f"{pair[0]:.4f}..{pair[1]:.4f}" if pair else ""
+    if not pair:
+        return ""
+    return scoring.UNDEFINED if None in pair else f"{pair[0]:.4f}..{pair[1]:.4f}"
 
 
 def _f(value: float | None, width: int = 8) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value:>{width}.4f}"
+    return f"{scoring.UNDEFINED:>{width}}" if value is None else f"{value:>{width}.4f}"
 
 
 def _range(row: dict[str, Any]) -> str:
