@@ -49,6 +49,11 @@ class CheckedSplit:
     paths: list[Path]
     check: identity.DataCheck
 
+    def result_path(self, split: str) -> Path:
+        """Where the evaluation of `split` goes: RUN/eval-<split>.json, or its name for other data."""
+        other = None if run_files.is_own_data(self.run_dir, self.data_dir) else self.data_dir
+        return run_files.eval_path(self.run_dir, split, other)
+
 
 @contextlib.contextmanager
 def checked_split(run_dir: str | Path, data: str | Path | None, split: str, checkpoint: str | None = None,
