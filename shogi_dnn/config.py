@@ -1,7 +1,8 @@
 """Typed training configuration: frozen dataclasses, TOML presets in train/, `--set key=value` overrides.
 
 A preset may name a `base` preset (a path relative to itself) that it derives from; keys it sets
-override the base. The resolved config is saved as RUN/config.json and in every checkpoint.
+override the base. Each file is read as a regular UTF-8 file of at most MAX_CONFIG_BYTES. The resolved
+config is saved as RUN/config.json and in every checkpoint.
 Architecture fields (ModelConfig) must match on resume; schedule fields may change.
 """
 
@@ -11,6 +12,8 @@ import copy
 import dataclasses
 import json
 import math
+import os
+import stat
 import sys
 import typing
 from pathlib import Path
@@ -22,6 +25,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from shogi_dnn.errors import ConfigError
+
+MAX_CONFIG_BYTES = 2**20        # a preset is a few KiB: a larger file is not a config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,14 +204,14 @@ def _read_preset(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if path in seen:
         raise ConfigError(f"{path}: preset base chain loops")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: no such config file") from exc
+        raw = tomllib.loads(read_config_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
     base = raw.pop("base", None)
     if base is None:
         return raw
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: base must be a path (a string), not {base!r}")
     merged = _read_preset((path.parent / base).resolve(), seen + (path,))
     for section, values in raw.items():
         if isinstance(values, dict) and isinstance(merged.get(section), dict):
@@ -214,6 +219,34 @@ def _read_preset(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
         else:
             merged[section] = values
     return merged
+
+
+def read_config_text(path: Path) -> str:
+    """A config file's text: a regular file of at most MAX_CONFIG_BYTES, UTF-8 (a device, a FIFO or a
+    folder is refused without being read or waited on).
+
+    Raises:
+        ConfigError: one line naming the file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)     # a FIFO opens at once, then is refused
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such config file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config ({exc.strerror or exc})") from exc
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file (a config is a TOML file)")
+        try:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the config ({exc.strerror or exc})") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES // 2**20} MiB, not a config file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
 
 
 def _parse_override(text: str) -> Any:

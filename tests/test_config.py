@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -70,6 +71,23 @@ def test_bad_files(tmp_path) -> None:
     loop = write(tmp_path / "loop.toml", 'base = "loop.toml"\n')
     with pytest.raises(ConfigError, match="loops"):
         cfg.load_config(loop)
+
+
+def test_a_config_is_a_regular_file_of_bounded_size(tmp_path) -> None:
+    # `base = "/dev/zero"` was read without limit (19.5 GB before the kernel killed the process).
+    with pytest.raises(ConfigError, match=r"^/dev/zero: not a regular file"):
+        cfg.load_config(write(tmp_path / "zero.toml", 'base = "/dev/zero"\n'))
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)                                  # opening it for reading would wait for a writer
+    with pytest.raises(ConfigError, match=r"fifo.toml: not a regular file"):
+        cfg.load_config(fifo)
+    with pytest.raises(ConfigError, match=r"big.toml: over 1 MiB"):
+        cfg.load_config(write(tmp_path / "big.toml", "# padding\n" * 110_000))
+    with pytest.raises(ConfigError, match=r"latin.toml: not UTF-8"):
+        (tmp_path / "latin.toml").write_bytes(b"# caf\xe9\n")
+        cfg.load_config(tmp_path / "latin.toml")
+    with pytest.raises(ConfigError, match=r"int.toml: base must be a path"):
+        cfg.load_config(write(tmp_path / "int.toml", "base = 3\n"))
 
 
 def test_global_batch_divisibility() -> None:

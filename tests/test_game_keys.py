@@ -91,9 +91,10 @@ def test_trained_games_file(corpora: dict, tmp_path: Path) -> None:
                                                                   & keyset(a, ("train",)))
     assert 0 < hit.trained_positions < hit.positions == int(scored.positions.sum())
     # A damaged file: one line naming it.
-    path.write_bytes(b"not a zip")
-    with pytest.raises(RunError, match=f"^{path}: not a trained-games file .*delete it to check by dataset"):
-        game_keys.read_trained_games(run)
+    for damaged in (b"not a zip", b""):                  # b"": numpy's EOFError, a traceback before
+        path.write_bytes(damaged)
+        with pytest.raises(RunError, match=f"^{path}: not a trained-games file .*delete it to check by data"):
+            game_keys.read_trained_games(run)
 
 
 def test_a_run_without_the_file_reads_its_games_from_unchanged_data(corpora: dict, tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ trained before runs recorded their data is scored, with one line saying its data
 checked_split (used by `evaluate` and analysis/evaluate.evaluate_run) holds the dataset as a reader
 (locks.read_dataset: a `convert --overwrite` of it is refused meanwhile) and yields the run folder, the
 dataset folder, the split's shard paths (checked against the manifest) and the data check, after checking
-that the run has a model to load (model.keras, or the checkpoint asked for / the latest). No TensorFlow.
+that the run folder can be written (eval-<split>.json) and has a model to load (model.keras, or the
+checkpoint asked for / the latest). No TensorFlow.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ class CheckedSplit:
     paths: list[Path]
     check: identity.DataCheck
 
+    def result_path(self, split: str) -> Path:
+        """Where the evaluation of `split` goes: RUN/eval-<split>.json, or its name for other data."""
+        other = None if run_files.is_own_data(self.run_dir, self.data_dir) else self.data_dir
+        return run_files.eval_path(self.run_dir, split, other)
+
 
 @contextlib.contextmanager
 def checked_split(run_dir: str | Path, data: str | Path | None, split: str, checkpoint: str | None = None,
@@ -56,10 +62,12 @@ def checked_split(run_dir: str | Path, data: str | Path | None, split: str, chec
     as a reader for the block.
 
     Raises:
-        RunError / ConfigError / ShardFormatError: one line (no run, no model, no such split, a shard
-            unlike its manifest, scored games the run trained on without `allow_trained`).
+        RunError / ConfigError / ShardFormatError / OutputError: one line (no run, a run folder that
+            cannot be written, no model, no such split, a shard unlike its manifest, scored games the
+            run trained on without `allow_trained`).
     """
     run = run_files.check_run_dir(run_dir)
+    run_files.check_writable(run, "--run-dir")              # eval-<split>.json goes there
     if checkpoint is not None or not (run / run_files.MODEL_FILE).is_file():
         run_files.find_checkpoint(run, checkpoint)          # what load_run_model would refuse, said now
     data_dir = run_files.data_dir(run, data)

@@ -22,16 +22,16 @@ OTHER_DATA = ("foreign", "overlap", "changed")     # data_check statuses of data
 
 
 def format_number(value: Any, fmt: str = ".4f") -> str:
-    """`value` formatted with `fmt`, or '-' for a missing or non-finite one."""
+    """`value` formatted with `fmt`, or scoring.UNDEFINED for a missing or non-finite one."""
     missing = value is None or (isinstance(value, float) and not math.isfinite(value))
-    return "-" if missing else format(value, fmt)
+    return scoring.UNDEFINED if missing else format(value, fmt)
 
 
 def format_with_interval(row: dict[str, Any], metric: str) -> str:
     """'0.6600' or, when the row has its bootstrap interval, '0.6600 (0.6400..0.6800)'."""
     pair = (row.get("intervals") or {}).get(metric)
     text = format_number(row.get(metric))
-    return f"{text} ({pair[0]:.4f}..{pair[1]:.4f})" if pair and text != "-" else text
+    return f"{text} ({pair[0]:.4f}..{pair[1]:.4f})" if pair and text != scoring.UNDEFINED else text
 
 
 def predictor_rows(result: dict[str, Any], model: str, labels: int) -> list[tuple[str, dict[str, Any]]]:

@@ -5,17 +5,16 @@ Each tower predicts its share of every global batch (strategy.run); the logits c
 scoring.Scorer per tower. The total is the merge of the towers' scorers, so per-GPU numbers and the
 total are consistent by construction (the total loss is the positions-weighted mean of the towers').
 
-RUN/eval-<split>.json (written atomically) holds: split, data_dir, model, positions, loss, accuracy
-(decisive positions), decisive, draws {positions, loss, mean_prob}, brier, ece, reliability, by_ply,
-by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss, accuracy}, free_capture (the
-model's calibration on the positions where the side to move can take a piece that cannot be taken back, and on
-the others: analysis/tactics.py, free_capture_block),
-baselines {side_to_move, material, piece_square, engine (when evaluations exist), train_positions,
-fitted_on} (baselines.py), mirror_average (whether the model's probability was the mean over the position
-and its left-right mirror, model.value_logits), seconds, positions_per_s, games (in the split), dataset (the
-scored data's identity, identity.py), data_check {status: same | foreign | overlap | unknown | changed,
-detail, games} (below), warnings (a list of lines: e.g. fewer than MIN_EVAL_GAMES games), and the
-uncertainty:
+RUN/eval-<split>.json (written atomically; another dataset's: run_files.eval_path) holds: split, data_dir,
+model, positions, loss, accuracy (decisive positions), decisive, draws {positions, loss, mean_prob}, brier,
+ece, reliability, by_ply, by_rating, per_gpu [{device, positions, loss, accuracy}], per_gpu_spread {loss,
+accuracy}, free_capture (the model's calibration on the positions where the side to move can take a piece that
+cannot be taken back, and on the others: analysis/tactics.py, free_capture_block), baselines {side_to_move,
+material, piece_square, engine (when evaluations exist), train_positions, fitted_on} (baselines.py),
+mirror_average (whether the model's probability was the mean over the position and its left-right mirror,
+model.value_logits), seconds, positions_per_s, games (in the split), dataset (the scored data's identity,
+identity.py), data_check {status: same | foreign | overlap | unknown | changed, detail, games} (below),
+warnings (a list of lines: e.g. fewer than MIN_EVAL_GAMES games), and the uncertainty:
 
   intervals     {accuracy: [lo, hi], loss: [lo, hi]}: 95% bootstrap interval over games (scoring.py), in
                 the model's row and in every baseline's row (and in
@@ -357,7 +356,7 @@ def evaluate_checked(checked: data_check.CheckedSplit, split: str, checkpoint: s
                   data_check={"status": check.status, "detail": check.detail,
                               **({"games": check.games} if check.games else {})},
                   warnings=small_data_warnings(split, games))
-    run_files.write_json_atomic(run_files.eval_path(run_dir, split), result, allow_nan=False)
+    run_files.write_json_atomic(checked.result_path(split), result, allow_nan=False)
     return result
 
 
@@ -484,13 +483,15 @@ def _comparison_label(name: str) -> str:
 
 
 def _span(row: dict[str, Any], metric: str) -> str:
-    """'0.6600..0.7000' from a row's intervals (blank without)."""
+    """'0.6600..0.7000' from a row's intervals (blank without; UNDEFINED for an undefined metric)."""
     pair = row.get("intervals", {}).get(metric)
-    return f"{pair[0]:.4f}..{pair[1]:.4f}" if pair else ""
+    if not pair:
+        return ""
+    return scoring.UNDEFINED if None in pair else f"{pair[0]:.4f}..{pair[1]:.4f}"
 
 
 def _f(value: float | None, width: int = 8) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value:>{width}.4f}"
+    return f"{scoring.UNDEFINED:>{width}}" if value is None else f"{value:>{width}.4f}"
 
 
 def _range(row: dict[str, Any]) -> str:

@@ -328,16 +328,24 @@ class GameSums:
 
 @dataclasses.dataclass(frozen=True)
 class Interval:
-    """A point estimate and its bootstrap interval [lo, hi] (percentiles of the resampled statistic)."""
+    """A point estimate and its bootstrap interval [lo, hi] (percentiles of the resampled statistic); all
+    three None where the statistic is undefined (accuracy on a split without a decisive position)."""
 
-    estimate: float
-    lo: float
-    hi: float
+    estimate: float | None
+    lo: float | None
+    hi: float | None
+
+    @classmethod
+    def of(cls, estimate: float, lo: float, hi: float) -> Interval:
+        """The interval, or the undefined one when any of the three is not finite (JSON has no NaN)."""
+        if all(math.isfinite(v) for v in (estimate, lo, hi)):
+            return cls(float(estimate), float(lo), float(hi))
+        return cls(None, None, None)
 
     @property
     def resolved(self) -> bool:
         """For a difference: the interval excludes 0, so its sign is resolved at the bootstrap's level."""
-        return self.lo > 0 or self.hi < 0
+        return self.lo is not None and self.hi is not None and (self.lo > 0 or self.hi < 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"estimate": self.estimate, "lo": self.lo, "hi": self.hi}
@@ -409,7 +417,7 @@ def bootstrap_games(predictors: Mapping[str, GameSums], differences: Sequence[tu
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)     # a resample without decisive positions
                 lo, hi = np.nanpercentile(statistic(totals, num, den), tails)
-            out[metric] = Interval(estimate, float(lo), float(hi))
+            out[metric] = Interval.of(estimate, float(lo), float(hi))
         return out
 
     return GameBootstrap(int(ids.size), int(resamples), int(seed), float(level),
@@ -577,8 +585,14 @@ def policy_text(block: Mapping[str, Any]) -> str:
     return f"policy: {', '.join(parts)} on {block['positions']:,} positions of {block['games']:,} games"
 
 
-def interval_text(lo: float, hi: float, level: float = BOOTSTRAP_LEVEL, signed: bool = True) -> str:
-    """'95% +0.0040..+0.0380 over games' (signed: for a difference)."""
+UNDEFINED = "n/a"      # how tables show a metric that has no value (accuracy without a decisive position)
+
+
+def interval_text(lo: float | None, hi: float | None, level: float = BOOTSTRAP_LEVEL,
+                  signed: bool = True) -> str:
+    """'95% +0.0040..+0.0380 over games' (signed: for a difference); UNDEFINED without bounds."""
+    if lo is None or hi is None:
+        return UNDEFINED
     fmt = "+.4f" if signed else ".4f"
     return f"{level:.0%} {lo:{fmt}}..{hi:{fmt}} over games"
 
@@ -595,6 +609,10 @@ def comparison_text(baseline: str, comparison: Mapping[str, Mapping[str, Any]],
     parts, verdicts = [], []
     for metric, label, better in (("accuracy", "accuracy", 1.0), ("loss", "log loss", -1.0)):
         d = comparison[metric]
+        if d["estimate"] is None:                      # undefined: no decisive position
+            verdicts.append(0)
+            parts.append(f"{label} {UNDEFINED}")
+            continue
         resolved = d["lo"] > 0 or d["hi"] < 0
         side = 1.0 if d["lo"] > 0 else -1.0          # which side of 0 a resolved interval lies on
         verdicts.append(0 if not resolved else (1 if better * side > 0 else -1))

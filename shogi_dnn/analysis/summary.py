@@ -30,7 +30,7 @@ def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_
         RunError: the split was not evaluated, or its data changed (check_evals).
     """
     run_dir = Path(run_dir)
-    path = run_dir / f"eval-{split}.json"
+    path = run_files.eval_path(run_dir, split)
     if not path.is_file():
         raise RunError(f"{path}: not found: run `shogi-dnn evaluate --run-dir {run_dir} --split {split}` "
                        "first")

@@ -1,6 +1,7 @@
 """`shogi-dnn evaluate --run-dir RUN [--data DIR] [--split validation|test|train|all] [--checkpoint NAME]
 [--simulate-devices N] [--no-mirror-average] [--verify-shards] [--allow-trained-games]`: score a run on a
-split of its dataset or another one, write RUN/eval-<split>.json and print a table."""
+split of its dataset or another one, write RUN/eval-<split>.json (another dataset's:
+RUN/eval-<split>@<folder>-<hash>.json, which report does not read) and print a table."""
 
 from __future__ import annotations
 
@@ -51,5 +52,5 @@ def main(argv: list[str]) -> int:
         result = evaluate.evaluate_checked(checked, args.split, args.checkpoint, args.simulate_devices,
                                            mirror_average=args.mirror_average)
     print(evaluate.format_table(result))
-    print(f"\nwrote {evaluate.run_files.eval_path(checked.run_dir, args.split)}")
+    print(f"\nwrote {checked.result_path(args.split)}")
     return 0

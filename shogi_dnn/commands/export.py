@@ -2,11 +2,13 @@
 [--no-mirror-average]`: the run's model as ONNX or a TensorFlow SavedModel taking the compact inputs
 (board [B, 81] and hands [B, 14] uint8, side to move's view) and giving the side to move's win probability
 (mean over the position and its left-right mirror unless --no-mirror-average), with <PATH>.json describing
-the inputs and output (layout: shogi_dnn/training/export.py)."""
+the inputs and output (layout: shogi_dnn/training/export.py). An --out that is a symlink is written where
+it points (the link stays)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from shogi_dnn.folders import run_files
@@ -38,6 +40,7 @@ def main(argv: list[str]) -> int:
     run_dir = run_files.check_run_dir(args.run_dir)
     cfg = run_files.read_config(run_dir)
     out = Path(args.out) if args.out is not None else run_files.export_path(run_dir, args.format)
+    out = Path(os.path.realpath(out))       # a symlink (to a folder, to a file): written where it points
     run_files.check_writable(out.parent, "--out" if args.out is not None else "--run-dir", out)   # before TF
     from shogi_dnn.analysis.evaluate import load_run_model, model_source  # TensorFlow from here
     from shogi_dnn.training import export

@@ -9,6 +9,7 @@ position and its left-right mirror (--no-mirror-average: the model alone)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -38,9 +39,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def is_record_argument(target: list[str]) -> bool:
-    """One argument without a space, other than `startpos`, names a record file (every position has a
-    space: `startpos moves ...`, `sfen ...`, a bare SFEN)."""
-    return len(target) == 1 and not target[0].split()[1:] and target[0].strip() not in ("startpos", "sfen")
+    """One argument, other than `startpos`, that names an existing path (spaces included) or has no space
+    (every position has one: `startpos moves ...`, `sfen ...`, a bare SFEN) names a record file."""
+    if len(target) != 1 or target[0].strip() in ("startpos", "sfen"):
+        return False
+    return os.path.exists(target[0]) or not target[0].split()[1:]     # exists: False for a too-long name
 
 
 def dataset_notes(run_dir: Path, data: str | None, record, positions) -> tuple[str, str]:

@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         # Before any lock or TensorFlow: keep TensorFlow's server on this worker's host (bind_shim.py).
         bind_shim.reexec_with_shim(*cluster.split_address(cluster_spec.addresses[cluster_spec.worker_id]))
     run_dir = cluster.worker_dir(Path(args.run_dir), cluster_spec)
+    run_files.refuse_foreign_folder(run_dir)            # run files among others (/etc): none written
     with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
         shards.read_manifest(args.data)                 # no dataset there: one line, no TensorFlow
         if not args.resume and cluster_spec is None:    # a finished run: likewise (a cluster's workers

@@ -31,7 +31,8 @@ convert-report.json) while the rest converts:
 - nesting does not multiply the ratio: everything decompressed out of the archives nested in one input
   archive counts against MAX_RATIO times that input's size (_Budget, past RATIO_FLOOR_BYTES); past it
   the nested archive being read is left (`the rest of ... is not read`) and later ones are not opened;
-- a symlink that loops or whose target is missing is skipped (`dangling symlink`, `symlink loop`).
+- a symlink that loops or whose target is missing is skipped (`dangling symlink`, `symlink loop`), and
+  so is a symlink to a folder inside an input folder (not followed: no loop, no file read twice).
 - a tar member with a record's name that is a symbolic or hard link, a device or a FIFO is skipped
   with that reason (a link's target is read where it is stored; nothing outside the archive is read).
 """
@@ -120,7 +121,7 @@ class SourceFile:
 SKIP_NESTED_TOO_DEEP = "nested_too_deep"          # an archive more than MAX_NESTING deep
 SKIP_TOO_LARGE = "too_large"                      # a member over MAX_MEMBER_BYTES
 SKIP_BOMB = "decompression_bomb"                  # over MAX_RATIO (a member, an archive, nested archives)
-SKIP_SYMLINK = "bad_symlink"                      # dangling or looping
+SKIP_SYMLINK = "bad_symlink"                      # dangling, looping, or to a folder inside an input
 SKIP_UNREADABLE = "unreadable"                    # missing, corrupt, truncated, no py7zr, an I/O error
 _SKIP_WORDS = (("sources.MAX_NESTING", SKIP_NESTED_TOO_DEEP), ("sources.MAX_MEMBER_BYTES", SKIP_TOO_LARGE),
                ("sources.MAX_RATIO", SKIP_BOMB), ("symlink", SKIP_SYMLINK))
@@ -174,23 +175,29 @@ def list_files(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
 
 
 def _link_problem(path: Path) -> str:
-    """Why a symlink cannot be read ('' when `path` is no symlink or a good one)."""
+    """Why a symlink is not read ('' when `path` is no symlink or a good one to a file): dangling, a loop,
+    or a folder (inside an input folder: not followed)."""
     if not path.is_symlink():
         return ""
     try:
-        path.resolve(strict=True)
+        target = path.resolve(strict=True)
     except FileNotFoundError:
         return f"skipped: dangling symlink (its target {os.readlink(path)!r} does not exist)"
     except (RuntimeError, OSError) as exc:   # Python < 3.13: RuntimeError; then OSError(ELOOP)
         return f"skipped: symlink loop ({type(exc).__name__}: {exc})"
+    if target.is_dir():
+        return (f"skipped: a symlink to a folder ({target}), not followed; give the folder as an input to "
+                "convert it")
     return ""
 
 
 def _walk(folder: Path) -> list[Path]:
-    """Record and archive files under a folder, recursively, sorted by relative path."""
+    """Record and archive files under a folder, recursively, sorted by relative path, and the symlinks to
+    folders found there (not followed: _link_problem says so)."""
     found = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
+        found += [Path(root) / name for name in dirs if (Path(root) / name).is_symlink()]
         for name in files:
             if is_record_name(name) or is_archive(name):
                 found.append(Path(root) / name)

@@ -130,7 +130,7 @@ def read_trained_games(run_dir: str | Path) -> TrainedGames | None:
             version = int(data[KEY_VERSION_NAME])
             keys = np.asarray(data[KEY_KEYS])
             manifests = tuple(str(m) for m in data[KEY_MANIFESTS])
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         raise RunError(f"{path}: not a trained-games file ({type(exc).__name__}: {exc}); delete it to "
                        "check by dataset identity instead") from exc
     if version != KEY_VERSION or keys.dtype != np.uint64 or keys.ndim != 1:

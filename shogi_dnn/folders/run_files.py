@@ -18,7 +18,8 @@ a full disk is one line.
   RUN/checkpoints/ckpt-NNNNNNNN training.checkpoints        state.json (TrainState, config, dataset),
                                                             weights.*
   RUN/model.keras               training.checkpoints        the final model (training.model.load_model)
-  RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables
+  RUN/eval-<split>.json         analysis.evaluate           metrics, baselines, per-phase tables (the
+                                                            run's dataset; another: eval_path)
   RUN/baselines.json            analysis.evaluate           baselines fitted on the training split (a cache)
   RUN/report.md, RUN/plots/     analysis.report             the report and its plots
   RUN/export/model.onnx(.json)  training.export             `shogi-dnn export`: ONNX model and its sidecar
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -145,6 +147,28 @@ def refuse_existing_run(run_dir: str | Path) -> None:
         raise RunError(existing_run_message(run_dir, existing[-1]))
 
 
+_RUN_MARKERS = (RUN_JSON, CONFIG_JSON, METRICS_JSONL, CHECKPOINTS_DIR, MODEL_FILE, WRITER_LOCK, TRAINED_GAMES)
+_WORKER_DIR = re.compile(r"^worker\d+$")     # a cluster worker's folder in a shared RUN (training.cluster)
+
+
+def refuse_foreign_folder(run_dir: str | Path, flag: str = "--run-dir") -> None:
+    """A run goes into a new folder, an empty one or a shogi-dnn run (one holding a run file: run.json,
+    checkpoints/, writer.lock, ...); any other folder is refused before anything is written there.
+
+    Raises:
+        RunError: `flag RUN: not empty and not a shogi-dnn run (NAME, ...); choose ...` (one line).
+    """
+    path = Path(run_dir)
+    if not path.is_dir():
+        return
+    names = sorted(p.name for p in path.iterdir())
+    if not names or any(n in _RUN_MARKERS or _WORKER_DIR.match(n) for n in names):
+        return
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    raise RunError(f"{flag} {path}: not empty and not a shogi-dnn run ({shown}; no {RUN_JSON}); "
+                   f"choose an empty or new {flag}")
+
+
 def lock_run_dir(run_dir: str | Path, command: str) -> locks.WriterLock:
     """Take the run directory's writer lock (created if absent) for `command` until released.
 
@@ -221,15 +245,33 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def eval_path(run_dir: str | Path, split: str) -> Path:
-    """RUN/eval-<split>.json."""
-    return Path(run_dir) / f"{EVAL_PREFIX}{split}.json"
+EVAL_OTHER_DATA = "@"        # eval-<split>@<folder>-<hash>.json: a split of a dataset other than the run's
+
+
+def eval_path(run_dir: str | Path, split: str, other_data: Path | None = None) -> Path:
+    """RUN/eval-<split>.json for the run's own dataset; RUN/eval-<split>@<folder>-<hash>.json for another
+    dataset folder `other_data` (its name, and 8 hex digits of its absolute path), so that a score on
+    other data never replaces the run's own."""
+    name = f"{EVAL_PREFIX}{split}"
+    if other_data is not None:
+        folder = Path(os.path.abspath(other_data))
+        digest = hashlib.sha256(str(folder).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        name += f"{EVAL_OTHER_DATA}{re.sub(r'[^A-Za-z0-9._-]', '_', folder.name)}-{digest}"
+    return Path(run_dir) / f"{name}.json"
+
+
+def is_own_data(run_dir: str | Path, data: str | Path) -> bool:
+    """Whether the dataset folder `data` is the one run.json records (the same folder by its absolute
+    path; a run that records none has no other)."""
+    recorded = read_run_json(run_dir).get("data_dir")
+    return not recorded or os.path.realpath(recorded) == os.path.realpath(data)
 
 
 def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """Every RUN/eval-<split>.json, keyed by split."""
+    """Every RUN/eval-<split>.json of the run's own dataset, keyed by split (not those of other data)."""
     path = check_run_dir(run_dir)
-    return {p.stem[len(EVAL_PREFIX):]: read_json(p) for p in sorted(path.glob(f"{EVAL_PREFIX}*.json"))}
+    return {p.stem[len(EVAL_PREFIX):]: read_json(p) for p in sorted(path.glob(f"{EVAL_PREFIX}*.json"))
+            if EVAL_OTHER_DATA not in p.stem}
 
 
 ALLOW_CHANGED_DATA = "--allow-changed-data"   # evaluate's and report's flag to proceed on changed data

@@ -16,6 +16,7 @@ from shogi_dnn.analysis import report, summary
 from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.dataset import game_keys, identity, shards
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 from tests.support.cli import refusal_in_fresh_process
 from tests.support.evalrun import make_random_run
 from tests.support.kifugen import write_corpus
@@ -45,6 +46,10 @@ def test_evaluate_on_another_dataset_with_and_without_games_the_run_trained_on(
     (run / "run.json").write_text(json.dumps(info))
     game_keys.write_trained_games(run, data)
 
+    # The run's own split first: its eval-validation.json is not replaced by scores on other data.
+    assert cli.main(["evaluate", "--run-dir", str(run)]) == 0
+    own = (run / "eval-validation.json").read_bytes()
+    capsys.readouterr()
     # Other records: no game in common, scored without a flag; the table and the JSON name the dataset.
     scored = len(keys(other, "validation"))
     assert cli.main(["evaluate", "--run-dir", str(run), "--data", str(other.root)]) == 0
@@ -53,18 +58,22 @@ def test_evaluate_on_another_dataset_with_and_without_games_the_run_trained_on(
     assert lines[header + 1] == (f"data {other.root.resolve()} (another dataset: none of its {scored} games is one the "
                                  "run trained on)")
     assert not any(line.startswith("WARNING: TRAINED GAMES") for line in lines)
-    result = json.loads((run / "eval-validation.json").read_text())
+    path = run_files.eval_path(run, "validation", other.root)
+    assert lines[-1] == f"wrote {path}" and path.name.startswith("eval-validation@other-data-")
+    assert (run / "eval-validation.json").read_bytes() == own
+    result = json.loads(path.read_text())
     check = result["data_check"]
     assert result["data_dir"] == str(other.root.resolve()) and check["status"] == "foreign"
     assert check["games"]["games"] == scored == result["games"] and check["games"]["trained_games"] == 0
     assert check["detail"].startswith(f"the validation split of dataset {other.root.resolve()} (manifest ")
     assert report.check_evals(run, {"validation": result}) == {"validation": result["warnings"]}
-    named = f"{other.root.resolve()} (another dataset: none of its {scored} games is one the run trained on)"
+    # report reads the run's own evaluation only.
+    assert run_files.read_evals(run) == {"validation": json.loads(own)}
     table = summary.summary_table(run).splitlines()
     assert table[0].startswith("WARNING: only") and table[1].startswith("validation split: model vs baselines")
-    assert table[2] == f"data {named}"
+    assert not table[2].startswith("data ")                  # the run's own data: no line naming other data
     write_metrics(run)
-    assert f"\nScored on {named}.\n" in report.write_report(run).read_text()
+    assert str(other.root.resolve()) not in report.write_report(run).read_text()
 
     # The run's records converted again with another split: refused, saying how many games it trained on.
     trained = keys(again, "validation") & keys(data, "train")
@@ -93,11 +102,12 @@ def test_evaluate_on_another_dataset_with_and_without_games_the_run_trained_on(
     assert cli.main(["evaluate", "--run-dir", str(run), "--data", str(again.root), "--allow-changed-data"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"WARNING: TRAINED GAMES scored, with --allow-trained-games: {detail}"
-    result = json.loads((run / "eval-validation.json").read_text())
+    result = json.loads(run_files.eval_path(run, "validation", again.root).read_text())
     assert result["data_check"]["status"] == "overlap" and result["data_check"]["detail"] == detail
     assert result["data_check"]["games"]["trained_games"] == len(trained)
     assert result["data_check"]["games"]["trained_positions"] == positions
-    assert summary.summary_table(run).startswith(f"WARNING: TRAINED GAMES scored, with --allow-trained-games: {detail}")
+    assert run_files.eval_labels(result)[0] == f"TRAINED GAMES scored, with --allow-trained-games: {detail}"
+    assert not summary.summary_table(run).startswith("WARNING: TRAINED GAMES")     # the run's own is shown
 
     # The run trains on other games since (resumed on `other` with --data-changed): report refuses the
     # evaluation checked against its games then, and labels it with the flag.

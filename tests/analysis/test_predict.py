@@ -9,6 +9,7 @@ import pytest
 from matplotlib.transforms import Bbox
 
 from shogi_dnn import cli, rules
+from shogi_dnn.commands import predict as predict_command
 from shogi_dnn.dataset import features, shards
 from shogi_dnn.analysis import predict, scoring
 from shogi_dnn.analysis.evaluate import load_run_model
@@ -95,6 +96,20 @@ def test_bad_input_is_one_line(run, tmp_path, capsys) -> None:
     assert "no such run directory" in err[3]
     assert err[4] == f"shogi-dnn predict: error: no such file: {tmp_path / 'no-such-game.kif'}"
     assert err[5] == "shogi-dnn predict: error: no such file: games/typo.csa"
+
+
+@pytest.mark.parametrize("folder", ["my games", "棋譜\u3000集"])       # a space, a full-width space
+def test_a_record_path_with_a_space_is_a_record(run, tmp_path, capsys, folder: str) -> None:
+    # Such a path was read as a position, and the error blamed the SFEN.
+    run_dir, _ = run
+    path = tmp_path / folder / "floodgate 81.csa"
+    path.parent.mkdir()
+    path.write_bytes(RECORD.read_bytes())
+    assert predict_command.is_record_argument([str(path)])
+    assert not predict_command.is_record_argument([str(tmp_path / "no such.csa")])
+    assert not predict_command.is_record_argument(["startpos moves " + "7g7f 3c3d " * 200])  # name too long
+    assert cli.main(["predict", "--run-dir", str(run_dir), "--out", str(tmp_path / "g.png"), str(path)]) == 0
+    assert "game 1 of 1 in floodgate 81.csa" in capsys.readouterr().out
 
 
 @pytest.mark.slow

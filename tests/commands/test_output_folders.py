@@ -1,5 +1,5 @@
 """Output folders that cannot be written are one line before any work, for every command that writes:
-export --out, convert --out, train --run-dir, predict --out, report (RUN/).
+export --out, convert --out, train --run-dir, predict --out, report and evaluate (RUN/).
 
 Tests run as root, which chmod does not stop, and this machine has no read-only mount to write in; so
 two cases are tested: a file where the folder should be (a real failure of the OS), and a read-only
@@ -54,7 +54,7 @@ def one_line(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
     return err.strip()
 
 
-@pytest.mark.parametrize("command", ["export", "convert", "train", "predict", "report"])
+@pytest.mark.parametrize("command", ["export", "convert", "train", "predict", "report", "evaluate"])
 def test_read_only_output_is_one_line(capsys: pytest.CaptureFixture, read_only, run_dir: Path,
                                       tmp_path: Path, command: str) -> None:
     record = str(next((DATA / "csa").rglob("*.csa")))
@@ -68,6 +68,7 @@ def test_read_only_output_is_one_line(capsys: pytest.CaptureFixture, read_only, 
         "predict": (["predict", "--run-dir", str(run_dir), "--out", str(tmp_path / "g.png"), record],
                     f"--out {tmp_path / 'g.png'}: cannot write in {tmp_path}"),
         "report": (["report", "--run-dir", str(run_dir)], f"--run-dir {run_dir}: cannot write there"),
+        "evaluate": (["evaluate", "--run-dir", str(run_dir)], f"--run-dir {run_dir}: cannot write there"),
     }[command]
     line = one_line(capsys, argv)
     assert line == f"shogi-dnn {command}: error: {flag} (Read-only file system); choose a writable folder"

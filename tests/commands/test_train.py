@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from shogi_dnn.cli import main
+from shogi_dnn.folders import run_files
 from tests.support.cli import one_error_line, refusal_in_fresh_process
 from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset
@@ -91,6 +92,28 @@ def test_finished_run_dir_is_refused_before_tensorflow_loads(dataset: Path, tmp_
     (run / "checkpoints" / "ckpt-00000099").mkdir()             # no state.json: not a complete checkpoint
     err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(dataset), "--run-dir", str(run)])
     assert "already has checkpoints (latest ckpt-00000012): add --resume" in err
+
+
+def test_a_folder_that_is_not_a_run_is_refused_before_tensorflow_loads(dataset: Path, tmp_path: Path) -> None:
+    # `train --run-dir` on a copy of a root file system's top level wrote the run among bin/ and etc/.
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    (root / "etc").mkdir()
+    (root / "etc" / "hostname").write_text("box\n")
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(dataset),
+                                    "--run-dir", str(root)])
+    assert f"--run-dir {root}: not empty and not a shogi-dnn run (bin, etc; no run.json)" in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before      # nothing written there
+
+
+@pytest.mark.parametrize("names", [[], ["writer.lock"], ["run.json", "notes.txt"], ["worker1"]])
+def test_an_empty_folder_or_a_run_is_not_refused(tmp_path: Path, names: list[str]) -> None:
+    for name in names:
+        (tmp_path / name).write_text("")
+    run_files.refuse_foreign_folder(tmp_path)
+    run_files.refuse_foreign_folder(tmp_path / "new")
 
 
 def final_weights(run_dir: Path) -> list[np.ndarray]:

@@ -250,6 +250,26 @@ def test_looping_and_dangling_symlinks_are_skipped_while_the_rest_converts(tmp_p
     assert any("dangling symlink" in e for e in report.errors) and any("symlink loop" in e for e in report.errors)
 
 
+def test_a_folder_symlinked_inside_an_input_is_reported_not_followed(tmp_path: Path) -> None:
+    # It was skipped without a word (os.walk does not follow it); a folder given as an input still is.
+    from shogi_dnn.convert.run import run_convert
+
+    folder, elsewhere = tmp_path / "in", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (folder / "good.csa").write_bytes(GOOD)
+    (elsewhere / "more.csa").write_bytes(GOOD)
+    (folder / "linked").symlink_to(elsewhere)
+    assert [p.name for p in list_files([folder])] == ["good.csa"]
+    reason = _reasons(iter_sources([folder]))[str(folder / "linked")]
+    assert reason == (f"skipped: a symlink to a folder ({elsewhere}), not followed; give the folder as an "
+                      "input to convert it")
+    assert _reasons(iter_sources([folder / "linked"]))[str(folder / "linked" / "more.csa")] == "ok"
+    report = run_convert([folder], tmp_path / "out", workers=1)
+    assert report.converted == 1 and report.files_unreadable == 1
+    assert report.inputs_skipped == {"bad_symlink": 1} and any(reason in e for e in report.errors)
+
+
 # -- archives inside archives ---------------------------------------------------------------------------
 
 

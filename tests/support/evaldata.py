@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from shogi_dnn.dataset import shards
-from shogi_dnn.dataset.features import EVAL_NONE, MOVE_NONE
+from shogi_dnn.dataset.features import EVAL_NONE, LABEL_DRAW, MOVE_NONE
 
 OWN_KING, OPP_KING, OWN_ROOK, OPP_ROOK, OWN_PAWN, OPP_PAWN = 8, 22, 7, 21, 1, 15
 POSITIONS_PER_GAME = 10
@@ -63,14 +63,18 @@ def games_table(game_ids: np.ndarray) -> dict[str, list]:
 
 
 def material_dataset(root: Path, splits: dict[str, tuple[int, float, bool]], seed: int = 0,
-                     shards_per_split: int = 2, eval_share: dict[str, float] | None = None) -> shards.Manifest:
-    """Write the planted dataset (each split cut into `shards_per_split` shards) and its manifest."""
+                     shards_per_split: int = 2, eval_share: dict[str, float] | None = None,
+                     draw_splits: tuple[str, ...] = ()) -> shards.Manifest:
+    """Write the planted dataset (each split cut into `shards_per_split` shards) and its manifest; every
+    position of a split in `draw_splits` is labelled a draw."""
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     infos, first_game = [], 0
     for split, (n, share, reversed_labels) in splits.items():
         positions = material_positions(n, share, reversed_labels, rng, first_game,
                                        (eval_share or {}).get(split, 0.0))
+        if split in draw_splits:
+            positions[shards.KEY_WIN] = np.full(n, LABEL_DRAW, np.float32)
         first_game += n // POSITIONS_PER_GAME + 1
         for i, rows in enumerate(np.array_split(np.arange(n), shards_per_split)):
             part = {k: v[rows] for k, v in positions.items()}

@@ -177,6 +177,28 @@ def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
     print("\n" + result.stdout.strip())
 
 
+@pytest.mark.parametrize("fmt", ["savedmodel", "onnx"])
+def test_out_through_a_symlink_writes_where_it_points(tmp_path, fmt) -> None:
+    # The symlink given as --out was replaced (or the rename onto it failed): the link stays, the export
+    # goes where it points.
+    from shogi_dnn import cli
+
+    if fmt == "onnx":
+        pytest.importorskip("tf2onnx")
+    run_dir = make_random_run(tmp_path / "RUN", tmp_path / "data", devices=1)
+    disk = tmp_path / "big-disk"
+    disk.mkdir()
+    target = disk / ("sm" if fmt == "savedmodel" else "m.onnx")
+    target.mkdir() if fmt == "savedmodel" else target.write_bytes(b"old")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    assert cli.main(["export", "--run-dir", str(run_dir), "--format", fmt, "--out", str(link)]) == 0
+    assert link.is_symlink() and link.resolve() == target
+    assert (target / "saved_model.pb").is_file() if fmt == "savedmodel" else target.stat().st_size > 1000
+    assert export.check_pair(target)["format"] == fmt and sorted(p.name for p in disk.iterdir()) == [
+        target.name, target.name + ".json"]
+
+
 def test_bad_batch_is_one_line_error(tmp_path, capsys) -> None:
     from shogi_dnn import cli
 
