@@ -80,20 +80,22 @@ def test_written_file_matches_schema(tmp_path) -> None:
     assert np.isnan(table["white_rating"]).all() and (table["black_rating"] == 1500).all()
 
 
-# The chunk filters of each `convert --compression` (h5py's names and options): pinned, as the bytes are.
-PINNED_COMPRESSIONS = {"gzip": ("gzip", 4, True), "lzf": ("lzf", None, False), "none": (None, None, False)}
+# The chunk filters of each `convert --compression`, as written in the file: the HDF5 filter ids in pipeline
+# order (2 shuffle, 1 deflate, 32000 lzf, 32015 zstd, 3 fletcher32) and the compressor's level. Pinned, as
+# the bytes are.
+PINNED_COMPRESSIONS = {"zstd": ((2, 32015, 3), 1), "gzip": ((2, 1, 3), 4), "lzf": ((32000, 3), None),
+                       "none": ((3,), None)}
 
 
 def test_every_compression_reads_back_the_same_rows_checksummed(tmp_path) -> None:
-    """gzip (the default), lzf and none: the filters named, fletcher32 on every position dataset, the same
-    rows through every reader, ordered by size; a shard's compression is read back from its file."""
+    """zstd, gzip, lzf and none: the filters written, fletcher32 on every position dataset, the same rows
+    through every reader, ordered by size; a shard's compression is read back from its file."""
     positions, games = make_shard_inputs()
     positions["eval"] = np.arange(len(positions["win"]), dtype=np.int16)
     assert shards.DEFAULT_COMPRESSION == "gzip"
-    assert {name: (filters.get("compression"), filters.get("compression_opts"), bool(filters.get("shuffle")))
-            for name, filters in shards.COMPRESSIONS.items()} == PINNED_COMPRESSIONS
+    assert list(shards.COMPRESSIONS) == list(PINNED_COMPRESSIONS)
     size = {}
-    for name, (compression, opts, shuffle) in PINNED_COMPRESSIONS.items():
+    for name, (pipeline, level) in PINNED_COMPRESSIONS.items():
         path = tmp_path / f"{name}.h5"
         digest = shards.write_shard(path, "train", positions, games, chunk_rows=16, compression=name)
         assert digest == shards.file_sha256(path)
@@ -101,20 +103,57 @@ def test_every_compression_reads_back_the_same_rows_checksummed(tmp_path) -> Non
             size[name] = sum(f[key].id.get_storage_size() for key in PINNED_STORED)    # the chunks' bytes
             assert shards.shard_compression(f) == name
             for key in (*PINNED_STORED, "eval"):
-                dataset = f[key]
-                assert (dataset.compression, dataset.compression_opts, dataset.shuffle) == (compression, opts,
-                                                                                             shuffle)
+                filters = shards.filter_pipeline(f[key])
+                assert tuple(code for code, _ in filters) == pipeline, (name, key)
+                if level is not None:
+                    assert filters[1][1] == (level,), (name, key)
                 assert f[key].fletcher32 and f[key].chunks[0] == 16
         back = shards.read_positions(path)
         for key in PINNED_POSITIONS:
             assert np.array_equal(back.arrays[key], positions[key]), (name, key)
-    assert size["gzip"] < size["lzf"] < size["none"]
-    with pytest.raises(ValueError, match="compression 'zstd': expected one of gzip, lzf, none"):
-        shards.write_shard(tmp_path / "x.h5", "train", positions, games, compression="zstd")
+    assert size["zstd"] < size["lzf"] < size["none"] and size["gzip"] < size["lzf"]
+    with pytest.raises(ValueError, match="compression 'xz': expected one of zstd, gzip, lzf, none"):
+        shards.write_shard(tmp_path / "x.h5", "train", positions, games, compression="xz")
     assert not (tmp_path / "x.h5").exists()
 
 
-@pytest.mark.parametrize("name", ["lzf", "none"])
+@pytest.fixture
+def zstd_shard(tmp_path_factory: pytest.TempPathFactory):
+    """A shard written with --compression zstd (make_shard_inputs)."""
+    path = tmp_path_factory.mktemp("zstd") / "train-00000.h5"
+    shards.write_shard(path, "train", *make_shard_inputs(), compression="zstd")
+    return path
+
+
+@pytest.fixture
+def without_zstd(monkeypatch: pytest.MonkeyPatch):
+    """This process's HDF5 without the Zstd filter, as when hdf5plugin is not installed."""
+    import hdf5plugin
+    monkeypatch.setattr(shards, "PLUGIN_LOADED", False)
+    h5py.h5z.unregister_filter(shards.ZSTD_FILTER)
+    try:
+        yield
+    finally:
+        assert hdf5plugin.register("zstd", force=True)
+
+
+def test_a_zstd_shard_without_the_plugin_is_one_line_saying_how_to_fix_it(tmp_path, zstd_shard,
+                                                                          without_zstd) -> None:
+    """Not "damaged": open_shard names the missing filter and the package; writing zstd is refused, gzip
+    shards are written and read."""
+    positions, games = make_shard_inputs()
+    expected = (f"{zstd_shard}: dataset 'pieces' is compressed with zstd, which cannot be read here: its "
+                "HDF5 filter comes with hdf5plugin, which is not installed (pip install hdf5plugin)")
+    with pytest.raises(ShardFormatError) as caught:
+        shards.read_positions(zstd_shard)
+    assert str(caught.value) == expected
+    with pytest.raises(ValueError, match=r"compression 'zstd': .*\(pip install hdf5plugin\)"):
+        shards.write_shard(tmp_path / "x.h5", "train", positions, games, compression="zstd")
+    shards.write_shard(tmp_path / "gzip.h5", "train", positions, games, compression="gzip")
+    assert np.array_equal(shards.read_positions(tmp_path / "gzip.h5").arrays["board"], positions["board"])
+
+
+@pytest.mark.parametrize("name", ["zstd", "lzf", "none"])
 def test_a_damaged_chunk_is_an_error_with_any_compression(tmp_path, name) -> None:
     """The checksums stay without compression: a flipped byte is refused, never returned as data."""
     positions, games = make_shard_inputs()
@@ -128,7 +167,8 @@ def test_a_damaged_chunk_is_an_error_with_any_compression(tmp_path, name) -> Non
 
 
 def test_a_manifest_names_its_compression_gzip_when_it_does_not_say(tmp_path) -> None:
-    for settings, expected in (({}, "gzip"), ({"compression": "lzf"}, "lzf"), ({"compression": "none"}, "none")):
+    for settings, expected in (({}, "gzip"), ({"compression": "lzf"}, "lzf"),
+                               ({"compression": "zstd"}, "zstd")):
         shards.write_manifest(tmp_path, [], settings, {})
         assert shards.read_manifest(tmp_path).compression == expected
 

@@ -17,8 +17,8 @@ positions per CPU-second, what one core of each does whatever else the machine r
 printed beside it. `--copies N` gives both the CSA files N times (4 by default: the bundled GNU Shogi
 corpus's 250k positions become 1M, so that the start-up is small beside the work); convert then runs
 with --no-dedup (else it would keep one copy and write a quarter of the positions).
-`--compression lzf|none` runs convert with that --compression (its default: gzip), to weigh the
-shards' compression in its CPU time.
+`--compression NAME` runs convert with that --compression (default: convert's), to weigh the shards'
+compression in its CPU time.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, ShogiDnnError
 from shogi_dnn.rules import available_backends
 from shogi_dnn.wording import plural
@@ -65,14 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--copies", type=int, default=4,
                         help="with --peer: the CSA files given this many times to both (default 4; "
                              "convert then runs with --no-dedup)")
-    parser.add_argument("--compression", choices=("gzip", "lzf", "none"), default="gzip",
-                        help="convert's --compression for its shards (default gzip, convert's default)")
+    parser.add_argument("--compression", choices=tuple(shards.COMPRESSIONS),
+                        default=shards.DEFAULT_COMPRESSION,
+                        help=f"convert's --compression for its shards (default {shards.DEFAULT_COMPRESSION}, "
+                             "convert's default)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)   # internal: one measurement
     return parser
 
 
 def measure_once(corpus: list[str], backend: str, workers: int, shard_size: int,
-                 compression: str = "gzip") -> dict[str, Any]:
+                 compression: str = shards.DEFAULT_COMPRESSION) -> dict[str, Any]:
     """Convert `corpus` into a temp folder in this process; timings and peak memory (MiB)."""
     from shogi_dnn.convert.run import ConvertSettings, run_convert
     _warm_imports(backend)
@@ -124,7 +127,7 @@ def _cpu_seconds() -> float:
 
 
 def _run_child(corpus: list[str], backend: str, workers: int, shard_size: int,
-               compression: str = "gzip") -> dict[str, Any]:
+               compression: str = shards.DEFAULT_COMPRESSION) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "shogi_dnn.bench.convert", "--one", "--workers", str(workers or "auto"),
            "--backends", backend, "--shard-size", str(shard_size), "--compression", compression, *corpus]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -184,10 +187,10 @@ def _run_peer(files: list[str], script: str | None) -> dict[str, Any]:
 
 
 def _run_convert(files: list[str], shard_size: int, dedup: bool = True,
-                 compression: str = "gzip") -> dict[str, Any]:
+                 compression: str = shards.DEFAULT_COMPRESSION) -> dict[str, Any]:
     """One `shogi-dnn convert FILES --workers 1` (every default: legality, repetition, dedup, checksummed
     shards; `dedup` False: --no-dedup; `compression`: its --compression) in a process of its own: the
-    positions it wrote, its CPU and wall seconds."""
+    positions it wrote, its CPU and wall seconds, the bytes of its shards."""
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as out:
         data = Path(out) / "data"
         cmd = [sys.executable, "-m", "shogi_dnn", "convert", *files, "--out", str(data), "--workers", "1",
@@ -198,7 +201,9 @@ def _run_convert(files: list[str], shard_size: int, dedup: bool = True,
             raise ConfigError(f"bench convert --peer: convert --workers 1 failed: {_last_line(done)}")
         from shogi_dnn.convert.writer import REPORT_NAME
         report = json.loads((data / REPORT_NAME).read_text())
-    return {"positions": sum(report["positions"].values()), "cpu_s": cpu, "wall_s": wall}
+        shard_bytes = sum(s.bytes for s in shards.read_manifest(data).shards)
+    return {"positions": sum(report["positions"].values()), "cpu_s": cpu, "wall_s": wall,
+            "shard_bytes": shard_bytes}
 
 
 def _csa_corpus(corpus: list[str], scratch: Path) -> list[str]:
@@ -259,24 +264,27 @@ def _summary(runs: list[dict[str, Any]], side: str) -> dict[str, float]:
 
 
 def compare_with_peer(corpus: list[str], script: str | None, repeats: int, shard_size: int,
-                      copies: int = 1, compression: str = "gzip") -> dict[str, Any]:
+                      copies: int = 1, compression: str = shards.DEFAULT_COMPRESSION) -> dict[str, Any]:
     """Alternate the peer and `convert --workers 1` (cshogi backend) on the same CSA files, each in a
     process of its own, and each round also on the corpus's first game alone (the start-up run):
-    positions per CPU-second (user + system) of a full run less its start-up run, wall time beside."""
+    positions per CPU-second (user + system) of a full run less its start-up run, wall time beside; the
+    size of convert's shards in bytes a position."""
     if "cshogi" not in available_backends():
         raise ConfigError("bench convert --peer needs cshogi (pip install 'shogi-dnn[fast]')")
     with tempfile.TemporaryDirectory(prefix="bench-peer-corpus-") as scratch:
         files = _csa_corpus(corpus, Path(scratch))
         one = _one_game(files, Path(scratch))
         distinct, files = len(files), files * copies
-        runs = []
+        runs, bytes_per_position = [], 0.0
         for _ in range(repeats):
             peer_one, peer = _run_peer([one], script), _run_peer(files, script)
             ours_one = _run_convert([one], shard_size, dedup=copies == 1, compression=compression)
             ours = _run_convert(files, shard_size, dedup=copies == 1, compression=compression)
             runs.append({"peer": _net(peer, peer_one), "ours": _net(ours, ours_one)})
+            bytes_per_position = ours["shard_bytes"] / ours["positions"] if ours["positions"] else 0.0
     peer, ours = _summary(runs, "peer"), _summary(runs, "ours")
     return {"files": distinct, "copies": copies, "runs": runs, "peer": peer, "ours": ours,
+            "ours_bytes_per_position": round(bytes_per_position, 2),
             "ratio_of_medians": round(ours["median"] / peer["median"], 3) if peer["median"] else 0.0,
             "ratio_of_mins": round(ours["min"] / peer["min"], 3) if peer["min"] else 0.0,
             "wall_ratio_of_medians": (round(ours["wall_median"] / peer["wall_median"], 3)
@@ -308,7 +316,8 @@ def format_peer(result: dict[str, Any], script: str | None) -> str:
               f"positions per CPU-second (wall: median {result['peer']['wall_median']:,.0f}/s)",
               f"shogi-dnn convert --workers 1: min {result['ours']['min']:,.0f}, median "
               f"{result['ours']['median']:,.0f} positions per CPU-second "
-              f"(wall: median {result['ours']['wall_median']:,.0f}/s)",
+              f"(wall: median {result['ours']['wall_median']:,.0f}/s); its shards "
+              f"{result['ours_bytes_per_position']:.2f} bytes a position",
               (f"ours / peer in CPU time: {result['ratio_of_medians']:.2f} (medians), "
                f"{result['ratio_of_mins']:.2f} (mins); in wall time {result['wall_ratio_of_medians']:.2f} "
                "(medians; meaningless on a busy machine)")]
@@ -342,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         result = compare_with_peer(corpus, args.peer_script, args.repeats, args.shard_size, args.copies,
                                    args.compression)
         copies = (f", each given {args.copies} times (convert with --no-dedup)" if args.copies > 1 else "")
-        copies += f"; convert --compression {args.compression}" if args.compression != "gzip" else ""
+        copies += f"; convert --compression {args.compression}"
         print(f"bench convert --peer: {result['files']} CSA files of {', '.join(corpus)}{copies}; "
               f"{plural(args.repeats, 'round')} of each, alternating, each with a one-game start-up run")
         print(format_peer(result, args.peer_script))

@@ -217,13 +217,17 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
         backend: rules backend for encoding ('auto', 'python-shogi', 'cshogi'); neither does it.
         on_shard: called after each shard is written (progress hooks, tests).
     Raises:
-        ConfigError: bad settings or an output folder holding something else.
+        ConfigError: bad settings, a --compression whose HDF5 filter is not installed, or an output folder
+            holding something else.
         locks.LockedError: another `convert` is writing DIR (DIR/writer.lock names it), or a `train` or
             `evaluate` is reading it (DIR/readers.lock names them).
         KeyboardInterrupt: Ctrl-C or SIGTERM; finished shards are kept and a rerun resumes.
     """
     out, settings = Path(out), settings or ConvertSettings()
     _check_inputs(inputs)
+    if not shards.compression_available(settings.compression):
+        name = settings.compression
+        raise ConfigError(f"--compression {name}: {shards.missing_filter_hint(name)}; or --compression gzip")
     with locks.acquire(out, LOCK_NAME, "convert", instead="choose another --out"), \
             locks.replace_dataset(out, "convert"):      # one writer of DIR, and no train or evaluate reads it
         return _run_locked(inputs, out, settings, workers, backend, overwrite, progress, on_shard)

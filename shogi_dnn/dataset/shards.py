@@ -43,14 +43,15 @@ not change SCHEMA_VERSION (it came with 2): older readers never open it, and rea
 read_stored, the training pipeline) give EVAL_NONE for every row of a shard without it.
 
 Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, compressed (COMPRESSIONS, `convert
---compression`: gzip level 4 with the shuffle filter by default; lzf, h5py's own filter that plain HDF5
-tools (h5dump, other languages' HDF5) cannot decode; or none) and checksummed with the fletcher32 filter
-(schema 3): HDF5 verifies each chunk's checksum when it reads it, so a damaged chunk is an error
-(ShardFormatError, read_error: naming the shard and the chunk's rows), never data; a reader fetches whole
-chunks. h5py reads every compression the same way (no SCHEMA_VERSION change: the filters are recorded
-per dataset in the file; shard_compression names a shard's, `shogi-dnn inspect` prints it). Measured on
-the GNU Shogi corpus (datasets/README.md): gzip 12.8 bytes a position, lzf 19.6, none 64; gzip's
-compression is about 0.4 CPU-seconds per million positions of convert's 1.4, lzf's 0.2.
+--compression`: gzip level 4 with the shuffle filter by default; zstd level 1 with shuffle, HDF5 filter
+ZSTD_FILTER, which h5py reads once hdf5plugin is imported (this module imports it: every reader here opens
+shards through open_shard, which refuses, naming the package, a shard whose filter this HDF5 lacks); lzf,
+h5py's own filter that plain HDF5 tools (h5dump, other languages' HDF5) cannot decode; or none) and
+checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it,
+so a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows),
+never data; a reader fetches whole chunks. The filters are recorded per dataset in the file (no
+SCHEMA_VERSION change); shard_compression names a shard's, `shogi-dnn inspect` prints it. Sizes and
+CPU costs of each: datasets/README.md.
 Within a shard, positions are stored in game order (convert's default: consecutive positions of a game
 compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`); the pipeline
 shuffles chunk order and rows inside multi-chunk buffers either way.
@@ -85,15 +86,38 @@ from shogi_dnn.dataset import features
 from shogi_dnn.errors import ShardFormatError
 from shogi_dnn.folders import run_files
 
+
+
+def _register_plugin_filters() -> bool:
+    """Import hdf5plugin, which registers its filters (Zstd among them) with the HDF5 h5py uses; False
+    when it is not installed (zstd shards then cannot be written or read: PLUGIN_HINT)."""
+    try:
+        import hdf5plugin  # noqa: F401
+    except (ImportError, OSError):
+        return False
+    return True
+
+
+PLUGIN_LOADED = _register_plugin_filters()
+PLUGIN_HINT = "pip install hdf5plugin"
+
 SCHEMA_VERSION = 3
+ZSTD_FILTER = 32015                # HDF5's registered id of the Zstandard filter (hdf5plugin.Zstd)
+GZIP_LEVEL, ZSTD_LEVEL = 4, 1
 # Chunk filters of the position datasets by `convert --compression` name (fletcher32 always added). Their
-# name in a manifest's settings ("compression"; a manifest without it: gzip, the only one before).
+# name in a manifest's settings ("compression"; a manifest without it: UNNAMED_COMPRESSION).
 COMPRESSIONS: dict[str, dict[str, Any]] = {
-    "gzip": {"compression": "gzip", "compression_opts": 4, "shuffle": True},
+    "zstd": {"compression": ZSTD_FILTER, "compression_opts": (ZSTD_LEVEL,), "shuffle": True},
+    "gzip": {"compression": "gzip", "compression_opts": GZIP_LEVEL, "shuffle": True},
     "lzf": {"compression": "lzf"},
     "none": {},
 }
 DEFAULT_COMPRESSION = "gzip"
+UNNAMED_COMPRESSION = "gzip"       # a manifest's without a "compression" setting
+# Compression filters by HDF5 filter id: shard_compression's names (shuffle and fletcher32 are not named).
+FILTER_NAMES = {h5py.h5z.FILTER_DEFLATE: "gzip", h5py.h5z.FILTER_LZF: "lzf", ZSTD_FILTER: "zstd"}
+_LEVELS = {"gzip": GZIP_LEVEL, "zstd": ZSTD_LEVEL}
+_UNNAMED_FILTERS = (h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_FLETCHER32)
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "validation", "test")
 CHUNK_ROWS = 4096
@@ -170,6 +194,8 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
     """
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression {compression!r}: expected one of {', '.join(COMPRESSIONS)}")
+    if not compression_available(compression):
+        raise ValueError(f"compression {compression!r}: {missing_filter_hint(compression)}")
     path = Path(path)
     n = len(positions[KEY_WIN])
     stored = pack_stored(positions)
@@ -285,14 +311,39 @@ def file_sha256(path: str | Path) -> str:
 
 
 def shard_compression(f: h5py.File) -> str:
-    """The COMPRESSIONS name of an open shard's position datasets (from HDF5's filter of `win`; a filter
-    no writer here uses is named as HDF5 names it)."""
-    dataset = f[KEY_WIN]
-    name = dataset.compression
-    if name is None:
+    """The COMPRESSIONS name of an open shard's position datasets (from the filter pipeline of `win`; a
+    filter or level no writer here uses is named with it, e.g. "zstd 3", "HDF5 filter 307")."""
+    compressing = [(code, values) for code, values in filter_pipeline(f[KEY_WIN])
+                   if code not in _UNNAMED_FILTERS]
+    if not compressing:
         return "none"
-    return name if (name, dataset.compression_opts) in (("gzip", 4), ("lzf", None)) else (
-        f"{name} {dataset.compression_opts}")
+    code, values = compressing[0]
+    name = FILTER_NAMES.get(code, f"HDF5 filter {code}")
+    if name not in _LEVELS:
+        return name
+    level = values[0] if values else None
+    return name if level == _LEVELS[name] else f"{name} {level}"
+
+
+def filter_pipeline(dataset: h5py.Dataset) -> list[tuple[int, tuple[int, ...]]]:
+    """A dataset's chunk filters in the order they are applied on write: (HDF5 filter id, its values)."""
+    plist = dataset.id.get_create_plist()
+    return [(int(code), tuple(values)) for code, _, values, _ in
+            (plist.get_filter(i) for i in range(plist.get_nfilters()))]
+
+
+def compression_available(name: str) -> bool:
+    """Whether this process's HDF5 has the filter of COMPRESSIONS `name` (zstd: hdf5plugin imported)."""
+    code = COMPRESSIONS[name].get("compression")
+    return not isinstance(code, int) or bool(h5py.h5z.filter_avail(code))
+
+
+def missing_filter_hint(name: str) -> str:
+    """What to do when the HDF5 filter `name` (a FILTER_NAMES value or "HDF5 filter N") is unavailable."""
+    if name == "zstd" and not PLUGIN_LOADED:
+        return f"its HDF5 filter comes with hdf5plugin, which is not installed ({PLUGIN_HINT})"
+    return (f"this HDF5 has no {name} filter (hdf5plugin {'imported' if PLUGIN_LOADED else 'not installed'};"
+            f" {PLUGIN_HINT}, or an HDF5 plugin for it in HDF5_PLUGIN_PATH)")
 
 
 def open_shard(path: str | Path) -> h5py.File:
@@ -321,6 +372,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _check_open(f: h5py.File, path: str | Path) -> h5py.File:
+    """`f` when it is a shard of this schema whose chunk filters this HDF5 has; closed otherwise."""
     version = f.attrs.get("schema_version")
     version = int(version) if isinstance(version, (int, np.integer)) else version
     if version != SCHEMA_VERSION:
@@ -337,6 +389,13 @@ def _check_open(f: h5py.File, path: str | Path) -> h5py.File:
             f.close()
             raise ShardFormatError(f"{path}: optional dataset {key!r} is not {dtype} {row_shape} with a row "
                                    "per position")
+    for key in (*STORED_SCHEMA, *(k for k in OPTIONAL_SCHEMA if k in f)):
+        missing = [code for code, _ in filter_pipeline(f[key]) if not h5py.h5z.filter_avail(code)]
+        if missing:
+            f.close()
+            name = FILTER_NAMES.get(missing[0], f"HDF5 filter {missing[0]}")
+            raise ShardFormatError(f"{path}: dataset {key!r} is compressed with {name}, which cannot be read "
+                                   f"here: {missing_filter_hint(name)}")
     return f
 
 
@@ -429,8 +488,8 @@ class Manifest:
     @property
     def compression(self) -> str:
         """The COMPRESSIONS name convert wrote the shards with (settings["compression"]; a manifest
-        without it, written before `convert --compression` existed: gzip)."""
-        name = self.settings.get("compression", DEFAULT_COMPRESSION)
+        without it: UNNAMED_COMPRESSION)."""
+        name = self.settings.get("compression", UNNAMED_COMPRESSION)
         return name if name in COMPRESSIONS else DEFAULT_COMPRESSION
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from shogi_dnn import cli
 from shogi_dnn.bench import convert as bench_convert
+from shogi_dnn.dataset import shards
 from shogi_dnn.rules import available_backends
 from tests.support.kifugen import write_corpus
 
@@ -95,7 +96,10 @@ def test_bench_convert_peer_alternates_and_reports_the_ratio(tmp_path: Path, cap
     peer_median = sum(r["peer"]["positions_per_cpu_s"] for r in result["runs"]) / 2
     if peer_median:
         assert result["ratio_of_medians"] == pytest.approx(result["ours"]["median"] / peer_median, abs=1e-3)
-    assert "ours / peer in CPU time:" in capsys.readouterr().out
+    assert result["ours_bytes_per_position"] > 0      # a tiny corpus: the games table and metadata weigh most
+    output = capsys.readouterr().out
+    assert "ours / peer in CPU time:" in output
+    assert f"its shards {result['ours_bytes_per_position']:.2f} bytes a position" in output
     # --copies 3: both get the files three times; convert keeps every copy (--no-dedup)
     assert cli.main(["bench", "convert", str(tmp_path / "corpus"), "--peer", "--repeats", "1", "--copies", "3",
                      "--json", str(out)]) == 0
@@ -127,9 +131,11 @@ def test_compression_reaches_convert(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         data = Path(cmd[cmd.index("--out") + 1])
         data.mkdir(parents=True)
         (data / "convert-report.json").write_text(json.dumps({"positions": {"train": 7}}))
+        shards.write_manifest(data, [shards.ShardInfo("train-00000.h5", "train", 7, 1, "", 91)], {}, {})
         return subprocess.CompletedProcess(cmd, 0, "", ""), 1.0, 1.0
     monkeypatch.setattr(bench_convert, "_child_usage", fake_usage)
-    assert bench_convert._run_convert(["a.csa"], 100, dedup=False, compression="lzf")["positions"] == 7
+    assert bench_convert._run_convert(["a.csa"], 100, dedup=False, compression="lzf") == {
+        "positions": 7, "cpu_s": 1.0, "wall_s": 1.0, "shard_bytes": 91}
     assert bench_convert._run_convert(["a.csa"], 100)["positions"] == 7
     assert commands[0][commands[0].index("--compression") + 1] == "lzf" and "--no-dedup" in commands[0]
     assert commands[1][commands[1].index("--compression") + 1] == "gzip"
@@ -141,3 +147,4 @@ def test_compression_reaches_convert(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert bench_convert._run_child(["x.csa"], "cshogi", 1, 100, "none") == {"positions": 1}
     assert commands[-1][commands[-1].index("--compression") + 1] == "none"
     assert bench_convert.build_parser().parse_args([]).compression == "gzip"
+    assert bench_convert.build_parser().parse_args(["--compression", "zstd"]).compression == "zstd"
