@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="seed of the within-shard shuffle (--row-order shuffled)")
     parser.add_argument("--compression", choices=tuple(shards.COMPRESSIONS), default=defaults.compression,
-                        help="the shards' chunk compression: zstd (level 1 with shuffle: ~12 bytes a "
-                             "position; HDF5 reads it with hdf5plugin's filter), gzip (default; level 4 with "
+                        help="the shards' chunk compression: zstd (default; level 1 with shuffle: ~12 bytes "
+                             "a position; other HDF5 readers need hdf5plugin's filter), gzip (level 4 with "
                              "shuffle: ~13 bytes, 3x zstd's CPU time, any HDF5 reads it), lzf (~20 bytes; "
                              "only h5py reads it) or none (~64 bytes); every reader here reads all four")
     parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=defaults.dedup,

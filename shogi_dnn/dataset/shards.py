@@ -43,15 +43,15 @@ not change SCHEMA_VERSION (it came with 2): older readers never open it, and rea
 read_stored, the training pipeline) give EVAL_NONE for every row of a shard without it.
 
 Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, compressed (COMPRESSIONS, `convert
---compression`: gzip level 4 with the shuffle filter by default; zstd level 1 with shuffle, HDF5 filter
-ZSTD_FILTER, which h5py reads once hdf5plugin is imported (this module imports it: every reader here opens
-shards through open_shard, which refuses, naming the package, a shard whose filter this HDF5 lacks); lzf,
-h5py's own filter that plain HDF5 tools (h5dump, other languages' HDF5) cannot decode; or none) and
-checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it reads it,
-so a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's rows),
-never data; a reader fetches whole chunks. The filters are recorded per dataset in the file (no
-SCHEMA_VERSION change); shard_compression names a shard's, `shogi-dnn inspect` prints it. Sizes and
-CPU costs of each: datasets/README.md.
+--compression`: zstd level 1 with the shuffle filter by default, HDF5 filter ZSTD_FILTER, which h5py reads
+once hdf5plugin is imported (this module imports it: every reader here opens shards through open_shard,
+which refuses, naming the package, a shard whose filter this HDF5 lacks); gzip level 4 with shuffle, which
+any HDF5 reads; lzf, h5py's own filter that plain HDF5 tools (h5dump, other languages' HDF5) cannot decode;
+or none) and checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it
+reads it, so a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's
+rows), never data; a reader fetches whole chunks. The filters are recorded per dataset in the file (no
+SCHEMA_VERSION change); shard_compression names a shard's, `shogi-dnn inspect` prints it. Sizes and CPU
+costs of each: datasets/README.md.
 Within a shard, positions are stored in game order (convert's default: consecutive positions of a game
 compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`); the pipeline
 shuffles chunk order and rows inside multi-chunk buffers either way.
@@ -112,7 +112,7 @@ COMPRESSIONS: dict[str, dict[str, Any]] = {
     "lzf": {"compression": "lzf"},
     "none": {},
 }
-DEFAULT_COMPRESSION = "gzip"
+DEFAULT_COMPRESSION = "zstd"
 UNNAMED_COMPRESSION = "gzip"       # a manifest's without a "compression" setting
 # Compression filters by HDF5 filter id: shard_compression's names (shuffle and fletcher32 are not named).
 FILTER_NAMES = {h5py.h5z.FILTER_DEFLATE: "gzip", h5py.h5z.FILTER_LZF: "lzf", ZSTD_FILTER: "zstd"}

@@ -138,7 +138,7 @@ def test_compression_reaches_convert(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         "positions": 7, "cpu_s": 1.0, "wall_s": 1.0, "shard_bytes": 91}
     assert bench_convert._run_convert(["a.csa"], 100)["positions"] == 7
     assert commands[0][commands[0].index("--compression") + 1] == "lzf" and "--no-dedup" in commands[0]
-    assert commands[1][commands[1].index("--compression") + 1] == "gzip"
+    assert commands[1][commands[1].index("--compression") + 1] == "zstd"
 
     def fake_run(cmd, **kwargs):
         commands.append(cmd)
@@ -146,5 +146,5 @@ def test_compression_reaches_convert(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setattr(bench_convert.subprocess, "run", fake_run)
     assert bench_convert._run_child(["x.csa"], "cshogi", 1, 100, "none") == {"positions": 1}
     assert commands[-1][commands[-1].index("--compression") + 1] == "none"
-    assert bench_convert.build_parser().parse_args([]).compression == "gzip"
-    assert bench_convert.build_parser().parse_args(["--compression", "zstd"]).compression == "zstd"
+    assert bench_convert.build_parser().parse_args([]).compression == "zstd"
+    assert bench_convert.build_parser().parse_args(["--compression", "gzip"]).compression == "gzip"
