@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from shogi_dnn import __version__
-from shogi_dnn.dataset import features
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.dataset.policy import NUM_MOVE_LABELS
 from shogi_dnn.folders import run_files
 from shogi_dnn.config import ModelConfig
@@ -120,6 +121,77 @@ def export_onnx(model: keras.Model, path: Path, batch: int | None = None,
             dim.dim_param = BATCH_DIM
     path.write_bytes(proto.SerializeToString())
     return path
+
+
+CALIBRATION_BATCH = 64                # positions per calibration batch of the int8 quantizer
+
+
+CALIBRATION_POSITIONS = 2048          # int8 calibration: positions from the dataset's validation split
+
+
+def calibration_positions(data_dir: Path,
+                          count: int = CALIBRATION_POSITIONS) -> tuple[np.ndarray, np.ndarray]:
+    """(board [N, 81] uint8, hands [N, 14] uint8): the first `count` positions of the dataset's validation
+    split (its training split when it has none), for quantize_onnx's activation ranges.
+
+    Raises:
+        RunError / ShardFormatError: no readable dataset there (one line).
+    """
+    manifest = shards.read_manifest(data_dir)
+    infos = manifest.split("validation") or manifest.split("train")
+    boards, hands, have = [], [], 0
+    for info in infos:
+        rows = shards.read_positions(manifest.shard_path(info),
+                                     keys=(shards.KEY_BOARD, shards.KEY_HANDS)).arrays
+        boards.append(rows[shards.KEY_BOARD][:count - have])
+        hands.append(rows[shards.KEY_HANDS][:count - have])
+        have += len(boards[-1])
+        if have >= count:
+            break
+    if not have:
+        raise RunError(f"{data_dir}: no positions to calibrate the int8 export on")
+    return np.concatenate(boards), np.concatenate(hands)
+
+
+def quantize_onnx(path: Path, out: Path, board: np.ndarray, hands: np.ndarray) -> Path:
+    """Write an int8 copy of the ONNX model at `path` to `out`: onnxruntime's static quantization (QDQ
+    format, weights int8 per output channel, activations uint8) of the convolutions and dense layers, the
+    activation ranges calibrated on real positions (board [N, 81] uint8, hands [N, 14] uint8; a few
+    thousand suffice). Everything else (the plane expansion, the mirror average, the sigmoid) stays float.
+
+    Raises:
+        RunError: onnxruntime's quantization tools are not installed, or no calibration positions.
+    """
+    try:
+        from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                              quantize_static)
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+    except ImportError as exc:
+        raise RunError(f"--quantize int8 needs onnxruntime: pip install 'shogi-dnn[export]' ({exc})") from exc
+    if len(board) == 0:
+        raise RunError("--quantize int8 needs calibration positions (the dataset's validation or training "
+                       "split)")
+
+    class Positions(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.starts = iter(range(0, len(board), CALIBRATION_BATCH))
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            start = next(self.starts, None)
+            if start is None:
+                return None
+            stop = start + CALIBRATION_BATCH
+            return {model_lib.INPUT_BOARD: board[start:stop], model_lib.INPUT_HANDS: hands[start:stop]}
+
+    prepared = out.with_name(out.name + ".pre")
+    try:
+        quant_pre_process(str(path), str(prepared), skip_symbolic_shape=True)
+        quantize_static(str(prepared), str(out), Positions(), quant_format=QuantFormat.QDQ,
+                        op_types_to_quantize=["Conv", "MatMul", "Gemm"], per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    finally:
+        prepared.unlink(missing_ok=True)
+    return out
 
 
 def export_savedmodel(model: keras.Model, path: Path, batch: int | None = None,
@@ -211,7 +283,8 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
 
 
 def export_model(model: keras.Model, cfg: ModelConfig, fmt: str, path: Path, batch: int | None = None,
-                 mirror_average: bool = True, source: str = "") -> tuple[Path, Path]:
+                 mirror_average: bool = True, source: str = "",
+                 calibration: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Path, Path]:
     """Export in `fmt` ("onnx" | "savedmodel") to `path` and write its sidecar; (path, sidecar path).
 
     The two are replaced as one unit (run_files.atomic_pair): both are written into a temp folder beside
@@ -219,6 +292,8 @@ def export_model(model: keras.Model, cfg: ModelConfig, fmt: str, path: Path, bat
     removed); then the old sidecar is removed, the model renamed into place and the new sidecar after it,
     so a reader never finds a new model beside an old sidecar (in the instant between the renames, no
     sidecar at all). The sidecar records the model's sha256 (MODEL_DIGEST): check_pair verifies a pair.
+    calibration: (board, hands) positions: the ONNX export is quantized to int8 (quantize_onnx) and the
+    sidecar's "quantized" says so.
     """
     if fmt not in FORMATS:
         raise RunError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
@@ -226,11 +301,19 @@ def export_model(model: keras.Model, cfg: ModelConfig, fmt: str, path: Path, bat
     sidecar = sidecar_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with run_files.atomic_pair(path, sidecar) as (new_model, new_sidecar):     # a full disk: one line
-        if fmt == "onnx":
+        if fmt == "onnx" and calibration is not None:
+            full = new_model.with_name(new_model.name + ".float")
+            export_onnx(model, full, batch, mirror_average)
+            quantize_onnx(full, new_model, *calibration)
+            full.unlink()
+        elif fmt == "onnx":
             export_onnx(model, new_model, batch, mirror_average)
         else:
             export_savedmodel(model, new_model, batch, mirror_average)
         info = describe(fmt, path, cfg, batch, mirror_average, source)
+        if calibration is not None:
+            info["quantized"] = (f"int8: convolutions and dense layers (onnxruntime static QDQ, per-channel "
+                                 f"weights), calibrated on {len(calibration[0]):,} positions")
         info[MODEL_DIGEST] = model_digest(new_model)
         run_files.write_json_atomic(new_sidecar, info)
     return path, sidecar

@@ -290,3 +290,33 @@ def test_block_kinds_export_to_onnx(tmp_path, positions, block) -> None:
     got_p, got_logits = session.run([export.OUTPUT, export.POLICY_OUTPUT], {"board": board, "hands": hands})
     assert np.abs(got_p - tf.sigmoid(value).numpy()).max() < TOLERANCE
     assert np.abs(got_logits - np.asarray(logits)).max() < 1e-4
+
+
+def test_int8_export_is_close_to_the_float_model(tmp_path, positions) -> None:
+    """--quantize int8: the sidecar says so, convolutions became int8 QDQ pairs, and the probabilities and
+    policy logits stay near the float model's on positions the calibration did not see."""
+    pytest.importorskip("tf2onnx")
+    onnx = pytest.importorskip("onnx")
+    cfg = ModelConfig(blocks=2, filters=16, value_hidden=16, value_head="pool", policy_head=True,
+                      features="attacks")
+    model = model_lib.build_model(cfg, seed=8)
+    board, hands = positions
+    float_path, _ = export.export_model(model, cfg, "onnx", tmp_path / "f.onnx")
+    int8_path, sidecar = export.export_model(model, cfg, "onnx", tmp_path / "q.onnx",
+                                             calibration=(board[:256], hands[:256]))
+    assert json.loads(sidecar.read_text())["quantized"].startswith("int8")
+    ops = [n.op_type for n in onnx.load(str(int8_path)).graph.node]
+    assert ops.count("DequantizeLinear") >= 3 and "QuantizeLinear" in ops
+    assert "quantized" not in json.loads(export.sidecar_path(float_path).read_text())
+    held_out = board[256:], hands[256:]
+    diff = np.abs(onnx_probability(int8_path, *held_out) - onnx_probability(float_path, *held_out))
+    assert diff.max() < 0.05 and diff.mean() < 0.01
+
+
+def test_quantize_needs_onnx_and_positions(tmp_path, capsys) -> None:
+    from shogi_dnn.commands import export as export_command
+    with pytest.raises(export.RunError, match="only with --format onnx"):
+        export_command.main(["--run-dir", str(tmp_path), "--format", "savedmodel", "--quantize", "int8"])
+    with pytest.raises(export.RunError, match="calibration positions"):
+        export.quantize_onnx(tmp_path / "x.onnx", tmp_path / "y.onnx", np.zeros((0, 81), np.uint8),
+                             np.zeros((0, 14), np.uint8))
