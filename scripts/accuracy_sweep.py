@@ -28,6 +28,7 @@ import numpy as np
 
 from shogi_dnn.dataset import shards
 from shogi_dnn.analysis import scoring, tactics
+from shogi_dnn.folders import run_files
 
 KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME,
         shards.KEY_MOVE)
@@ -58,13 +59,14 @@ def game_signatures(data: dict[str, np.ndarray]) -> dict[int, bytes]:
     return out
 
 
-def predict(run_dir: Path, paths: list[Path], out: Path) -> None:
+def predict(run_dir: Path, paths: list[Path], out: Path, checkpoint: str | None = None) -> None:
     """RUN's mirror-averaged value logits ([N] float32) and, for a model with a policy head, the rank of the
-    move played among the legal moves ([N] int32, -1 where no move follows; scoring.move_ranks)."""
+    move played among the legal moves ([N] int32, -1 where no move follows; scoring.move_ranks); of
+    RUN/model.keras, or of a checkpoint when named."""
     from shogi_dnn.analysis.run_model import load_run_model
     from shogi_dnn.dataset import policy
     from shogi_dnn.training import model as model_lib
-    model = load_run_model(run_dir)
+    model = load_run_model(run_dir, checkpoint)
     has_policy = model_lib.has_policy_head(model) if hasattr(model_lib, "has_policy_head") else False
     logits, ranks = [], []
     for p in paths:
@@ -111,11 +113,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             done = json.loads(timing.read_text()) if timing.is_file() else {"cpu_s": 0.0, "wall_s": 0.0}
             timing.write_text(json.dumps({"cpu_s": done["cpu_s"] + cpu,
                                           "wall_s": done["wall_s"] + time.monotonic() - start}))
+        # A run with a weight average (optim.ema) is also scored on its trained weights (the last
+        # checkpoint; model.keras holds the average): the row "NAME raw".
+        ema = json.loads((run / "config.json").read_text())["optim"].get("ema", 0) > 0
         for split, data in (("validation", args.data), ("test", args.test_data)):
-            if data is None or (run / f"pred-{split}.npz").is_file():
-                continue
-            predict(run, split_paths(data, "validation" if split == "validation" else args.test_split),
-                    run / f"pred-{split}.npz")
+            paths = None if data is None else split_paths(
+                data, "validation" if split == "validation" else args.test_split)
+            for suffix, checkpoint in (("", None), *((("-raw", "latest"),) if ema else ())):
+                out = run / f"pred-{split}{suffix}.npz"
+                if paths is not None and not out.is_file():
+                    predict(run, paths, out, None if checkpoint is None else
+                            run_files.find_checkpoint(run).name)
     return 0
 
 
@@ -158,8 +166,8 @@ def cmd_table(args: argparse.Namespace) -> int:
     rows: dict[str, list[dict[str, float]]] = {}
     probs: dict[str, list[np.ndarray]] = {}
     free, _ = tactics.free_captures(data[shards.KEY_BOARD][keep])
-    for pred in sorted(args.sweep.glob(f"*/pred-{args.split}.npz")):
-        name = pred.parent.name.rsplit("-s", 1)[0]
+    for pred in sorted([*args.sweep.glob(f"*/pred-{args.split}.npz"), *args.sweep.glob(f"*/pred-{args.split}-raw.npz")]):
+        name = pred.parent.name.rsplit("-s", 1)[0] + (" raw" if pred.stem.endswith("-raw") else "")
         with np.load(pred) as saved:
             logits = saved["logit"].astype(np.float64)[keep]
             rank = saved["rank"][keep] if "rank" in saved.files else None
@@ -168,6 +176,9 @@ def cmd_table(args: argparse.Namespace) -> int:
         if rank is not None:
             moved = rank >= 0
             row["top1"], row["top5"] = float((rank[moved] < 1).mean()), float((rank[moved] < 5).mean())
+        timing = pred.parent / "sweep-train-cpu.json"
+        if timing.is_file():
+            row["cpu_min"] = json.loads(timing.read_text())["cpu_s"] / 60
         rows.setdefault(name, []).append(row)
         probs.setdefault(name, []).append(scoring.sigmoid(logits))
     base = bl.fit_baselines(train_paths)             # material, piece-square and the engine's a, fitted once
@@ -181,8 +192,8 @@ def cmd_table(args: argparse.Namespace) -> int:
           f"there {win[free].mean():.4f}" + (f", engine {scoring.sigmoid(baselines['engine evaluation (fitted a)'][free]).mean():.4f}"
                                               if "engine evaluation (fitted a)" in baselines else ""))
     print("| option | runs | accuracy | log loss | ECE | acc. ply 0-40 | 40-80 | 80+ | acc. - material (games 95%) "
-          "| loss - material | P(win) at a free capture | policy top-1 | top-5 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| loss - material | P(win) at a free capture | policy top-1 | top-5 | train CPU-min |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     def fmt(vals: list[float]) -> str:
         return f"{np.mean(vals):.4f}" + (f" ({min(vals):.4f}-{max(vals):.4f})" if len(vals) > 1 else "")
     for name, rs in list(rows.items()) + [(k, [scores(v, win, ply)]) for k, v in baselines.items()]:
@@ -199,6 +210,7 @@ def cmd_table(args: argparse.Namespace) -> int:
                   for r in rs]
         cells.append(fmt(free_p))
         cells += [fmt([r[k] for r in rs]) if all(k in r for r in rs) else "" for k in ("top1", "top5")]
+        cells.append(f"{np.mean([r['cpu_min'] for r in rs]):.1f}" if all("cpu_min" in r for r in rs) else "")
         print(f"| {name} | {len(rs)} | " + " | ".join(cells) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
