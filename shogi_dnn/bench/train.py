@@ -282,9 +282,17 @@ class FitRunner:
             # The same optimizer class, lr schedule and decay, as a fresh instance: the towers' one has its
             # own all-reduce disabled (make_train_step reduces), which model.fit relies on.
             optimizer = type(towers_optimizer).from_config(towers_optimizer.get_config())
-            self.model.compile(optimizer=optimizer, loss=keras.losses.BinaryCrossentropy(from_logits=True))
+            value_loss = keras.losses.BinaryCrossentropy(from_logits=True)
+            if cfg.model.policy_head:     # the two outputs, the policy's -1 labels (no move) ignored
+                self.model.compile(optimizer=optimizer, loss={
+                    "value": value_loss,
+                    "policy": keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)})
+            else:
+                self.model.compile(optimizer=optimizer, loss=value_loss)
+        policy = cfg.model.policy_head
         self._data = _dataset(paths, cfg, global_batch).map(
-            lambda b: ({"board": b["board"], "hands": b["hands"]}, b["win"][:, None]))
+            lambda b: ({"board": b["board"], "hands": b["hands"]},
+                       {"value": b["win"][:, None], "policy": b["policy"]} if policy else b["win"][:, None]))
 
     def run(self, steps: int) -> tuple[float, float]:
         """Wall and process CPU seconds for `steps` updates: one fit call of steps + 1, timed from the end

@@ -95,3 +95,15 @@ def test_bench_runs_end_to_end_on_tiny_settings(tmp_path, capsys):
     assert set(report["ratios"]["over_fit_cpu"]) == {"towers", "towers-iter"}
     assert set(report["ratios"]["over_fit"]["towers-iter"]) == {"1", "2"}
     assert "vs fit" in capsys.readouterr().out
+
+
+def test_bench_measures_a_policy_model_too(tmp_path):
+    """A value + policy model: model.fit trains both outputs (a KeyError traceback before)."""
+    out = tmp_path / "bench.json"
+    argv = ["--synthetic-positions", "2000", "--pipeline-positions", "128", "--steps", "2", "--warmup", "1",
+            "--repeats", "1", "--devices", "1", "--set", "model.blocks=1", "--set", "model.filters=4",
+            "--set", "model.value_hidden=4", "--set", "model.policy_head=true",
+            "--set", "train.per_replica_batch=16", "--json", str(out)]
+    assert bench.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert {r["method"] for r in report["results"]} == {"pipeline", "towers", "towers-iter", "model.fit"}
