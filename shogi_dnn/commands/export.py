@@ -29,7 +29,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=None,
                         help="a fixed batch size (default: dynamic, any batch)")
     parser.add_argument("--quantize", default="none", choices=("none", "int8"),
-                        help="int8: an ONNX export with int8 convolutions and dense layers (onnxruntime "
+                        help="int8: an ONNX export with int8 convolutions (onnxruntime "
                              "static quantization, calibrated on the dataset's validation positions; "
                              "docs/engine.md has its speed and accuracy)")
     parser.add_argument("--data", default=None,
