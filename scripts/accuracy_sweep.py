@@ -73,16 +73,18 @@ def predict(run_dir: Path, paths: list[Path], out: Path, checkpoint: str | None 
         arr = shards.read_positions(p, keys=(shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_MOVE)).arrays
         for s in range(0, len(arr[shards.KEY_BOARD]), 8192):
             b, h = arr[shards.KEY_BOARD][s:s + 8192], arr[shards.KEY_HANDS][s:s + 8192]
-            logits.append(np.asarray(model_lib.value_logits(model, b, h, mirror_average=True)))
-            if has_policy:
-                labels = policy.move_labels(arr[shards.KEY_MOVE][s:s + 8192])
-                rank = np.full(len(labels), -1, np.int32)
-                have = labels >= 0
-                if have.any():
-                    pl = np.asarray(model_lib.policy_logits(model, b[have], h[have], mirror_average=True))
-                    legal = policy.legal_label_masks(b[have], h[have])
-                    rank[have] = scoring.move_ranks(pl, labels[have], legal)
-                ranks.append(rank)
+            if not has_policy:
+                logits.append(np.asarray(model_lib.value_logits(model, b, h, mirror_average=True)))
+                continue
+            value, moves = model_lib.value_and_policy_logits(model, b, h, mirror_average=True)   # one pass
+            logits.append(np.asarray(value))
+            labels = policy.move_labels(arr[shards.KEY_MOVE][s:s + 8192])
+            rank = np.full(len(labels), -1, np.int32)
+            have = labels >= 0
+            if have.any():
+                legal = policy.legal_label_masks(b[have], h[have])
+                rank[have] = scoring.move_ranks(np.asarray(moves)[have], labels[have], legal)
+            ranks.append(rank)
     arrays = {"logit": np.concatenate(logits).astype(np.float32)}
     if has_policy:
         arrays["rank"] = np.concatenate(ranks)
