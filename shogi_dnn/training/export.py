@@ -251,7 +251,7 @@ def describe(fmt: str, path: Path, cfg: ModelConfig, batch: int | None, mirror_a
         "source": source,
         "shogi_dnn_version": __version__,
         "model": {"blocks": cfg.blocks, "filters": cfg.filters, "features": cfg.features,
-                  "value_head": cfg.value_head, "policy_head": cfg.policy_head},
+                  "value_head": cfg.value_head, "policy_head": cfg.policy_head, "block": cfg.block},
         "inputs": [
             {"name": model_lib.INPUT_BOARD, "dtype": "uint8", "shape": [shape, NUM_SQUARES],
              "meaning": "piece codes from the side to move's view: 0 empty, 1..14 own piece type t "
