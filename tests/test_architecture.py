@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "shogi_dnn"
 # its __init__, so a new top-level module or folder that no layer lists fails test_every_module_has_a_layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("shogi_dnn", "shogi_dnn.errors", "shogi_dnn.config", "shogi_dnn.wording"),
-    ("shogi_dnn.folders",),         # run and dataset folders on disk: run files, locks, the atomic write
+    ("shogi_dnn.folders",           # run and dataset folders on disk: run files, locks, the atomic write
+     "shogi_dnn.packaged"),         # the network shipped with the package (finds and checks its files)
     ("shogi_dnn.plotting",),        # figures and fonts; its PNGs go through the atomic write below
     ("shogi_dnn.rules",),
     ("shogi_dnn.kifu",),
@@ -37,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 TOP_LEVEL = {"shogi_dnn", "shogi_dnn.__main__", "shogi_dnn.cli", "shogi_dnn.config", "shogi_dnn.errors",
              "shogi_dnn.wording", "shogi_dnn.plotting"}
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
-DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders",
+DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders", "shogi_dnn.packaged",
              "shogi_dnn.convert", "shogi_dnn.annotate", "shogi_dnn.analysis.inspect",
              "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.report_plots", "shogi_dnn.analysis.report_checks",

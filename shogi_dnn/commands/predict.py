@@ -1,10 +1,12 @@
-"""`shogi-dnn predict --run-dir RUN [--checkpoint NAME] [--game N] [--out PNG] [--data DIR]
+"""`shogi-dnn predict [--run-dir RUN] [--checkpoint NAME] [--game N] [--out PNG] [--data DIR]
 [--no-mirror-average] POSITION|RECORD`: the win probability of a USI/SFEN position for its side to move
 (named: Black or White), or of every position of a game record: a table (the probability for the side to
 move and for Black) plus a PNG win-rate graph from Black's view, the biggest swings marked, with the
 game's context: which game of the file, its recorded result and ending, and whether the run trained on
 it (its split in the run's dataset, or "not in the run's data"). The probability is the mean over the
-position and its left-right mirror (--no-mirror-average: the model alone)."""
+position and its left-right mirror (--no-mirror-average: the model alone). Without --run-dir: the network
+packaged with shogi-dnn (shogi_dnn/packaged; the graph goes to the working folder, and the note says
+whether the game is one it trained on)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from shogi_dnn import packaged
+from shogi_dnn.dataset import features, game_keys
 from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import predict, run_model
 from shogi_dnn.errors import ShogiDnnError
@@ -20,7 +26,9 @@ from shogi_dnn.errors import ShogiDnnError
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="shogi-dnn predict", description=__doc__.split(":", 1)[1].strip())
-    parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
+    parser.add_argument("--run-dir", default=None,
+                        help="the run directory written by `shogi-dnn train` (default: the network packaged "
+                             "with shogi-dnn)")
     parser.add_argument("--checkpoint", default=None,
                         help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--game", type=int, default=1,
@@ -56,18 +64,39 @@ def dataset_notes(run_dir: Path, data: str | None, record, positions) -> tuple[s
         return f"split unknown ({exc})", "split unknown"
 
 
+def packaged_notes(record, positions) -> tuple[str, str]:
+    """Whether the packaged network trained on the game (its trained-games keys, dataset/game_keys.py):
+    the table's line and the graph's short one."""
+    try:
+        trained = game_keys.read_trained_games(packaged.model_dir())
+    except ShogiDnnError as exc:
+        return f"training games unknown ({exc})", "training games unknown"
+    if trained is None:
+        return "training games unknown (no trained-games.npz)", "training games unknown"
+    moves = [features.encode_move(move, int(turn)) for move, turn in zip(positions.moves[1:], positions.turn)]
+    key = game_keys.game_key(record.start_sfen, np.asarray([*moves, features.MOVE_NONE], np.uint16))
+    if np.isin(np.uint64(key), trained.keys):
+        return (f"one of the {trained.games:,} games {packaged.NAME} trained on", "a training game")
+    return (f"not one of the {trained.games:,} games {packaged.NAME} trained on", "not a training game")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    run_dir = run_files.check_run_dir(args.run_dir)
+    own = args.run_dir is not None
+    run_dir = run_files.check_run_dir(args.run_dir) if own else packaged.model_file("keras").parent
     text = " ".join(args.target)
     is_record = is_record_argument(args.target)
     choice = predict.choose_game(text, args.game) if is_record else None   # "no such file: X" before TF
     record = choice.record if choice else predict.read_position(text)
     if choice:                                      # the graph's folder, before TensorFlow starts
-        out = Path(args.out) if args.out else run_dir / f"predict-{choice.path.stem}.png"
-        run_files.check_writable(out.parent, "--out" if args.out else "--run-dir", out)
+        # The packaged network's folder is the installation's: its graph goes to the working folder.
+        folder = run_dir if own else Path.cwd()
+        out = Path(args.out) if args.out else folder / f"predict-{choice.path.stem}.png"
+        run_files.check_writable(out.parent, "--out" if args.out else "--run-dir" if own else "the working "
+                                 "folder", out)
     what = f"{len(record.moves) + 1} positions of {choice.describe()}" if choice else "the position"
-    print(f"predict: loading {run_model.model_name(run_dir, args.checkpoint)} "
+    name = run_model.model_name(run_dir, args.checkpoint) if own else packaged.describe()
+    print(f"predict: loading {name} "
           f"(TensorFlow starts, a few seconds), then {what}", file=sys.stderr, flush=True)
     model = run_model.load_run_model(run_dir, args.checkpoint)  # TensorFlow only once the input is known good
     if args.mirror_average:
@@ -81,7 +110,8 @@ def main(argv: list[str]) -> int:
         print(f"{sfen}\nwin probability for the side to move ({side}){averaged}: {p:.3f}")
         return 0
     curve = predict.game_curve(model, record)
-    split, split_short = dataset_notes(run_dir, args.data, record, curve.positions)
+    split, split_short = (dataset_notes(run_dir, args.data, record, curve.positions) if own
+                          else packaged_notes(record, curve.positions))
     print(predict.format_curve(curve, record, [choice.describe(), split]))
     names = f"{record.black or 'Black'} vs {record.white or 'White'}"
     predict.plot_curve(curve, out, f"{names} ({choice.path.name}, game {choice.index} of {choice.total})",

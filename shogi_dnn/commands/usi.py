@@ -1,6 +1,7 @@
-"""`shogi-dnn usi (--run-dir RUN | --model FILE.onnx) [--player network|material] [--checkpoint NAME]
+"""`shogi-dnn usi [--run-dir RUN | --model FILE.onnx] [--player network|material] [--checkpoint NAME]
 [--data DIR] [--backend auto|python-shogi|cshogi] [--name NAME] [--no-mirror-average]`: speak USI on
-stdin/stdout (register this command line in a shogi GUI; docs/engine.md). The network player searches
+stdin/stdout (register this command line in a shogi GUI; docs/engine.md); without --run-dir or --model,
+with the network packaged with shogi-dnn (shogi_dnn/packaged). The network player searches
 with PUCT (the policy as priors when the model has a policy head, else a capture quiescence search at the
 leaves; `go depth D`: best-first minimax); the material player is the same engine on the material
 baseline fitted on the run's training split. Before anything is read from stdin, players.check finds the
@@ -13,11 +14,13 @@ interpreter or TensorFlow teardown, which took 4-7 s)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import os
 import sys
 from pathlib import Path
 
+from shogi_dnn import packaged
 from shogi_dnn.engine import players, protocol
 from shogi_dnn.errors import RunError
 from shogi_dnn.rules import BACKENDS, resolve_backend
@@ -25,8 +28,9 @@ from shogi_dnn.rules import BACKENDS, resolve_backend
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="shogi-dnn usi", description=__doc__.split(":", 1)[1].strip())
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run-dir", default=None, help="the run directory written by `shogi-dnn train`")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--run-dir", default=None, help="the run directory written by `shogi-dnn train` "
+                                                        "(neither this nor --model: the packaged network)")
     source.add_argument("--model", default=None,
                         help="an exported ONNX model (`shogi-dnn export --format onnx`): "
                              "no TensorFlow at all")
@@ -45,13 +49,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def packaged_source() -> Path:
+    """The packaged network (shogi_dnn/packaged): its ONNX file where onnxruntime is installed (no
+    TensorFlow), else its folder, read as a run directory holding model.keras. RunError when missing."""
+    if importlib.util.find_spec("onnxruntime") is not None:
+        return packaged.model_file("onnx")
+    return packaged.model_file("keras").parent
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.player == "material" and args.run_dir is None:
         raise RunError("--player material needs --run-dir "
                        "(the baseline is fitted on the run's training split)")
     backend = resolve_backend(args.backend)
-    evaluator = players.make_evaluator(args.player, Path(args.run_dir or args.model), args.checkpoint,
+    source = Path(args.run_dir or args.model) if args.run_dir or args.model else packaged_source()
+    evaluator = players.make_evaluator(args.player, source, args.checkpoint,
                                        args.mirror_average, Path(args.data) if args.data else None)
     players.check(evaluator)                  # RunError: one line on stderr (cli), before `usiok`
     name = args.name or f"shogi-dnn {args.player}"
