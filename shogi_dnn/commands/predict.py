@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from shogi_dnn import packaged
-from shogi_dnn.dataset import features, game_keys
+from shogi_dnn.dataset import game_keys
 from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import predict, run_model
 from shogi_dnn.errors import ShogiDnnError
@@ -73,8 +73,7 @@ def packaged_notes(record, positions) -> tuple[str, str]:
         return f"training games unknown ({exc})", "training games unknown"
     if trained is None:
         return "training games unknown (no trained-games.npz)", "training games unknown"
-    moves = [features.encode_move(move, int(turn)) for move, turn in zip(positions.moves[1:], positions.turn)]
-    key = game_keys.game_key(record.start_sfen, np.asarray([*moves, features.MOVE_NONE], np.uint16))
+    key = game_keys.record_key(record.start_sfen, positions.moves[1:], positions.turn)
     if np.isin(np.uint64(key), trained.keys):
         return (f"one of the {trained.games:,} games {packaged.NAME} trained on", "a training game")
     return (f"not one of the {trained.games:,} games {packaged.NAME} trained on", "not a training game")

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.dataset import identity, shards
+from shogi_dnn.dataset import features, identity, shards
 from shogi_dnn.errors import RunError, ShardFormatError
 from shogi_dnn.folders import run_files
 
@@ -64,6 +64,13 @@ def game_key(start_sfen: str, moves: np.ndarray) -> int:
     """The key of one game: `moves` [P] uint16, the move codes of its positions in ply order."""
     payload = start_sfen.encode("utf-8") + b"\n" + np.ascontiguousarray(moves, dtype="<u2").tobytes()
     return int.from_bytes(hashlib.sha1(payload).digest()[:8], "big")
+
+
+def record_key(start_sfen: str, moves: Sequence[str], turns: Sequence[int]) -> int:
+    """The key of a game as a record holds it: its USI `moves` and the side to move before each (`turns`,
+    features.encode_move's colour), coded as the shards' `move` column (MOVE_NONE after the last)."""
+    codes = [features.encode_move(move, int(turn)) for move, turn in zip(moves, turns)]
+    return game_key(start_sfen, np.asarray([*codes, features.MOVE_NONE], np.uint16))
 
 
 def shard_keys(path: Path) -> SplitKeys:
