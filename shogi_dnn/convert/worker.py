@@ -341,7 +341,7 @@ def capped_workers_note(requested: int | None, cores: int) -> str | None:
     """The line convert prints when plan_workers capped `--workers N` at the cores, else None.
 
     More processes than cores only take turns on them, each with its own interpreter and buffers:
-    `--workers 64` on 2 cores took 2.5 GB and ran 40 times slower than the default (issue 22).
+    `--workers 64` on 2 cores takes 2.5 GB and runs 40 times slower than the default.
     """
     if requested is None or requested <= max(cores, 1):
         return None

@@ -148,7 +148,7 @@ def apply_all_reduced(optimizer: keras.optimizers.Optimizer, variables: Sequence
     # The optimizer's weight decay and step count do not depend on the gradient: without this edge they
     # ran even when the update failed for want of a batch (the stream ended on a shard read error), so
     # the checkpoint of the last good step held one more decay and step count than its weights had seen
-    # and resumed off an uninterrupted run (issue 31). Ops outside a nested tf.function's own graph do
+    # and resumed off an uninterrupted run. Ops outside a nested tf.function's own graph do
     # not order it (a control edge on the call was measured to change nothing), hence here.
     with tf.control_dependencies(list(grads)):
         optimizer.apply(grads, variables)   # aggregation disabled by build_optimizer: no second sum
