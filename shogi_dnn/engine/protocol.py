@@ -83,6 +83,7 @@ RECENT_LAGS = 16                      # moves whose stop latency sets the margin
 MAX_STOP_MARGIN = 0.5                 # seconds: the margin never takes more than this
 SAFETY_FRACTION = 0.1                 # of every budget, kept for a loaded machine's scheduling delays
 GO_INT_ARGS = ("btime", "wtime", "binc", "winc", "byoyomi", "movetime", "nodes", "depth", "movestogo")
+_SEARCH = search_lib.Settings()       # the search's defaults: the options of the same meaning start there
 
 
 @dataclasses.dataclass
@@ -93,12 +94,12 @@ class Options:
     DepthLimit: int = 0
     NodesLimit: int = 0
     ResignValue: int = 0
-    EnteringKingRule: str = "CSARule27"
+    EnteringKingRule: str = _SEARCH.entering_king_rule
     NetworkDelay: int = 120
-    CPuct: int = 100
-    BatchSize: int = 8
-    QuiescencePlies: int = 2
-    QuiescenceWidth: int = 4
+    CPuct: int = round(_SEARCH.c_puct * 100)      # hundredths
+    BatchSize: int = _SEARCH.batch_size
+    QuiescencePlies: int = _SEARCH.quiescence_plies
+    QuiescenceWidth: int = _SEARCH.quiescence_width
     Temperature: int = 0
     TemperatureMoves: int = 0
     USI_Ponder: bool = False

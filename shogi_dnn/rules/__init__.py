@@ -1,6 +1,7 @@
 """Move rules behind one small interface, so readers and the encoder never touch a library directly.
 
-  pieces.py            `PieceType` and the piece tables: hand order, promotion, set counts, SFEN letters
+  pieces.py            `PieceType` and the piece tables: hand order, promotion, set counts, SFEN letters,
+                       piece values
   moves.py             `MOVES`: how each piece type moves (the one move table); `attacks`, `in_check`
   position.py          the `Position` protocol, IllegalMoveError, the square/piece/colour conventions
   pyshogi_backend.py   `ShogiPosition` on python-shogi (always installed, the reference)
@@ -27,6 +28,7 @@ from shogi_dnn.rules.pieces import (
     BASE_PIECE_TYPES,
     HAND_PIECE_TYPES,
     NUM_PIECE_TYPES,
+    PIECE_VALUES,
     PROMOTED,
     SET_COUNT,
     SFEN_PIECE,
@@ -41,7 +43,9 @@ from shogi_dnn.rules.position import (
     IllegalMoveError,
     Position,
     format_sfen,
+    parse_square,
     square_index,
+    square_name,
     square_usi,
 )
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
@@ -56,6 +60,7 @@ __all__ = [
     "MOVES",
     "NUM_PIECE_TYPES",
     "NUM_SQUARES",
+    "PIECE_VALUES",
     "PROMOTED",
     "SET_COUNT",
     "SFEN_PIECE",
@@ -74,9 +79,11 @@ __all__ = [
     "format_sfen",
     "in_check",
     "new_position",
+    "parse_square",
     "position_factory",
     "position_from_sfen",
     "resolve_backend",
     "square_index",
+    "square_name",
     "square_usi",
 ]

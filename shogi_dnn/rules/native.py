@@ -28,7 +28,7 @@ import numpy as np
 
 from shogi_dnn.rules.factory import new_position
 from shogi_dnn.rules.pieces import HAND_PIECE_TYPES, NUM_PIECE_TYPES, SFEN_PIECE
-from shogi_dnn.rules.position import NUM_SQUARES, format_sfen
+from shogi_dnn.rules.position import NUM_SQUARES, format_sfen, parse_square, square_name
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 try:
@@ -54,17 +54,13 @@ def enabled() -> bool:
     return _play_csa is not None and os.environ.get(NATIVE_ENV, "1") != "0"
 
 
-def _square_usi(index: int) -> str:
-    return f"{9 - index % 9}{chr(ord('a') + index // 9)}"
-
-
 def _usi_code(usi: str) -> int:
     """The absolute code of a well-formed USI move (the inverse of _usi_table)."""
-    destination = (ord(usi[3]) - ord("a")) * 9 + 9 - int(usi[2])
+    destination = parse_square(usi[2:4])
     if usi[1] == "*":
         origin = NUM_SQUARES + _DROP_LETTERS.index(usi[0])
     else:
-        origin = (ord(usi[1]) - ord("a")) * 9 + 9 - int(usi[0])
+        origin = parse_square(usi[0:2])
     return (origin * NUM_SQUARES + destination) * 2 + usi.endswith("+")
 
 
@@ -72,7 +68,7 @@ def _usi_code(usi: str) -> int:
 def _usi_table() -> np.ndarray:
     """USI of every absolute move code ((origin * 81 + destination) * 2 + promote; origin 81 + i a
     drop of P L N S G B R[i]), as an object array indexed by the code (None where no move is)."""
-    names = [_square_usi(index) for index in range(NUM_SQUARES)]
+    names = [square_name(index) for index in range(NUM_SQUARES)]
     table = np.full((NUM_SQUARES + HAND_KINDS) * NUM_SQUARES * 2, None, object)
     board = [origin + destination for origin in names for destination in names]
     table[0:2 * NUM_SQUARES * NUM_SQUARES:2] = board

@@ -72,6 +72,16 @@ def square_usi(file: int, rank: int) -> str:
     return f"{file}{chr(ord('a') + rank - 1)}"
 
 
+def parse_square(name: str) -> int:
+    """Square index of a USI square name: '7g' -> 56 (no check: callers pass well-formed names)."""
+    return (ord(name[1]) - ord("a")) * 9 + 9 - int(name[0])
+
+
+def square_name(index: int) -> str:
+    """USI name of a square index: 56 -> '7g'."""
+    return f"{9 - index % 9}{chr(ord('a') + index // 9)}"
+
+
 def format_sfen(codes: Sequence[int], black_hand: Sequence[int], white_hand: Sequence[int], turn: int,
                 move_number: int = 1) -> str:
     """The SFEN of a position: the one SFEN writer of the package.

@@ -15,7 +15,8 @@ from shogi_dnn.dataset import features, policy
 from shogi_dnn.engine import search
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import position_factory
-from tests.engine.support import DECLARE, MATE_IN_ONE, MATE_IN_THREE, PolicyEvaluator, SlowEvaluator, material
+from tests.engine.support import (DECLARE, HANGING, MATE_IN_ONE, MATE_IN_THREE, PolicyEvaluator,
+                                  SlowEvaluator, material)
 
 OPENING = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
 
@@ -275,3 +276,41 @@ def test_declaration(backend: str) -> None:
     # 10 pieces but too few points (the tokin on 1a: a pawn could never stand there unpromoted)
     assert not search.declaration_win(new_position("KGGGSSSS+P/PP7/9/9/9/9/9/9/k8 b - 1"), "CSARule27")
     assert not search.declaration_win(new_position(STANDARD_START_SFEN), "CSARule27")
+
+
+# Recorded from the engine as it plays (fixed node budgets, deterministic evaluators): a change of the
+# search's code that keeps its play keeps these moves, visit counts and PVs.
+RECORDED_PUCT = [
+    ("policy", OPENING, 400, 8, "1a1b", 404,
+     [("1a1b", 76, ("1a1b", "5i4h", "4a3b")), ("8b3b", 74, ("8b3b", "3g3f", "7c7d")),
+      ("7c7d", 50, ("7c7d", "9i9h", "5a6b"))]),
+    ("material", HANGING, 300, 4, "5h1h", 302,
+     [("5h1h", 16, ("5h1h", "5d5e", "1h1a+")), ("5h5f", 15, ("5h5f", "5d5e", "5f1f")),
+      ("5h5g", 15, ("5h5g", "5d5e", "5g1g"))]),
+    ("material", STANDARD_START_SFEN, 300, 8, "2g2f", 301,
+     [("2g2f", 6, ("2g2f", "1c1d", "1g1f")), ("3g3f", 6, ("3g3f", "1c1d", "1g1f")),
+      ("4g4f", 6, ("4g4f", "1c1d", "1g1f"))]),
+]
+
+
+@pytest.mark.parametrize("kind,sfen,nodes,batch_size,move,evaluated,lines", RECORDED_PUCT)
+def test_fixed_searches_play_the_recorded_moves(kind: str, sfen: str, nodes: int, batch_size: int, move: str,
+                                                evaluated: int, lines: list) -> None:
+    evaluator = PolicyEvaluator(seed=4) if kind == "policy" else material()
+    run = search.Search(evaluator, position_factory()(sfen), search.Limits(nodes=nodes), multipv=3,
+                        settings=search.Settings(batch_size=batch_size))
+    info = run.run()
+    assert (run.choose(), info.nodes) == (move, evaluated)
+    assert [(line.move, line.visits, line.pv[:3]) for line in info.lines] == lines
+
+
+def test_fixed_best_first_search_plays_the_recorded_moves() -> None:
+    from shogi_dnn.engine import minimax
+
+    limits = search.Limits(nodes=400, depth=3)
+    run = minimax.BestFirst(material(), position_factory()(HANGING), limits, multipv=3)
+    info = run.run()
+    assert [(line.move, line.pv, round(line.p, 6)) for line in info.lines] == [
+        ("5h1h", ("5h1h", "5d5e", "1h1a+"), 0.668188), ("5h2h", ("5h2h",), 0.598688),
+        ("5h3h", ("5h3h",), 0.598688)]
+    assert info.nodes == 272
