@@ -62,6 +62,12 @@ class Position(Protocol):
         """An independent copy (a search plays moves on copies, the original stays)."""
 
 
+def position_key(position: Position) -> str:
+    """What makes two positions the same for repetition: board, side to move and hands (the SFEN without
+    its move number)."""
+    return position.sfen().rsplit(" ", 1)[0]
+
+
 def square_index(file: int, rank: int) -> int:
     """Square index of file 1..9 and rank 1..9 (rank 1 = 'a', the top row from Black's side)."""
     return (rank - 1) * 9 + (9 - file)
