@@ -1,4 +1,4 @@
-"""One owner per fact (../shared/STYLE.md): each fact below is written in one module of the package and
+"""One owner per fact: each fact below is written in one module of the package and
 imported everywhere else. Read from the source: a second copy anywhere fails, naming its lines."""
 
 from __future__ import annotations
