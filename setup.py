@@ -1,8 +1,11 @@
 """The optional C parts (everything else is in pyproject.toml), both `optional=True`: without a C compiler
 the install still succeeds.
 
+- shogi_dnn.rules._native: the rules' and the CSA reader's kernels (CSA moves checked and played, runs of
+  move lines and evaluation comments, in-check flags); without it the rules backends and the readers'
+  regexes are used (same output).
 - shogi_dnn.dataset._encode: the encoding extension; without it features.py uses its numpy path (same
-  output).
+  output). Both include rules/_pieces.h (the piece numbers).
 - shogi_dnn.training._bindshim: not a Python module but an LD_PRELOAD library (a bind(2) wrapper) that
   keeps a cluster worker's TensorFlow server on its given host, and keeps SIGTERM's action while the
   cluster forms (training/bind_shim.py); without it that
@@ -10,7 +13,10 @@ the install still succeeds.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("shogi_dnn.dataset._encode", ["shogi_dnn/dataset/_encode.c"], optional=True,
-                             extra_compile_args=["-O2"]),
+PIECES_H = ["shogi_dnn/rules/_pieces.h"]
+setup(ext_modules=[Extension("shogi_dnn.rules._native", ["shogi_dnn/rules/_native.c"], optional=True,
+                             extra_compile_args=["-O2"], depends=PIECES_H),
+                   Extension("shogi_dnn.dataset._encode", ["shogi_dnn/dataset/_encode.c"], optional=True,
+                             extra_compile_args=["-O2"], depends=PIECES_H),
                    Extension("shogi_dnn.training._bindshim", ["shogi_dnn/training/_bindshim.c"], optional=True,
                              extra_compile_args=["-O2"], libraries=["dl"])])

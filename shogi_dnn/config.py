@@ -27,105 +27,147 @@ else:  # pragma: no cover
 from shogi_dnn.errors import ConfigError
 
 MAX_CONFIG_BYTES = 2**20        # a preset is a few KiB: a larger file is not a config
+# The most epochs a run may plan: far beyond any real run (a tiny dataset trains some thousands), low enough
+# that the plan's arithmetic and the logs' counters stay small; 10**12 once went unnoticed for minutes.
+MAX_EPOCHS = 1_000_000
+
+
+def _one_of(default: str, choices: tuple[str, ...]) -> Any:
+    """A str field that takes one of `choices` (CHOICES, checked when a config is read)."""
+    assert default in choices
+    return dataclasses.field(default=default, metadata={"choices": choices})
+
+
+def _within(default: float, high: float = math.inf, *, zero_ok: bool = True, note: str = "") -> Any:
+    """A number field in [0, high] ((0, high] when not zero_ok; RANGES, checked when a config is read);
+    `note` follows the bound in a refusal."""
+    return dataclasses.field(default=default, metadata={"range": (0, high, zero_ok), "note": note})
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Residual CNN shape. Changing any field changes the architecture (checked on resume)."""
 
-    blocks: int = 2                 # residual blocks after the stem convolution
-    filters: int = 32               # channels of every convolution
-    value_hidden: int = 64          # units of the dense layer in the value head
-    value_head: str = "flatten"     # "flatten" (every square to the dense layer, as dlshogi) or "pool"
-                                    # (global average pooling: far fewer weights, resists memorising games)
-    batch_norm: str = "none"        # "none", "local" (per tower) or "sync" (synchronised across towers)
-    mixed_precision: str = "none"   # "none", "mixed_float16" (with loss scaling) or "mixed_bfloat16"
-    features: str = "pieces"        # input planes: "pieces" (42: pieces and hands), "attacks" (77: those
-                                    # plus 35 attack/check planes computed on the device,
-                                    # training/attack_planes.py) or "tactics" (81: attacks plus 4 planes:
-                                    # hanging pieces, pieces attacked by a cheaper piece, per side)
-    policy_head: bool = False       # a second output, the move to play (docs/model.md): conv1x1(filters)
-                                    # [BN] ReLU -> conv1x1(27) -> [B, 2187] logits over dataset/policy.py's
-                                    # labels, trained on the move played (train.policy_weight)
-    block: str = "residual"         # residual block: "residual" (two 3x3 convolutions + skip), "se"
-                                    # (lc0's squeeze-excitation: a per-channel scale and bias from the
-                                    # block's board-wide means) or "gpool" (KataGo's global pooling: the
-                                    # first convolution's board-wide mean and max add a per-channel bias
-                                    # before the second)
-    se_ratio: int = 4               # with block = "se": the squeeze layer has filters / se_ratio units
+    # residual blocks after the stem convolution
+    blocks: int = _within(2)
+    # channels of every convolution
+    filters: int = _within(32, zero_ok=False)
+    # units of the dense layer in the value head
+    value_hidden: int = _within(64, zero_ok=False)
+    # "flatten" (every square to the dense layer, as dlshogi) or "pool" (global average pooling: far fewer
+    # weights, resists memorising games)
+    value_head: str = _one_of("flatten", ("flatten", "pool"))
+    # "none", "local" (per tower) or "sync" (synchronised across towers)
+    batch_norm: str = _one_of("none", ("none", "local", "sync"))
+    # "none", "mixed_float16" (with loss scaling) or "mixed_bfloat16"
+    mixed_precision: str = _one_of("none", ("none", "mixed_float16", "mixed_bfloat16"))
+    # input planes: "pieces" (42: pieces and hands), "attacks" (77: those plus 35 attack/check planes computed
+    # on the device, training/attack_planes.py) or "tactics" (81: attacks plus 4 planes: hanging pieces,
+    # pieces attacked by a cheaper piece, per side)
+    features: str = _one_of("pieces", ("pieces", "attacks", "tactics"))
+    # a second output, the move to play (docs/model.md): conv1x1(filters) [BN] ReLU -> conv1x1(27) -> [B,
+    # 2187] logits over dataset/policy.py's labels, trained on the move played (train.policy_weight)
+    policy_head: bool = False
+    # residual block: "residual" (two 3x3 convolutions + skip), "se" (lc0's squeeze-excitation: a per-channel
+    # scale and bias from the block's board-wide means) or "gpool" (KataGo's global pooling: the first
+    # convolution's board-wide mean and max add a per-channel bias before the second)
+    block: str = _one_of("residual", ("residual", "se", "gpool"))
+    # with block = "se": the squeeze layer has filters / se_ratio units
+    se_ratio: int = _within(4, zero_ok=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimConfig:
     """Optimiser and learning-rate schedule."""
 
-    optimizer: str = "sgd"          # "sgd" (with momentum, Nesterov) or "adam"
-    lr: float = 0.01                # learning rate at base_global_batch, before scaling
-    momentum: float = 0.9           # SGD momentum
-    weight_decay: float = 1e-4      # decoupled weight decay (0 to disable)
-    lr_scaling: str = "linear"      # scale lr for the global batch: "none", "linear" or "sqrt"
-    base_global_batch: int = 256    # the global batch at which `lr` was tuned
-    warmup_samples: int = 0         # linear warm-up from 0 over this many samples
-    lr_decay: str = "none"          # after warm-up: "none" (constant) or "cosine" (to 0 at the run's last
-                                    # update)
-    clip_global_norm: float = 0.0   # clip the all-reduced gradient to this global norm (0 = off)
-    ema: float = 0.0                # 0 = off; else the momentum m of an exponential moving average of the
-                                    # weights (avg = m avg + (1 - m) w after each update, Keras' use_ema):
-                                    # validation and the final model.keras use the average, checkpoints
-                                    # hold both (e.g. 0.999: about the last 1,000 updates)
+    # "sgd" (with momentum, Nesterov) or "adam"
+    optimizer: str = _one_of("sgd", ("sgd", "adam"))
+    # learning rate at base_global_batch, before scaling
+    lr: float = _within(0.01, zero_ok=False)
+    # SGD momentum
+    momentum: float = _within(0.9, 1)
+    # decoupled weight decay (0 to disable)
+    weight_decay: float = _within(1e-4)
+    # scale lr for the global batch: "none", "linear" or "sqrt"
+    lr_scaling: str = _one_of("linear", ("none", "linear", "sqrt"))
+    # the global batch at which `lr` was tuned
+    base_global_batch: int = _within(256, zero_ok=False)
+    # linear warm-up from 0 over this many samples
+    warmup_samples: int = _within(0)
+    # after warm-up: "none" (constant) or "cosine" (to 0 at the run's last update)
+    lr_decay: str = _one_of("none", ("none", "cosine"))
+    # clip the all-reduced gradient to this global norm (0 = off)
+    clip_global_norm: float = _within(0.0)
+    # 0 = off; else the momentum m of an exponential moving average of the weights (avg = m avg + (1 - m) w
+    # after each update, Keras' use_ema): validation and the final model.keras use the average, checkpoints
+    # hold both (e.g. 0.999: about the last 1,000 updates)
+    ema: float = _within(0.0, 0.99999)
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     """Input pipeline."""
 
-    num_groups: int = 4             # sample groups the training split is cut into (by shard); a stage = one
-                                    # group
-    shuffle_buffer: int = 16384     # positions in the shuffle buffer
-    mirror: bool = False            # random left-right mirroring of the board (augmentation)
-    validation_positions: int = 0   # cap on validation positions per stage (0 = the whole split)
-    read_lanes: int = 0             # read lanes L the stream is cut into (pipeline.py): worker w of W reads
-                                    # only lanes [wL/W, (w+1)L/W); 0 = one per worker (1 on one machine). The
-                                    # data order depends on L: fix it (e.g. 8) to keep it on any worker count
-                                    # dividing L
+    # sample groups the training split is cut into (by shard); a stage = one group
+    num_groups: int = _within(4, zero_ok=False)
+    # positions in the shuffle buffer
+    shuffle_buffer: int = _within(16384, zero_ok=False)
+    # random left-right mirroring of the board (augmentation)
+    mirror: bool = False
+    # cap on validation positions per stage (0 = the whole split)
+    validation_positions: int = _within(0)
+    # read lanes L the stream is cut into (pipeline.py): worker w of W reads only lanes [wL/W, (w+1)L/W); 0 =
+    # one per worker (1 on one machine). The data order depends on L: fix it (e.g. 8) to keep it on any worker
+    # count dividing L
+    read_lanes: int = _within(0, note=" (0 = one per worker)")
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Batching, schedule, checkpoints and logging. Progress is counted in samples."""
 
-    per_replica_batch: int = 64     # positions per tower per micro-batch
-    global_batch: int = 0           # 0: per_replica_batch * towers; else fixed (must divide by towers)
-    micro_batches: int = 1          # gradient accumulation: micro-batches summed per optimizer update
-    epochs: int = 1                 # passes over all sample groups
-    seed: int = 1                   # data order and weight initialisation
-    log_every_steps: int = 10       # console/metrics.jsonl/TensorBoard interval, in optimizer steps
-    checkpoint_every_steps: int = 0 # extra checkpoints inside a stage (0 = only after each stage)
-    keep_checkpoints: int = 3       # keep the last K checkpoints
-    max_steps_per_stage: int = 0    # cap optimizer steps per stage (0 = the whole group); for smoke runs
-    time_towers: bool = False       # log each tower's own compute time (per_gpu busy_s), which lets the
-                                    # report flag a slow GPU; costs a timestamp pair and one scalar
-                                    # device-to-host copy per tower and update (13-20% of the throughput
-                                    # of tiny steps on simulated CPU towers, measured)
-    jit_compile: bool = False       # XLA for each micro-batch's forward and backward pass (steps.py); not
-                                    # with model.batch_norm = "sync" (its all-reduce stays outside XLA)
-    eval_weight: float = 0.0        # λ in [0, 1]: a position with an engine evaluation in its record trains
-                                    # on (1-λ)·BCE(result) + λ·BCE(sigmoid(eval / eval_scale));
-                                    # 0 = results only
-    eval_scale: float = 756.0       # a: centipawns per unit of logit, the target is sigmoid(eval / a);
-                                    # 0 = fit a on the training split's results (evalfit.py: the engine
-                                    # baseline's a)
-    eval_weighting: str = "constant"  # "constant": λ everywhere; "trust": λ x the evaluations' trust at the
-                                    # position's ply (evalfit.py: their gain over a coin on the training
-                                    # split's results, 1 where most informative): weak opening evaluations
-                                    # weigh little
-    policy_weight: float = 1.0      # with model.policy_head: loss = the value loss above + policy_weight x
-                                    # the cross-entropy of the move played (a position without one, the
-                                    # last of a game, adds none)
-    no_result_weight: float = 1.0   # factor on the whole loss of a position without a game result (win
-                                    # NaN: off-path positions of `shogi-dnn annotate`, whose share is
-                                    # what annotate made, --off-path N); such a position trains on its
-                                    # evaluation target alone (+ the policy on the engine's best move)
+    # positions per tower per micro-batch
+    per_replica_batch: int = _within(64, zero_ok=False)
+    # 0: per_replica_batch * towers; else fixed (must divide by towers)
+    global_batch: int = _within(0, note=" (0 = per_replica_batch x towers)")
+    # gradient accumulation: micro-batches summed per optimizer update
+    micro_batches: int = _within(1, zero_ok=False)
+    # passes over all sample groups
+    epochs: int = _within(1, MAX_EPOCHS, zero_ok=False, note=" (the most epochs a run may plan)")
+    # data order and weight initialisation
+    seed: int = _within(1)
+    # console/metrics.jsonl/TensorBoard interval, in optimizer steps
+    log_every_steps: int = _within(10, zero_ok=False)
+    # extra checkpoints inside a stage (0 = only after each stage)
+    checkpoint_every_steps: int = _within(0)
+    # keep the last K checkpoints
+    keep_checkpoints: int = _within(3, zero_ok=False)
+    # cap optimizer steps per stage (0 = the whole group); for smoke runs
+    max_steps_per_stage: int = _within(0)
+    # log each tower's own compute time (per_gpu busy_s), which lets the report flag a slow GPU; costs a
+    # timestamp pair and one scalar device-to-host copy per tower and update (13-20% of the throughput of tiny
+    # steps on simulated CPU towers, measured)
+    time_towers: bool = False
+    # XLA for each micro-batch's forward and backward pass (steps.py); not with model.batch_norm = "sync" (its
+    # all-reduce stays outside XLA)
+    jit_compile: bool = False
+    # λ in [0, 1]: a position with an engine evaluation in its record trains on (1-λ)·BCE(result) +
+    # λ·BCE(sigmoid(eval / eval_scale)); 0 = results only
+    eval_weight: float = _within(0.0, 1)
+    # a: centipawns per unit of logit, the target is sigmoid(eval / a); 0 = fit a on the training split's
+    # results (evalfit.py: the engine baseline's a)
+    eval_scale: float = _within(756.0, note=" (centipawns per unit of logit; 0 = fitted)")
+    # "constant": λ everywhere; "trust": λ x the evaluations' trust at the position's ply (evalfit.py: their
+    # gain over a coin on the training split's results, 1 where most informative): weak opening evaluations
+    # weigh little
+    eval_weighting: str = _one_of("constant", ("constant", "trust"))
+    # with model.policy_head: loss = the value loss above + policy_weight x the cross-entropy of the move
+    # played (a position without one, the last of a game, adds none)
+    policy_weight: float = _within(1.0)
+    # factor on the whole loss of a position without a game result (win NaN: off-path positions of `shogi-dnn
+    # annotate`, whose share is what annotate made, --off-path N); such a position trains on its evaluation
+    # target alone (+ the policy on the engine's best move)
+    no_result_weight: float = _within(1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,17 +188,15 @@ class Config:
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "optim": OptimConfig, "data": DataConfig,
                              "train": TrainConfig}
-CHOICES: dict[str, tuple[str, ...]] = {
-    "model.batch_norm": ("none", "local", "sync"),
-    "model.value_head": ("flatten", "pool"),
-    "model.mixed_precision": ("none", "mixed_float16", "mixed_bfloat16"),
-    "model.features": ("pieces", "attacks", "tactics"),
-    "model.block": ("residual", "se", "gpool"),
-    "optim.optimizer": ("sgd", "adam"),
-    "optim.lr_scaling": ("none", "linear", "sqrt"),
-    "optim.lr_decay": ("none", "cosine"),
-    "train.eval_weighting": ("constant", "trust"),
-}
+# The choices of every str key and the range of every numeric key (lowest 0; the lowest allowed itself or
+# not; every float must also be finite), from the fields (_one_of, _within): one table each, one owner.
+CHOICES: dict[str, tuple[str, ...]] = {f"{s}.{f.name}": f.metadata["choices"] for s, c in SECTIONS.items()
+                                       for f in dataclasses.fields(c) if "choices" in f.metadata}
+RANGES: dict[str, tuple[float, float, bool]] = {f"{s}.{f.name}": f.metadata["range"]
+                                                for s, c in SECTIONS.items() for f in dataclasses.fields(c)
+                                                if "range" in f.metadata}
+_RANGE_TEXT = {f"{s}.{f.name}": f.metadata["note"] for s, c in SECTIONS.items() for f in dataclasses.fields(c)
+               if f.metadata.get("note")}
 
 
 def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> Config:
@@ -266,35 +306,6 @@ def _check_value(key: str, value: Any, annotation: Any, origin: str) -> Any:
     if key in CHOICES and value not in CHOICES[key]:
         raise ConfigError(f"{origin}: {key} = {value!r} must be one of {', '.join(CHOICES[key])}")
     return value
-
-
-# The most epochs a run may plan: far beyond any real run (a tiny dataset trains some thousands), low enough
-# that the plan's arithmetic and the logs' counters stay small; 10**12 once went unnoticed for minutes.
-MAX_EPOCHS = 1_000_000
-
-# The range of every numeric key, checked when a config is read (files, --set, config.json, checkpoints):
-# (lowest, highest, lowest allowed itself); every float must also be finite. One table, one owner.
-RANGES: dict[str, tuple[float, float, bool]] = {
-    "model.blocks": (0, math.inf, True), "model.filters": (0, math.inf, False),
-    "model.value_hidden": (0, math.inf, False), "model.se_ratio": (0, math.inf, False),
-    "optim.lr": (0, math.inf, False), "optim.momentum": (0, 1, True),
-    "optim.weight_decay": (0, math.inf, True),
-    "optim.base_global_batch": (0, math.inf, False), "optim.warmup_samples": (0, math.inf, True),
-    "optim.clip_global_norm": (0, math.inf, True), "optim.ema": (0, 0.99999, True),
-    "data.num_groups": (0, math.inf, False), "data.shuffle_buffer": (0, math.inf, False),
-    "data.validation_positions": (0, math.inf, True), "data.read_lanes": (0, math.inf, True),
-    "train.per_replica_batch": (0, math.inf, False), "train.global_batch": (0, math.inf, True),
-    "train.micro_batches": (0, math.inf, False), "train.epochs": (0, MAX_EPOCHS, False),
-    "train.seed": (0, math.inf, True), "train.log_every_steps": (0, math.inf, False),
-    "train.checkpoint_every_steps": (0, math.inf, True), "train.keep_checkpoints": (0, math.inf, False),
-    "train.max_steps_per_stage": (0, math.inf, True),
-    "train.eval_weight": (0, 1, True), "train.eval_scale": (0, math.inf, True),
-    "train.policy_weight": (0, math.inf, True), "train.no_result_weight": (0, math.inf, True),
-}
-_RANGE_TEXT = {"data.read_lanes": " (0 = one per worker)",
-               "train.global_batch": " (0 = per_replica_batch x towers)",
-               "train.eval_scale": " (centipawns per unit of logit; 0 = fitted)",
-               "train.epochs": " (the most epochs a run may plan)"}
 
 
 def _check_ranges(config: Config, origin: str) -> None:

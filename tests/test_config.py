@@ -152,3 +152,11 @@ def test_every_numeric_key_has_a_range() -> None:
     numeric = {f"{s}.{f.name}" for s, c in cfg.SECTIONS.items() for f in dataclasses.fields(c)
                if f.type in ("int", "float", int, float)}
     assert numeric == set(cfg.RANGES)
+
+
+def test_choices_and_ranges_are_written_on_their_fields() -> None:
+    fields = {f"{s}.{f.name}": f for s, c in cfg.SECTIONS.items() for f in dataclasses.fields(c)}
+    assert cfg.CHOICES and all(fields[key].metadata["choices"] == cfg.CHOICES[key] for key in cfg.CHOICES)
+    assert all(fields[key].metadata["range"] == cfg.RANGES[key] for key in cfg.RANGES)
+    textual = {key for key, f in fields.items() if f.type in ("str", str)}
+    assert textual == set(cfg.CHOICES)                   # every str key has its choices

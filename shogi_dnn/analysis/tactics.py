@@ -22,7 +22,7 @@ The value of a capture is the captured piece's value (CaptureValues: [29] float6
 what taking it gains, its value on the board plus the value of the unpromoted piece it becomes in the
 mover's hand. evaluate uses the material baseline's fitted piece values (logits,
 capture_values_from_material: board value of the piece + hand value of its kind); without them
-DEFAULT_PIECE_VALUES, YaneuraOu's (Bonanza 6's) piece values in centipawns:
+rules.PIECE_VALUES, YaneuraOu's (Bonanza 6's) piece values in centipawns:
 
   P 90   L 315   N 405   S 495   G 540   B 855   R 990   +P +L +N +S 540   +B 945   +R 1395
 
@@ -50,20 +50,13 @@ import numpy as np
 
 from shogi_dnn.analysis import scoring
 from shogi_dnn.dataset.features import NUM_PIECE_CODES
-from shogi_dnn.rules import (HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE, UNPROMOTED,
-                             PieceType, attacks, in_check)
+from shogi_dnn.rules import (HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, PIECE_VALUES, SFEN_PIECE,
+                             UNPROMOTED, PieceType, attacks, in_check)
 
 _KING = int(PieceType.KING)
 _OPP_KING = NUM_PIECE_TYPES + _KING                       # 22: never a target (its capture ends nothing)
 _BLACK, _WHITE = 0, 1                                     # the view's side to move reads as Black
 
-# YaneuraOu's piece values (centipawns), by piece type; the king's is only there to rank it last.
-DEFAULT_PIECE_VALUES: dict[PieceType, float] = {
-    PieceType.PAWN: 90, PieceType.LANCE: 315, PieceType.KNIGHT: 405, PieceType.SILVER: 495,
-    PieceType.GOLD: 540, PieceType.BISHOP: 855, PieceType.ROOK: 990, PieceType.KING: 15000,
-    PieceType.PROM_PAWN: 540, PieceType.PROM_LANCE: 540, PieceType.PROM_KNIGHT: 540,
-    PieceType.PROM_SILVER: 540, PieceType.PROM_BISHOP: 945, PieceType.PROM_ROOK: 1395,
-}
 
 
 def capture_values(board_values: Mapping[int, float], hand_values: Mapping[int, float]) -> np.ndarray:
@@ -83,7 +76,7 @@ def capture_values(board_values: Mapping[int, float], hand_values: Mapping[int, 
     return values
 
 
-DEFAULT_CAPTURE_VALUES = capture_values(DEFAULT_PIECE_VALUES, DEFAULT_PIECE_VALUES)
+DEFAULT_CAPTURE_VALUES = capture_values(PIECE_VALUES, PIECE_VALUES)
 
 
 def capture_values_from_material(piece_values: Mapping[str, float]) -> np.ndarray:

@@ -55,7 +55,6 @@ from shogi_dnn.folders import locks, run_files
 
 log = logging.getLogger(__name__)
 
-LOCK_NAME = "writer.lock"
 _OURS = re.compile(rf"^((train|validation|test)-\d{{5}}|{OFF_PATH_PREFIX}\d{{5}})\.h5(\.tmp)?$")
 _OUR_FILES = {shards.MANIFEST_NAME, STATE_NAME, REPORT_NAME, CHUNKS_DIR}
 
@@ -100,7 +99,7 @@ def run_annotate(source: str | os.PathLike[str], out: str | os.PathLike[str],
                             chunks=len(plan.chunks))
     # one of the source's readers (a `convert --overwrite` of it is refused, naming us), `out`'s one writer
     with locks.read_dataset(source, "annotate"), \
-            locks.acquire(out, LOCK_NAME, "annotate", instead="choose another --out"), \
+            locks.acquire(out, locks.WRITER_LOCK, "annotate", instead="choose another --out"), \
             locks.replace_dataset(out, "annotate"):
         state = prepare_output(out, fingerprint(plan, path, name), overwrite)
         previous = _already_complete(out, state)
@@ -129,7 +128,7 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> AnnotateState:
     if state is not None:
         return state
     ours = [p for p in out.iterdir() if _OURS.match(p.name) or p.name.removesuffix(".tmp") in _OUR_FILES]
-    others = [p for p in out.iterdir() if p not in ours and p.name not in (LOCK_NAME, locks.READERS_LOCK)]
+    others = [p for p in out.iterdir() if p not in ours and p.name not in locks.LOCK_FILES]
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset (from another source, settings or engine); pass "
                           "--overwrite to replace it or choose another --out")

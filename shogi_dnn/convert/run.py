@@ -67,7 +67,6 @@ from shogi_dnn.convert.worker import (
     split_source,
 )
 from shogi_dnn.convert.writer import (
-    LOCK_NAME,
     REPORT_NAME,
     STATE_NAME,
     ConvertReport,
@@ -114,7 +113,7 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
     ours = [p for p in out.iterdir() if SHARD_PATTERN.match(p.name) or p.name in (
         shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp",
         REPORT_NAME + ".tmp") or resume.is_checkpoint_file(p.name)]
-    others = [p for p in out.iterdir() if p not in ours and p.name not in (LOCK_NAME, locks.READERS_LOCK)]
+    others = [p for p in out.iterdir() if p not in ours and p.name not in locks.LOCK_FILES]
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset converted from other inputs or settings; "
                           "pass --overwrite to replace it or choose another --out")
@@ -228,7 +227,7 @@ def run_convert(inputs: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     if not shards.compression_available(settings.compression):
         name = settings.compression
         raise ConfigError(f"--compression {name}: {shards.missing_filter_hint(name)}; or --compression gzip")
-    with locks.acquire(out, LOCK_NAME, "convert", instead="choose another --out"), \
+    with locks.acquire(out, locks.WRITER_LOCK, "convert", instead="choose another --out"), \
             locks.replace_dataset(out, "convert"):      # one writer of DIR, and no train or evaluate reads it
         return _run_locked(inputs, out, settings, workers, backend, overwrite, progress, on_shard)
 

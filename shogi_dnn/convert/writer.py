@@ -33,7 +33,6 @@ from shogi_dnn.wording import plural
 
 REPORT_NAME = "convert-report.json"
 STATE_NAME = "convert-state.json"
-LOCK_NAME = "writer.lock"          # the one writer's lock (locks.py): `convert` holds it while it runs
 MAX_LISTED_ERRORS = 100_000        # errors beyond this are counted, not listed, in the report
 
 

@@ -32,12 +32,15 @@ conversion time of a small corpus.)
 
   in_check_rows(board) -> bytes
       For each row of board [N, 81] (the side to move's view), 1 when the side to move's king is in
-      check: rules.in_check(row, BLACK) row by row (convert.worker._repeat_span's checks).
+      check: rules.in_check(row, BLACK) row by row (convert.worker._repeat_span's checks); a kernel of
+      the rules' extension (rules/native.py, rules/_native.c).
 
 All arrays C-contiguous, of exactly those sizes (else ValueError).
 """
 
 from __future__ import annotations
+
+from shogi_dnn.rules.native import in_check_rows
 
 try:
     from shogi_dnn.dataset import _encode
@@ -48,7 +51,6 @@ pack_rows = getattr(_encode, "pack_rows", None)
 replay_game = getattr(_encode, "replay_game", None)
 # None in an extension built before them (convert then takes the numpy / Python path for these only)
 fourfold_rows = getattr(_encode, "fourfold_rows", None)
-in_check_rows = getattr(_encode, "in_check_rows", None)
 
 AVAILABLE = pack_rows is not None
 

@@ -66,6 +66,8 @@ from shogi_dnn.rules import (
     ShogiPosition,
     format_sfen,
     new_position,
+    parse_square,
+    square_name,
 )
 
 NUM_PIECE_CODES = 1 + 2 * NUM_PIECE_TYPES          # 29: empty, own 1..14, opponent 15..28
@@ -206,16 +208,14 @@ def decode_move(code: int, turn: int) -> str:
 
 
 def _usi_square(name: str, turn: int) -> int:
-    file, rank = int(name[0]), ord(name[1]) - ord("a") + 1
-    index = (rank - 1) * 9 + (9 - file)
+    """The mover's-view square index of a USI square name."""
+    index = parse_square(name)
     return NUM_SQUARES - 1 - index if turn == WHITE else index
 
 
 def _square_usi(index: int, turn: int) -> str:
-    if turn == WHITE:
-        index = NUM_SQUARES - 1 - index
-    rank, col = divmod(index, 9)
-    return f"{9 - col}{chr(ord('a') + rank)}"
+    """The USI square name of a mover's-view square index."""
+    return square_name(NUM_SQUARES - 1 - index if turn == WHITE else index)
 
 
 def game_labels(winner: Winner, first_turn: int, count: int) -> np.ndarray:

@@ -12,7 +12,8 @@ negamax on probabilities:
 Best-first minimax (Korf & Chickering 1996): the root is expanded first (that is the one-ply player);
 then, while the limits allow, the leaf at the end of the principal variation is expanded and the values
 are backed up along its path. The search stops at the first of: `stop`, the node budget, the clock (checked
-before each expansion against the time the last one took), the depth horizon (the PV's leaf is `depth`
+before each expansion against the time the last one took, and before each evaluator call against the
+time it is expected to take: engine/limits.py), the depth horizon (the PV's leaf is `depth`
 plies deep and may not be expanded), or a proven result at the root. Proofs come only from positions
 without a legal move, so a reported mate is a real forced mate in the explored tree. Repetitions are not
 detected here (the PUCT search does). A child the evaluator answers with a NaN is unevaluated: valued as
@@ -30,17 +31,16 @@ from collections.abc import Callable
 import numpy as np
 
 from shogi_dnn.engine import quiescence
-from shogi_dnn.engine.players import Evaluator
-from shogi_dnn.engine.search import (
+from shogi_dnn.engine.limits import (
     MAX_TREE_NODES,
     PROB_CLIP,
-    STEP_MARGIN,
     LimitedSearch,
     Limits,
     RootLine,
     SearchInfo,
     Settings,
 )
+from shogi_dnn.engine.players import Evaluator
 from shogi_dnn.rules import Position
 
 
@@ -88,8 +88,7 @@ class BestFirst(LimitedSearch):
                  report_every: float = 0.5, multipv: int = 1, settings: Settings | None = None) -> None:
         super().__init__(evaluator, limits, stop, report, report_every, multipv,
                          settings or Settings(quiescence_plies=0))
-        self._last_expansion = 0.0
-        self._per_position = 0.0                 # the slowest evaluation seen, seconds a position
+        self._last_expansion = 0.0               # seconds the last expansion took (its calls together)
         self.root = Node(root.copy(), root.legal_usi())
         self.unevaluated = 0                     # positions the evaluator answered with NaN
 
@@ -156,20 +155,6 @@ class BestFirst(LimitedSearch):
         node.position = None if node is not self.root else node.position   # leaves keep theirs, memory
         self.nodes += len(children) - len(pending)
         self.seldepth = max(self.seldepth, depth + 1)
-
-    def _values(self, positions: list[Position]) -> np.ndarray:
-        board, hands = quiescence.encode(positions)
-        self.nodes += len(positions)
-        begin = time.monotonic()
-        values = np.asarray(self.evaluator.win_probability(board, hands), np.float64)
-        self._per_position = max(self._per_position, (time.monotonic() - begin) / len(positions))
-        return values
-
-    def _expired(self, positions: int = 0) -> bool:
-        """An evaluator call on `positions` would end past the deadline (quiescence stops there)."""
-        deadline = self.deadline()
-        step = STEP_MARGIN * self._per_position * positions
-        return deadline is not None and not self.limits.infinite and time.monotonic() + step >= deadline
 
     def info(self) -> SearchInfo:
         """Root moves best first (at most multipv of them), with their PVs."""

@@ -19,7 +19,7 @@ else None (the search then uses uniform priors and a capture quiescence search).
                      output of shape [batch, 2187] (or named `policy*`) is read as the policy logits
   MaterialEvaluator  the material baseline (analysis/baselines.py) fitted on the run's training split:
                      sigmoid(piece values . material balance + bias), the floor of the strength ladder;
-                     fixed_material(): the same with tactics.DEFAULT_PIECE_VALUES (no fit, no data), the
+                     fixed_material(): the same with rules.PIECE_VALUES (no fit, no data), the
                      engine's move when the network cannot give one
 
 load() does the slow part (TensorFlow, the model file, onnxruntime's session) and warm_up() runs one batch,
@@ -41,10 +41,10 @@ import numpy as np
 
 from shogi_dnn.dataset import evalfit, features, policy
 from shogi_dnn.folders import run_files
-from shogi_dnn.analysis import baselines, scoring, tactics
+from shogi_dnn.analysis import baselines, scoring
 from shogi_dnn.errors import RunError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
-from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_SQUARES, Position, new_position
+from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_SQUARES, PIECE_VALUES, Position, new_position
 
 KINDS = ("network", "material")
 ONNX_SUFFIX = ".onnx"
@@ -343,9 +343,9 @@ class MaterialEvaluator:
 
 
 def fixed_material() -> MaterialEvaluator:
-    """The material evaluator with tactics.DEFAULT_PIECE_VALUES (centipawns / evalfit.DEFAULT_SCALE as
+    """The material evaluator with rules.PIECE_VALUES (centipawns / evalfit.DEFAULT_SCALE as
     logits): no fit, no data, no model."""
-    values = tactics.DEFAULT_PIECE_VALUES
+    values = PIECE_VALUES
     scale = evalfit.DEFAULT_SCALE
     kinds = list(baselines.BOARD_KINDS) + list(HAND_PIECE_TYPES)
     weights = [values[t] / scale for t in kinds]

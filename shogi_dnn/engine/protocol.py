@@ -31,7 +31,7 @@ Commands (anything else is ignored; an error in a command is one `info string` l
   stop, ponderhit, quit
 
 Options:
-  USI_Ponder check, USI_Hash spin        accepted for GUIs (the tree is bounded by search.MAX_TREE_NODES)
+  USI_Ponder check, USI_Hash spin        accepted for GUIs (the tree is bounded by limits.MAX_TREE_NODES)
   MultiPV spin 1..MAX_MULTIPV            root moves reported, best first
   DepthLimit spin 0..64                  0 none; D > 0 plays the best-first search to D plies (1: the
                                          one-ply player), engine/minimax.py, instead of the PUCT search
@@ -43,7 +43,7 @@ Options:
   TemperatureMoves spin                  ... while the game's move number is at most this (varied games)
   ResignValue spin 0..30000              resign when the best score, from an evaluated position or a
                                          proof, is below -ResignValue cp (0 never)
-  EnteringKingRule combo                 search.ENTERING_KING_RULES: declare `bestmove win` when allowed
+  EnteringKingRule combo                 rules.ENTERING_KING_RULES: declare `bestmove win` when allowed
   NetworkDelay spin ms                   kept back from every time budget (GUI and pipe latency)
 
 The clock. Time per move (no movetime): remaining / MOVES_TO_GO + increment + byoyomi - NetworkDelay, at most
@@ -52,7 +52,7 @@ is capped at MAX_CLOCK_MS first. The search's deadline counts from the moment th
 budget less SAFETY_FRACTION of it and less the engine's own stop latency (the longest recent time from
 the search's end to the bestmove written, plus any overshoot of the previous deadlines: `stop_margin`);
 the search checks it between leaf batches and inside the quiescence against the time its next evaluator
-call is expected to take (search.py). A watchdog thread answers for the search at the full budget (read
+call is expected to take (limits.py). A watchdog thread answers for the search at the full budget (read
 time + budget) if the search has not answered by then (an evaluator call stretched by the machine's load):
 the move is the tree's best as it stands, the search stops after its call.
 """
@@ -67,11 +67,19 @@ from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from shogi_dnn import __version__
+from shogi_dnn.engine import limits as limits_lib
 from shogi_dnn.engine import minimax
 from shogi_dnn.engine import search as search_lib
 from shogi_dnn.engine.players import Evaluator, fixed_material, has_policy, warm_up
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
-from shogi_dnn.rules import BLACK, IllegalMoveError, Position, position_factory
+from shogi_dnn.rules import (
+    BLACK,
+    ENTERING_KING_RULES,
+    IllegalMoveError,
+    Position,
+    declaration_win,
+    position_factory,
+)
 from shogi_dnn.wording import plural
 
 AUTHOR = "shogi-dnn"
@@ -83,6 +91,7 @@ RECENT_LAGS = 16                      # moves whose stop latency sets the margin
 MAX_STOP_MARGIN = 0.5                 # seconds: the margin never takes more than this
 SAFETY_FRACTION = 0.1                 # of every budget, kept for a loaded machine's scheduling delays
 GO_INT_ARGS = ("btime", "wtime", "binc", "winc", "byoyomi", "movetime", "nodes", "depth", "movestogo")
+_SEARCH = limits_lib.Settings()       # the search's defaults: the options of the same meaning start there
 
 
 @dataclasses.dataclass
@@ -93,27 +102,27 @@ class Options:
     DepthLimit: int = 0
     NodesLimit: int = 0
     ResignValue: int = 0
-    EnteringKingRule: str = "CSARule27"
+    EnteringKingRule: str = _SEARCH.entering_king_rule
     NetworkDelay: int = 120
-    CPuct: int = 100
-    BatchSize: int = 8
-    QuiescencePlies: int = 2
-    QuiescenceWidth: int = 4
+    CPuct: int = round(_SEARCH.c_puct * 100)      # hundredths
+    BatchSize: int = _SEARCH.batch_size
+    QuiescencePlies: int = _SEARCH.quiescence_plies
+    QuiescenceWidth: int = _SEARCH.quiescence_width
     Temperature: int = 0
     TemperatureMoves: int = 0
     USI_Ponder: bool = False
     USI_Hash: int = 16
 
-    def settings(self) -> search_lib.Settings:
+    def settings(self) -> limits_lib.Settings:
         """The search settings these options give."""
-        return search_lib.Settings(c_puct=self.CPuct / 100, batch_size=self.BatchSize,
+        return limits_lib.Settings(c_puct=self.CPuct / 100, batch_size=self.BatchSize,
                                    quiescence_plies=self.QuiescencePlies,
                                    quiescence_width=self.QuiescenceWidth,
                                    entering_king_rule=self.EnteringKingRule)
 
 
 _SPIN_RANGES = {"MultiPV": (1, MAX_MULTIPV), "DepthLimit": (0, 64), "NodesLimit": (0, 1 << 40),
-                "ResignValue": (0, search_lib.MAX_CP), "NetworkDelay": (0, 10000), "CPuct": (1, 10000),
+                "ResignValue": (0, limits_lib.MAX_CP), "NetworkDelay": (0, 10000), "CPuct": (1, 10000),
                 "BatchSize": (1, 1024), "QuiescencePlies": (0, 8), "QuiescenceWidth": (1, 64),
                 "Temperature": (0, 1000), "TemperatureMoves": (0, 1000), "USI_Hash": (1, 1 << 20)}
 
@@ -123,7 +132,7 @@ def option_lines(defaults: Options) -> list[str]:
     lines = [f"option name USI_Ponder type check default {str(defaults.USI_Ponder).lower()}"]
     for name, (low, high) in _SPIN_RANGES.items():
         lines.append(f"option name {name} type spin default {getattr(defaults, name)} min {low} max {high}")
-    rules = " ".join(f"var {r}" for r in search_lib.ENTERING_KING_RULES)
+    rules = " ".join(f"var {r}" for r in ENTERING_KING_RULES)
     lines.append(f"option name EnteringKingRule type combo default {defaults.EnteringKingRule} {rules}")
     return lines
 
@@ -223,7 +232,7 @@ def parse_game(tokens: list[str],
     return position, sfen, tuple(rest[1:])
 
 
-def format_info(info: search_lib.SearchInfo) -> list[str]:
+def format_info(info: limits_lib.SearchInfo) -> list[str]:
     """`info ...` lines of a search state, one per root line (with `multipv k` when more than one)."""
     lines = []
     for k, line in enumerate(info.lines, start=1):
@@ -244,8 +253,8 @@ def first_line(exc: BaseException) -> str:
 def material_move(position: Position) -> str | None:
     """The material player's move (players.fixed_material, one ply, no quiescence); None without a legal
     move."""
-    info = minimax.BestFirst(fixed_material(), position, search_lib.Limits(depth=1),
-                             settings=search_lib.Settings(quiescence_plies=0)).run()
+    info = minimax.BestFirst(fixed_material(), position, limits_lib.Limits(depth=1),
+                             settings=limits_lib.Settings(quiescence_plies=0)).run()
     return info.lines[0].move if info.lines else None
 
 
@@ -384,8 +393,8 @@ class UsiEngine:
             if not low <= parsed <= high:
                 raise ValueError(f"{name} {parsed}: outside {low}..{high}")
         else:
-            if value not in search_lib.ENTERING_KING_RULES:
-                raise ValueError(f"{name} {value!r}: one of {', '.join(search_lib.ENTERING_KING_RULES)}")
+            if value not in ENTERING_KING_RULES:
+                raise ValueError(f"{name} {value!r}: one of {', '.join(ENTERING_KING_RULES)}")
             parsed = value
         setattr(self.options, name, parsed)
 
@@ -438,7 +447,7 @@ class UsiEngine:
             self.send("info string no valid position; resigning")
             self.send("bestmove resign")
             return
-        if search_lib.declaration_win(self.position, self.options.EnteringKingRule):
+        if declaration_win(self.position, self.options.EnteringKingRule):
             self.send("bestmove win")
             return
         if not self._ready and (self.load_failure is not None or not self.wait_loaded()):
@@ -471,7 +480,7 @@ class UsiEngine:
         """The search's own time out of a budget of `seconds`: less SAFETY_FRACTION and the stop margin."""
         return max(MIN_SECONDS, seconds * (1 - SAFETY_FRACTION) - self.stop_margin())
 
-    def _limits(self, go: Go, received: float) -> search_lib.Limits:
+    def _limits(self, go: Go, received: float) -> limits_lib.Limits:
         depth = go.depth or self.options.DepthLimit or None
         nodes = go.nodes or self.options.NodesLimit or None
         seconds = None if go.ponder else move_seconds(go, self.position.turn, self.options.NetworkDelay)
@@ -479,9 +488,9 @@ class UsiEngine:
         if seconds is None and depth is None and nodes is None and not infinite:
             depth = 1                                      # a bare `go`: the one-ply answer
         deadline = None if seconds is None else received + self.search_seconds(seconds)
-        return search_lib.Limits(nodes=nodes, depth=depth, infinite=infinite, deadline=deadline)
+        return limits_lib.Limits(nodes=nodes, depth=depth, infinite=infinite, deadline=deadline)
 
-    def _new_search(self, limits: search_lib.Limits) -> search_lib.Search | minimax.BestFirst:
+    def _new_search(self, limits: limits_lib.Limits) -> search_lib.Search | minimax.BestFirst:
         report = lambda info: [self.send(s) for s in format_info(info)]      # noqa: E731
         settings = self.options.settings()
         if limits.depth is not None:
@@ -520,7 +529,7 @@ class UsiEngine:
             if left is not None and left <= 0 and self._release.is_set():
                 self._stop.set()
                 try:
-                    info: search_lib.SearchInfo | None = search.info()
+                    info: limits_lib.SearchInfo | None = search.info()
                 except Exception as exc:        # noqa: BLE001 - the watchdog answers whatever happens
                     self.send(f"info string error: search: {first_line(exc)}")
                     info = None
@@ -529,7 +538,7 @@ class UsiEngine:
             finished.wait(0.05 if left is None else min(max(left, 0.001), 0.05))
 
     def _answer(self, search: search_lib.Search | minimax.BestFirst,
-                info: search_lib.SearchInfo | None) -> None:
+                info: limits_lib.SearchInfo | None) -> None:
         """Send the final info lines and the bestmove of `search`, once (the search thread or the
         watchdog, whichever comes first); record the stop latency."""
         returned = time.monotonic()
@@ -557,7 +566,7 @@ class UsiEngine:
             self.lags = (self.lags + [sent - returned])[-RECENT_LAGS:]
 
     def _choose(self, search: search_lib.Search | minimax.BestFirst,
-                info: search_lib.SearchInfo | None) -> tuple[list[str], str]:
+                info: limits_lib.SearchInfo | None) -> tuple[list[str], str]:
         """The `info string` lines and the bestmove line: resign (no legal move, or an evaluated or proven
         loss past ResignValue), or the search's move (drawn with Temperature early in the game), or the
         move of a search that evaluated nothing in time (the module docstring)."""
@@ -583,7 +592,7 @@ class UsiEngine:
         ponder = f" ponder {line.pv[1]}" if len(line.pv) > 1 else ""
         return notes, f"bestmove {line.move}{ponder}"
 
-    def _unsearched(self, search: search_lib.Search | minimax.BestFirst, info: search_lib.SearchInfo | None,
+    def _unsearched(self, search: search_lib.Search | minimax.BestFirst, info: limits_lib.SearchInfo | None,
                     why: str) -> tuple[list[str], str]:
         """The move of a search with no evaluated reply: the policy's prior when the root was evaluated by
         a network with a policy head, else the material player's; resign only without a legal move."""

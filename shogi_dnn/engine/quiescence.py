@@ -29,22 +29,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from shogi_dnn.dataset import features
-from shogi_dnn.rules import NUM_PIECE_TYPES, Position
+from shogi_dnn.rules import NUM_PIECE_TYPES, Position, parse_square
 
 DEFAULT_PLIES = 2                 # capture plies searched below a leaf
 DEFAULT_WIDTH = 4                 # captures kept at each node (the best for the mover)
-
-
-def square_of(usi_square: str) -> int:
-    """The package's square index of a USI square name ('7g' -> 60)."""
-    return (ord(usi_square[1]) - ord("a")) * 9 + 9 - int(usi_square[0])
 
 
 def captures(position: Position, legal: Sequence[str]) -> list[str]:
     """The legal moves of `position` (given as `legal`) that capture an opponent piece."""
     codes = position.piece_codes()
     low = NUM_PIECE_TYPES * (1 - position.turn)            # opponent codes: low + 1 .. low + 14
-    return [m for m in legal if m[1] != "*" and low < codes[square_of(m[2:4])] <= low + NUM_PIECE_TYPES]
+    return [m for m in legal if m[1] != "*" and low < codes[parse_square(m[2:4])] <= low + NUM_PIECE_TYPES]
 
 
 @dataclasses.dataclass

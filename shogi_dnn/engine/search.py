@@ -1,5 +1,6 @@
-"""PUCT tree search over batched evaluations (AlphaZero's and dlshogi's Monte Carlo tree search), and what
-every search shares: limits, reported lines, the cp scale, entering-king declarations.
+"""PUCT tree search over batched evaluations (AlphaZero's and dlshogi's Monte Carlo tree search). What it
+shares with the best-first minimax (limits, settings, the clock, reported lines, the cp scale) is in
+engine/limits.py; the entering-king rule is rules.declaration_win.
 
 Values are win probabilities of the side to move (players.Evaluator). Every edge (node, move i) keeps a
 visit count n_i and a value sum w_i from the node's mover's view; a playout walks down from the root,
@@ -22,7 +23,7 @@ each step up). The leaf's value and priors:
 Inside the tree (never evaluated):
   no legal move      a proven loss for the side to move (shogi has no stalemate; the rules backends refuse
                      a pawn-drop mate), 0 plies
-  declaration        the side to move may declare an entering-king win (declaration_win): a proven win
+  declaration        the side to move may declare an entering-king win (rules.declaration_win): a proven win
   repetition         the position already occurred, in the game (`history`) or on the path: the first
                      repetition ends the line (engines do not wait for the fourth occurrence): a draw
                      (`draw_value`), unless every move of one side since the earlier occurrence gave check:
@@ -45,25 +46,15 @@ T > 0, a move drawn with probability proportional to n_i^(1/T) (varied games).
 The tree is kept between moves (`subtree`): after our move and the opponent's reply the node reached is the
 next root, its statistics kept.
 
-Time: the search stops at the first of `stop`, the node budget (positions evaluated, quiescence
-included), a proven root, or the deadline; the deadline is checked between leaf batches and inside the
-quiescence (before each capture level), each time against the time that call is expected to take (the
-slowest of the last evaluator calls scaled to the call's number of positions, times STEP_MARGIN), so a
-batch is never started that would end after the deadline.
+Time (engine/limits.py): the deadline is checked between leaf batches and inside the quiescence (before
+each capture level), each time against the time that call is expected to take.
 
-Scores: cp = round(EVAL_SCALE * logit(p)) with EVAL_SCALE = 756 (evalfit.DEFAULT_SCALE, dlshogi's and
-ponanza's scale: p = sigmoid(cp / 756)), clipped to +-MAX_CP; p = 0.5 is 0, p = 0.79 about +1000,
-p = 0.93 about +2000.
-
-Entering king (nyugyoku) declaration, declaration_win: the side to move's king in the opponent's camp
-(its last three ranks), not in check, at least 10 other own pieces there, and points (bishop, rook and their
-promotions 5, every other piece 1, own pieces in the camp plus own hand) of at least 28 for Black and 27
-for White (CSA rule 27, "CSARule27"), or 31 for either ("CSARule24"). The time-left condition is the GUI's.
+A node's state once expanded is one object, its Edges (dlshogi's child_node_t): priors, visit counts,
+value sums, pending playouts, blocked moves and the children, one entry per legal move.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 import threading
@@ -72,97 +63,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from shogi_dnn.dataset import evalfit
 from shogi_dnn.engine import quiescence
+from shogi_dnn.engine.limits import (
+    MAX_TREE_NODES,
+    PROB_CLIP,
+    LimitedSearch,
+    Limits,
+    RootLine,
+    SearchInfo,
+    Settings,
+)
 from shogi_dnn.engine.players import Evaluator, evaluate, has_policy, legal_labels
-from shogi_dnn.rules import BLACK, NUM_PIECE_TYPES, Position
+from shogi_dnn.rules import Position, declaration_win, position_key
 
-EVAL_SCALE = evalfit.DEFAULT_SCALE        # cp = EVAL_SCALE * logit(p)
-MAX_CP = 30000                            # |cp| reported at most (USI GUIs treat larger values as mates)
-PROB_CLIP = 1e-6                          # evaluated values stay inside (0, 1): 0 and 1 mean proven
-MAX_TREE_NODES = 200_000                  # the search stops here: about 6 KB a node (1.2 GB), most of it
-                                          # the legal moves' strings
-STEP_MARGIN = 1.5                         # the next step is expected to take this times the slowest recent
-RECENT_STEPS = 8                          # evaluator calls remembered for that estimate
-ENTERING_KING_RULES = ("NoEnteringKing", "CSARule27", "CSARule24")
 WIN, LOSS, OPEN = 1, -1, 0                # Node.proven: for the node's side to move
-_BIG_PIECES = frozenset((6, 7, 13, 14))   # B, R, +B, +R: 5 points in a declaration
-_HAND_POINTS = (1, 1, 1, 1, 1, 5, 5)      # P L N S G B R in hand
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """When a search stops (None: no such limit). The root is always evaluated, whatever the limits.
-
-    Attributes:
-        nodes: positions evaluated. depth: plies (the best-first search, engine/minimax.py, only).
-        seconds: wall-clock time from the start of the search. deadline: time.monotonic() at which the
-            move must be decided (the earlier of the two counts). infinite: only `stop` ends it.
-    """
-
-    nodes: int | None = None
-    depth: int | None = None
-    seconds: float | None = None
-    infinite: bool = False
-    deadline: float | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """How the PUCT search plays (USI options of the same meaning: engine/protocol.py)."""
-
-    c_puct: float = 1.0                   # exploration weight (values in [0, 1], so half AlphaZero's scale)
-    batch_size: int = 8                   # leaves evaluated in one evaluator call
-    fpu_reduction: float = 0.1            # an unvisited move's Q: the node's mean value minus this
-    quiescence_plies: int = quiescence.DEFAULT_PLIES     # without a policy head: capture plies at leaves
-    quiescence_width: int = quiescence.DEFAULT_WIDTH     # captures kept per quiescence node
-    draw_value: float = 0.5               # a repetition draw, for either side
-    entering_king_rule: str = "CSARule27"
-
-
-@dataclasses.dataclass(frozen=True)
-class RootLine:
-    """One root move: p = P(the side to move at the root wins) after it, None when no position under the
-    move was evaluated; mate: signed plies or None; visits: completed playouts through it (0 for the
-    best-first search)."""
-
-    move: str
-    p: float | None
-    mate: int | None
-    pv: tuple[str, ...]
-    visits: int = 0
-
-    @property
-    def cp(self) -> int | None:
-        return None if self.p is None else score_cp(self.p)
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchInfo:
-    """The state of a search: root lines best first, evaluated positions, PV depth, deepest node, time."""
-
-    lines: tuple[RootLine, ...]
-    nodes: int
-    depth: int
-    seldepth: int
-    seconds: float
-
-    @property
-    def nps(self) -> int:
-        return int(self.nodes / self.seconds) if self.seconds > 0 else 0
-
-
-def score_cp(p: float) -> int:
-    """Centipawns of a win probability: round(EVAL_SCALE * logit(p)), clipped to +-MAX_CP."""
-    if p <= 0.0 or p >= 1.0:
-        return MAX_CP if p >= 1.0 else -MAX_CP
-    return int(max(-MAX_CP, min(MAX_CP, round(EVAL_SCALE * (math.log(p) - math.log1p(-p))))))
-
-
-def position_key(position: Position) -> str:
-    """What makes two positions the same for repetition: board, side to move and hands (the SFEN without
-    its move number)."""
-    return position.sfen().rsplit(" ", 1)[0]
 
 
 def game_history(start: Position, moves: Sequence[str]) -> tuple[Position, list[tuple[str, bool]]]:
@@ -176,27 +90,39 @@ def game_history(start: Position, moves: Sequence[str]) -> tuple[Position, list[
     return position, history
 
 
-class Node:
-    """A position in the tree. `legal` is known from creation; priors/n/w/children once evaluated
-    (expanded). proven: WIN/LOSS for the side to move (exact, in `plies`) or OPEN; terminal: the fixed
-    value of a repetition, else None. visits and value_sum: the node's own evaluation plus every playout
-    through it (value_sum from the node's side to move)."""
+class Edges:
+    """An expanded node's moves, entry i for node.legal[i]: prior, visits n (pending playouts included),
+    value sums w (from the node's side to move), pending playouts `virtual` (counted in n, not in w),
+    `bad` (the child is proven won for its mover: never picked), `skip` (the evaluator answered the child
+    with NaN), and the child nodes (None until created)."""
 
-    __slots__ = ("bad", "check", "children", "key", "legal", "n", "pending", "plies", "position", "priors",
-                 "proven", "skip", "terminal", "value_sum", "virtual", "visits", "w")
+    __slots__ = ("bad", "children", "n", "priors", "skip", "virtual", "w")
+
+    def __init__(self, priors: np.ndarray) -> None:
+        size = len(priors)
+        self.priors = np.asarray(priors, np.float64)
+        self.n, self.w = np.zeros(size), np.zeros(size)
+        self.bad = np.zeros(size, bool)
+        self.skip = np.zeros(size, bool)
+        self.virtual = np.zeros(size)
+        self.children: list[Node | None] = [None] * size
+
+
+class Node:
+    """A position in the tree. `legal` is known from creation; `edges` once evaluated (expanded).
+    proven: WIN/LOSS for the side to move (exact, in `plies`) or OPEN; terminal: the fixed value of a
+    repetition, else None. visits and value_sum: the node's own evaluation plus every playout through it
+    (value_sum from the node's side to move)."""
+
+    __slots__ = ("check", "edges", "key", "legal", "pending", "plies", "position", "proven", "terminal",
+                 "value_sum", "visits")
 
     def __init__(self, position: Position, legal: list[str] | None = None) -> None:
         self.position = position
         self.key = position_key(position)
         self.check = position.in_check()
         self.legal = position.legal_usi() if legal is None else legal
-        self.priors: np.ndarray | None = None
-        self.n: np.ndarray | None = None
-        self.w: np.ndarray | None = None
-        self.bad: np.ndarray | None = None         # children proven won for their mover: never picked
-        self.skip: np.ndarray | None = None        # children the evaluator answered with NaN
-        self.virtual: np.ndarray | None = None     # pending playouts per edge (counted in n, not in w)
-        self.children: list[Node | None] | None = None
+        self.edges: Edges | None = None
         self.visits = 0
         self.value_sum = 0.0
         self.proven = LOSS if not self.legal else OPEN
@@ -206,16 +132,11 @@ class Node:
 
     @property
     def expanded(self) -> bool:
-        return self.priors is not None
+        return self.edges is not None
 
-    def expand(self, priors: np.ndarray) -> None:
-        size = len(self.legal)
-        self.priors = np.asarray(priors, np.float64)
-        self.n, self.w = np.zeros(size), np.zeros(size)
-        self.bad = np.zeros(size, bool)
-        self.skip = np.zeros(size, bool)
-        self.virtual = np.zeros(size)
-        self.children = [None] * size
+    def expand(self, priors: np.ndarray) -> Edges:
+        self.edges = Edges(priors)
+        return self.edges
 
     def exact(self) -> float | None:
         """The value every visit backs up when it is fixed (a proof or a repetition), else None."""
@@ -228,38 +149,12 @@ def subtree(root: Node | None, moves: Sequence[str]) -> Node | None:
     """The expanded node reached from `root` by `moves` (the tree kept between moves), or None."""
     node = root
     for move in moves:
-        if node is None or not node.expanded or move not in node.legal:
+        if node is None or node.edges is None or move not in node.legal:
             return None
-        node = node.children[node.legal.index(move)]
-    if node is None or not node.expanded or node.terminal is not None:
+        node = node.edges.children[node.legal.index(move)]
+    if node is None or node.edges is None or node.terminal is not None:
         return None
     return node
-
-
-class LimitedSearch:
-    """What the PUCT search and the best-first minimax (engine/minimax.py) share: the evaluator, the
-    limits and the stop event, the info reports, multipv, the settings, the counters and the clock."""
-
-    def __init__(self, evaluator: Evaluator, limits: Limits, stop: threading.Event | None,
-                 report: Callable[[SearchInfo], None] | None, report_every: float, multipv: int,
-                 settings: Settings) -> None:
-        self.evaluator = evaluator
-        self.limits = limits
-        self.stop = stop or threading.Event()
-        self.report = report
-        self.report_every = report_every
-        self.multipv = max(1, multipv)
-        self.settings = settings
-        self.nodes = 0
-        self.seldepth = 0
-        self._start = 0.0                         # time.monotonic() when run() began
-
-    def deadline(self) -> float | None:
-        """The earliest of the limits' deadline and `seconds` after the start (None: no clock)."""
-        limits = self.limits
-        ends = [d for d in (limits.deadline, None if limits.seconds is None else self._start + limits.seconds)
-                if d is not None]
-        return min(ends) if ends else None
 
 
 class Search(LimitedSearch):
@@ -279,7 +174,6 @@ class Search(LimitedSearch):
         for index, (key, _) in enumerate(self.history):
             self._history_at[key] = index                  # the latest occurrence
         self.tree_nodes = tree_nodes if tree is not None else 1     # a kept tree: at most its old size
-        self._steps: list[tuple[float, int]] = []      # (seconds, positions) of recent calls
         self._policy = False
         self.unevaluated = 0                           # positions the evaluator answered with NaN
         self._root_failed = False
@@ -305,20 +199,6 @@ class Search(LimitedSearch):
                 last_report = time.monotonic()
         return self.info()
 
-    def expected_step(self, positions: int) -> float:
-        """Seconds an evaluator call on `positions` positions is expected to take: the slowest of the
-        recent calls scaled up to that many positions (never down), times STEP_MARGIN."""
-        return STEP_MARGIN * max((seconds * max(1.0, positions / count) for seconds, count in self._steps),
-                                 default=0.0)
-
-    def _expired(self, positions: int | None = None) -> bool:
-        """True when an evaluator call on `positions` (default: a batch) would end after the deadline."""
-        deadline = self.deadline()
-        if deadline is None or self.limits.infinite:
-            return False
-        step = self.expected_step(self.settings.batch_size if positions is None else positions)
-        return time.monotonic() + step >= deadline
-
     def _done(self) -> bool:
         limits = self.limits
         if self.stop.is_set() or self.tree.proven != OPEN or self.tree_nodes >= MAX_TREE_NODES \
@@ -328,7 +208,7 @@ class Search(LimitedSearch):
             return False
         if limits.nodes is not None and self.nodes >= limits.nodes:
             return True
-        return self._expired()
+        return self._expired(self.settings.batch_size)
 
     # -- one batch of playouts --------------------------------------------------------------------------
 
@@ -358,28 +238,29 @@ class Search(LimitedSearch):
 
     def _select(self) -> tuple[list[tuple[Node, int]], Node | None]:
         node, path = self.tree, []
-        while node.expanded and node.exact() is None:
-            i = self._pick(node)
-            node.n[i] += 1                                  # the virtual loss: a visit, no value yet
-            node.virtual[i] += 1
+        while node.edges is not None and node.exact() is None:
+            edges = node.edges
+            i = self._pick(node, edges)
+            edges.n[i] += 1                                 # the virtual loss: a visit, no value yet
+            edges.virtual[i] += 1
             node.visits += 1
             path.append((node, i))
-            child = node.children[i]
+            child = edges.children[i]
             if child is None:
-                child = node.children[i] = self._new_child(node, i, path)
+                child = edges.children[i] = self._new_child(node, i, path)
             node = child
         self.seldepth = max(self.seldepth, len(path))
         if node.pending:
             return path, None
         return path, node
 
-    def _pick(self, node: Node) -> int:
+    def _pick(self, node: Node, edges: Edges) -> int:
         settings = self.settings
-        n = node.n
+        n = edges.n
         fpu = max(0.0, node.value_sum / max(node.visits, 1) - settings.fpu_reduction)
-        q = np.where(n > 0, node.w / np.maximum(n, 1), fpu)
-        score = q + settings.c_puct * node.priors * math.sqrt(node.visits) / (1 + n)
-        blocked = node.bad | node.skip
+        q = np.where(n > 0, edges.w / np.maximum(n, 1), fpu)
+        score = q + settings.c_puct * edges.priors * math.sqrt(node.visits) / (1 + n)
+        blocked = edges.bad | edges.skip
         if blocked.any() and not blocked.all():
             score = np.where(blocked, -np.inf, score)
         return int(np.argmax(score))
@@ -423,7 +304,7 @@ class Search(LimitedSearch):
             labels = [legal_labels(n.position, n.legal) for n in nodes]
             begin = time.monotonic()
             result = evaluate(self.evaluator, board, hands, labels)
-            self._timed(begin, len(nodes))
+            self.clock.record(begin, len(nodes))
             self.nodes += len(nodes)
             values, priors = result.win, result.priors
         else:
@@ -455,33 +336,24 @@ class Search(LimitedSearch):
         self._undo(path)
         if path:
             parent, i = path[-1]
-            parent.skip[i] = True
+            _edges(parent).skip[i] = True
         elif leaf is self.tree:
             self._root_failed = True
 
     def _create_children(self, root: Node) -> None:
         """Every child of the root at once: a mate in one, a repetition or a declaration there is known
         before the first playout (a child is cheap next to an evaluation; deeper nodes get theirs lazily)."""
+        edges = _edges(root)
         for i in range(len(root.legal)):
-            if root.children[i] is None:
-                root.children[i] = self._new_child(root, i, [(root, i)])
+            if edges.children[i] is None:
+                edges.children[i] = self._new_child(root, i, [(root, i)])
             self._prove(root, i)
-
-    def _values(self, positions: list[Position]) -> np.ndarray:
-        board, hands = quiescence.encode(positions)
-        begin = time.monotonic()
-        values = np.asarray(self.evaluator.win_probability(board, hands), np.float64)
-        self._timed(begin, len(positions))
-        self.nodes += len(positions)
-        return values
-
-    def _timed(self, begin: float, positions: int) -> None:
-        self._steps = (self._steps + [(time.monotonic() - begin, max(1, positions))])[-RECENT_STEPS:]
 
     def _undo(self, path: list[tuple[Node, int]]) -> None:
         for node, i in path:
-            node.n[i] -= 1
-            node.virtual[i] -= 1
+            edges = _edges(node)
+            edges.n[i] -= 1
+            edges.virtual[i] -= 1
             node.visits -= 1
 
     def _back_up(self, path: list[tuple[Node, int]], leaf: Node, value: float) -> None:
@@ -489,8 +361,9 @@ class Search(LimitedSearch):
         leaf.value_sum += value
         for node, i in reversed(path):
             value = 1.0 - value
-            node.w[i] += value
-            node.virtual[i] -= 1
+            edges = _edges(node)
+            edges.w[i] += value
+            edges.virtual[i] -= 1
             node.value_sum += value
         for node, i in reversed(path):                      # proofs, from the leaf up
             if not self._prove(node, i):
@@ -499,18 +372,20 @@ class Search(LimitedSearch):
     @staticmethod
     def _prove(node: Node, i: int) -> bool:
         """Update node's proof from its child i; True when the node's proof changed."""
-        child = node.children[i]
+        edges = _edges(node)
+        child = edges.children[i]
+        assert child is not None                            # a playout or the root created it
         if child.proven == LOSS:
             plies = child.plies + 1
             if node.proven != WIN or plies < node.plies:
                 node.proven, node.plies = WIN, plies
                 return True
             return False
-        if child.proven == WIN and not node.bad[i]:
-            node.bad[i] = True
-            if node.bad.all():
+        if child.proven == WIN and not edges.bad[i]:
+            edges.bad[i] = True
+            if edges.bad.all():                             # every child exists and is won for its mover
                 node.proven = LOSS
-                node.plies = max(c.plies for c in node.children) + 1
+                node.plies = max(c.plies for c in edges.children if c is not None) + 1
                 return True
         return False
 
@@ -519,14 +394,14 @@ class Search(LimitedSearch):
     def _order(self) -> list[int]:
         """Root moves, best first: mates (shortest first), then by completed visits, Q and the prior,
         proven losses last."""
-        root = self.tree
-        done = root.n - root.virtual
+        edges = _edges(self.tree)
+        done = edges.n - edges.virtual
         keys = []
-        for i, child in enumerate(root.children):
-            q = root.w[i] / done[i] if done[i] > 0 else -1.0
-            rank = 0 if child is not None and child.proven == LOSS else (2 if root.bad[i] else 1)
-            plies = child.plies if rank == 0 else (-child.plies if rank == 2 else 0)
-            keys.append((rank, plies, -done[i], -q, -root.priors[i], i))
+        for i, child in enumerate(edges.children):
+            q = edges.w[i] / done[i] if done[i] > 0 else -1.0
+            rank = 0 if child is not None and child.proven == LOSS else (2 if edges.bad[i] else 1)
+            plies = 0 if child is None else (child.plies if rank == 0 else (-child.plies if rank == 2 else 0))
+            keys.append((rank, plies, -done[i], -q, -edges.priors[i], i))
         return [k[-1] for k in sorted(keys)]
 
     def choose(self, temperature: float = 0.0, rng: random.Random | None = None) -> str | None:
@@ -534,14 +409,16 @@ class Search(LimitedSearch):
         root = self.tree
         if not root.legal:
             return None
-        if not root.expanded:
+        edges = root.edges
+        if edges is None:
             return root.legal[0]
         order = self._order()
         best = order[0]
-        if temperature <= 0 or root.children[best] is not None and root.children[best].proven == LOSS:
+        best_child = edges.children[best]
+        if temperature <= 0 or best_child is not None and best_child.proven == LOSS:
             return root.legal[best]
-        done = root.n - root.virtual
-        candidates = [i for i in order if done[i] > 0 and not root.bad[i]]
+        done = edges.n - edges.virtual
+        candidates = [i for i in order if done[i] > 0 and not edges.bad[i]]
         if not candidates:
             return root.legal[best]
         weights = np.asarray([done[i] for i in candidates], np.float64) ** (1.0 / temperature)
@@ -568,53 +445,40 @@ class Search(LimitedSearch):
 
     def _line(self, i: int) -> RootLine:
         root = self.tree
-        child = root.children[i]
+        edges = _edges(root)
+        child = edges.children[i]
         mate = None
-        done = int(root.n[i] - root.virtual[i])
+        done = int(edges.n[i] - edges.virtual[i])
         p: float | None = None
         if child is not None and child.proven != OPEN:
             mate = child.plies + 1 if child.proven == LOSS else -(child.plies + 1)
             p = 1.0 if child.proven == LOSS else 0.0
         elif done > 0:
-            p = float(root.w[i] / done)
+            p = float(edges.w[i] / done)
         pv, node = [root.legal[i]], child
-        while node is not None and node.expanded and node.visits > 1:
-            k = _pv_child(node)
+        while node is not None and node.edges is not None and node.visits > 1:
+            k = _pv_child(node, node.edges)
             if k is None:
                 break
             pv.append(node.legal[k])
-            node = node.children[k]
+            node = node.edges.children[k]
         return RootLine(root.legal[i], p, mate, tuple(pv), done)
 
 
-def _pv_child(node: Node) -> int | None:
+def _pv_child(node: Node, edges: Edges) -> int | None:
     """The PV's move at an expanded node: along a proof the shortest win or the longest defence, else the
     most visited; None when no move was visited."""
-    children = [(k, c) for k, c in enumerate(node.children) if c is not None]
+    children = [(k, c) for k, c in enumerate(edges.children) if c is not None]
     if node.proven == WIN:
         return min((c.plies, k) for k, c in children if c.proven == LOSS)[1]
     if node.proven == LOSS:
         return max((c.plies, -k) for k, c in children)[1] * -1
-    done = node.n - node.virtual
+    done = edges.n - edges.virtual
     k = int(np.argmax(done))
-    return None if node.children[k] is None or done[k] <= 0 else k
+    return None if edges.children[k] is None or done[k] <= 0 else k
 
 
-def declaration_win(position: Position, rule: str = "CSARule27") -> bool:
-    """True when the side to move may declare an entering-king win under `rule` (module docstring)."""
-    if rule == "NoEnteringKing":
-        return False
-    turn = position.turn
-    offset = NUM_PIECE_TYPES * turn                      # own codes: 1..14 (Black) or 15..28 (White)
-    codes = position.piece_codes()
-    camp = range(27) if turn == BLACK else range(54, 81)
-    own = [codes[s] - offset for s in camp if offset < codes[s] <= offset + NUM_PIECE_TYPES]
-    king = 8
-    if king not in own or position.in_check():
-        return False
-    others = [t for t in own if t != king]
-    hand = position.hand_counts()[turn]
-    points = sum(5 if t in _BIG_PIECES else 1 for t in others) + \
-        sum(n * w for n, w in zip(hand, _HAND_POINTS))
-    needed = 31 if rule == "CSARule24" else (28 if turn == BLACK else 27)
-    return len(others) >= 10 and points >= needed
+def _edges(node: Node) -> Edges:
+    """The edges of a node known to be expanded (one on a playout's path, the root once evaluated)."""
+    assert node.edges is not None
+    return node.edges

@@ -13,8 +13,7 @@ that gets the lock empties the file (no reader left). Where the folder is read-o
 supported, a reader goes on without the lock (one log line): nothing can replace a read-only dataset
 anyway, and the trainer still says when the data changed under it (trainer.py).
 
-The lock file (its name is the caller's: run_files.WRITER_LOCK, convert.writer.LOCK_NAME) holds one JSON
-object:
+The lock file (WRITER_LOCK in the folder: RUN/writer.lock, DATASET/writer.lock) holds one JSON object:
 
   key       meaning
   command   the writer ("train", "convert")
@@ -247,7 +246,9 @@ def _parse(data: bytes) -> Holder | None:
 # ----------------------------------------------------------------------------------------------------
 # A dataset's readers and its writer (module docstring)
 
+WRITER_LOCK = "writer.lock"         # in a run or dataset folder: its one writer's lock
 READERS_LOCK = "readers.lock"       # in a dataset folder: its readers' shared lock and their names
+LOCK_FILES = (WRITER_LOCK, READERS_LOCK)
 
 
 class ReaderLock:
@@ -290,7 +291,7 @@ def read_dataset(folder: str | Path, command: str) -> ReaderLock:
     try:
         unsupported = _flock_now(fd, fcntl.LOCK_SH)
     except BlockingIOError:
-        writer = _read_holder(folder / _WRITER_LOCK_OF_DATASET)
+        writer = _read_holder(folder / WRITER_LOCK)
         who = writer.describe() if writer is not None else "another process"
         raise LockedError(f"{folder} is being written by {who}; wait for it to finish") from None
     if unsupported:
@@ -305,8 +306,6 @@ def read_dataset(folder: str | Path, command: str) -> ReaderLock:
         pass                                        # the lock holds; only the refusal's wording is poorer
     return ReaderLock(fd)
 
-
-_WRITER_LOCK_OF_DATASET = "writer.lock"   # convert.writer.LOCK_NAME, annotate's too (upper floors)
 
 
 def replace_dataset(folder: str | Path, command: str) -> ReaderLock:

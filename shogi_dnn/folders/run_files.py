@@ -68,7 +68,7 @@ EXPORT_ONNX = "model.onnx"
 EXPORT_SAVEDMODEL = "saved_model"
 CHECKPOINT_STATE = "state.json"       # inside RUN/checkpoints/ckpt-NNNNNNNN/
 CHECKPOINT_WEIGHTS = "weights"        # tf.train.Checkpoint prefix inside a checkpoint folder
-WRITER_LOCK = "writer.lock"           # the one writer's lock file (locks.py)
+WRITER_LOCK = locks.WRITER_LOCK       # the one writer's lock file
 TRAINED_GAMES = "trained-games.npz"   # the keys of the games the run trained on (dataset/game_keys.py)
 KEY_DATASET, KEY_HISTORY = "dataset", "history"     # run.json (and state.json) keys of the data identity
 

@@ -48,15 +48,19 @@ def format_csa(record: GameRecord) -> str:
 def usi_to_csa_move(position: rules.Position, usi: str) -> str:
     """`7g7f` -> `+7776FU` (sign of the side to move; the piece after the move), read against `position`."""
     sign = "+" if position.turn == rules.BLACK else "-"
-    to = f"{usi[2]}{ord(usi[3]) - ord('a') + 1}"
+    to = _csa_square(usi[2:4])
     if usi[1] == "*":
         return f"{sign}00{to}{CSA_PIECES[SFEN_TYPE[usi[0]] - 1]}"
-    from_file, from_rank = int(usi[0]), ord(usi[1]) - ord("a") + 1
-    here = position.piece_type_at(rules.square_index(from_file, from_rank))
+    here = position.piece_type_at(rules.parse_square(usi[:2]))
     if here is None:
         raise ValueError(f"move {usi}: no piece on {usi[:2]}")
     piece = PROMOTED[here[0]] if usi.endswith("+") and here[0] in PROMOTED else here[0]
-    return f"{sign}{from_file}{from_rank}{to}{CSA_PIECES[piece - 1]}"
+    return f"{sign}{_csa_square(usi[:2])}{to}{CSA_PIECES[piece - 1]}"
+
+
+def _csa_square(usi_square: str) -> str:
+    """CSA's square of a USI square: file and rank digits ('7g' -> '77')."""
+    return f"{usi_square[0]}{ord(usi_square[1]) - ord('a') + 1}"
 
 
 def _position_lines(sfen: str) -> list[str]:
@@ -66,7 +70,7 @@ def _position_lines(sfen: str) -> list[str]:
     if hand == "-" and all(c == s or (c == 0 and s > rules.NUM_PIECE_TYPES)
                            for c, s in zip(codes, STANDARD_CODES)):
         removed = "".join(
-            f"{9 - index % 9}{index // 9 + 1}{CSA_PIECES[(s - 1) % rules.NUM_PIECE_TYPES]}"
+            f"{_csa_square(rules.square_name(index))}{CSA_PIECES[(s - 1) % rules.NUM_PIECE_TYPES]}"
             for index, (c, s) in enumerate(zip(codes, STANDARD_CODES)) if c != s)
         return [f"PI{removed}", turn_line]
     lines = []

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import japanese as ja
-from shogi_dnn.kifu.kif import GameState, destination, read_games, usi_square_index
+from shogi_dnn.kifu.kif import GameState, destination, read_games
 from shogi_dnn.kifu.record import GameRecord
-from shogi_dnn.rules import BLACK, SFEN_TYPE, WHITE, Position
+from shogi_dnn.rules import BLACK, SFEN_TYPE, WHITE, Position, parse_square
 
 MARKS = {"▲": BLACK, "☗": BLACK, "▼": BLACK, "△": WHITE, "☖": WHITE, "▽": WHITE}
 _TOKEN = re.compile(r"([▲△☗☖▼▽])\s*([^▲△☗☖▼▽\s]+)")
@@ -110,7 +110,7 @@ def _moves_to(position: Position, to: str, piece_type: int) -> tuple[list[str], 
             if SFEN_TYPE[usi[0]] == piece_type:
                 drops.append(usi)
             continue
-        found = position.piece_type_at(usi_square_index(usi[:2]))
+        found = position.piece_type_at(parse_square(usi[:2]))
         if found is not None and found[0] == piece_type:
             board_moves.append(usi)
     return board_moves, drops

@@ -36,6 +36,7 @@ from shogi_dnn.rules import (
     PieceType,
     Position,
     new_position,
+    parse_square,
     square_usi,
 )
 
@@ -516,7 +517,7 @@ def kif_move_usi(state: GameState, token: str, line_no: int) -> str:
         state.fail(line_no, f"{token!r}: origin ({origin}) is not a square", ply)
         return ""
     source = square_usi(int(origin[0]), int(origin[1]))
-    found = state.board(line_no).piece_type_at(usi_square_index(source))
+    found = state.board(line_no).piece_type_at(parse_square(source))
     if found is None or found[0] != piece_type:
         state.fail(line_no, f"{token!r}: no {move.group('piece')} on {origin}", ply)
         return ""
@@ -530,11 +531,6 @@ def destination(state: GameState, move: re.Match[str], line_no: int) -> str:
             raise KifuError(state.path, line_no, "同 with no previous move", len(state.moves) + 1)
         return state.last_to
     return square_usi(ja.DIGITS[move.group("file")], ja.DIGITS[move.group("rank")])
-
-
-def usi_square_index(usi_square: str) -> int:
-    """Square index (rules numbering) of a USI square such as '7g'."""
-    return (ord(usi_square[1]) - ord("a")) * 9 + (9 - int(usi_square[0]))
 
 
 def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
@@ -619,7 +615,7 @@ def move_text(position: Position, usi: str, previous: str) -> str:
     where = "同　" if to == previous else ja.square_text(int(to[0]), ord(to[1]) - ord("a") + 1)
     if usi[1] == "*":
         return f"{where}{ja.PIECE_NAMES[SFEN_TYPE[usi[0]]]}打"
-    found = position.piece_type_at(usi_square_index(usi[:2]))
+    found = position.piece_type_at(parse_square(usi[:2]))
     if found is None:
         raise IllegalMoveError(f"no piece on {usi[:2]}")
     piece_type, colour = found
@@ -655,4 +651,4 @@ def _summary_lines(record: GameRecord, plies: int, keys: tuple[str, str]) -> lis
 
 
 __all__ = ["GameState", "board_diagram", "destination", "finish_game", "format_kif", "move_text", "parse",
-           "read_games", "start_sfen", "usi_square_index"]
+           "read_games", "start_sfen"]

@@ -19,7 +19,7 @@ from collections.abc import Hashable, Sequence
 
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu.record import Ending, GameRecord, Winner
-from shogi_dnn.rules import BLACK, in_check, new_position
+from shogi_dnn.rules import BLACK, in_check, new_position, position_key
 
 # Kinds of the repetition outcome, as convert-report.json counts them (`repetitions`).
 CUT_SENNICHITE = "cut_sennichite"                  # played on past a fourfold repetition: cut, a draw
@@ -99,7 +99,7 @@ def repetition_result(record: GameRecord, end: int) -> tuple[Winner, Ending]:
     position = new_position(record.start_sfen)
     keys, checks = [], []           # per position: its key; whether the side to move is in check
     for index in range(end + 1):
-        keys.append(position.sfen().rsplit(" ", 1)[0])
+        keys.append(position_key(position))
         checks.append(in_check(position.piece_codes(), position.turn))
         if index < end:
             position.push_usi(record.moves[index])

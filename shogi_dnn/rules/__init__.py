@@ -1,6 +1,7 @@
 """Move rules behind one small interface, so readers and the encoder never touch a library directly.
 
-  pieces.py            `PieceType` and the piece tables: hand order, promotion, set counts, SFEN letters
+  pieces.py            `PieceType` and the piece tables: hand order, promotion, set counts, SFEN letters,
+                       piece values
   moves.py             `MOVES`: how each piece type moves (the one move table); `attacks`, `in_check`
   position.py          the `Position` protocol, IllegalMoveError, the square/piece/colour conventions
   pyshogi_backend.py   `ShogiPosition` on python-shogi (always installed, the reference)
@@ -8,11 +9,13 @@
   factory.py           `new_position`, `position_factory`, `resolve_backend`: picks a backend;
                        `position_from_sfen`: new_position after the full check of a hand-given position
   validity.py          `check_sfen`, IllegalPositionError: the positions no game can reach, refused
+  entering_king.py     `declaration_win`: when the side to move may declare an entering-king win
 
 Callers outside this folder import from `shogi_dnn.rules`; the modules inside import each other directly
 (pieces <- position, moves <- validity <- backends <- factory), so there is no import cycle.
 """
 
+from shogi_dnn.rules.entering_king import ENTERING_KING_RULE, ENTERING_KING_RULES, declaration_win
 from shogi_dnn.rules.factory import (
     BACKEND_ENV,
     BACKENDS,
@@ -27,6 +30,7 @@ from shogi_dnn.rules.pieces import (
     BASE_PIECE_TYPES,
     HAND_PIECE_TYPES,
     NUM_PIECE_TYPES,
+    PIECE_VALUES,
     PROMOTED,
     SET_COUNT,
     SFEN_PIECE,
@@ -41,7 +45,10 @@ from shogi_dnn.rules.position import (
     IllegalMoveError,
     Position,
     format_sfen,
+    parse_square,
+    position_key,
     square_index,
+    square_name,
     square_usi,
 )
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
@@ -52,10 +59,13 @@ __all__ = [
     "BACKEND_ENV",
     "BASE_PIECE_TYPES",
     "BLACK",
+    "ENTERING_KING_RULE",
+    "ENTERING_KING_RULES",
     "HAND_PIECE_TYPES",
     "MOVES",
     "NUM_PIECE_TYPES",
     "NUM_SQUARES",
+    "PIECE_VALUES",
     "PROMOTED",
     "SET_COUNT",
     "SFEN_PIECE",
@@ -71,12 +81,16 @@ __all__ = [
     "attacks",
     "available_backends",
     "check_sfen",
+    "declaration_win",
     "format_sfen",
     "in_check",
     "new_position",
+    "parse_square",
     "position_factory",
     "position_from_sfen",
+    "position_key",
     "resolve_backend",
     "square_index",
+    "square_name",
     "square_usi",
 ]

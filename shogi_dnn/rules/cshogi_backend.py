@@ -16,7 +16,7 @@ import cshogi
 import numpy as np
 
 from shogi_dnn.rules.pieces import HAND_PIECE_TYPES, NUM_PIECE_TYPES, PROMOTED, SFEN_PIECE, PieceType
-from shogi_dnn.rules.position import NUM_SQUARES, IllegalMoveError
+from shogi_dnn.rules.position import NUM_SQUARES, IllegalMoveError, parse_square
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 # Package square index i (rank-major from 9a) -> cshogi square (file-major from 1a).
@@ -141,7 +141,7 @@ class CshogiPosition:
     def _may_promote(self, usi: str) -> bool:
         """cshogi's is_legal accepts '+' anywhere; promotion needs the zone and a promotable piece."""
         zone = "abc" if self._board.turn == 0 else "ghi"
-        origin = (int(usi[0]) - 1) * 9 + ord(usi[1]) - ord("a")
+        origin = int(_CSHOGI_SQUARE[parse_square(usi[0:2])])
         return (usi[1] in zone or usi[3] in zone) and self._board.piece(origin) % _WHITE_OFFSET in _PROMOTABLE
 
     def _dead_piece(self, usi: str) -> bool:
@@ -151,7 +151,7 @@ class CshogiPosition:
         if usi[1] == "*":
             kind = _DROP_KIND[usi[0]]
         else:
-            kind = self._board.piece((int(usi[0]) - 1) * 9 + ord(usi[1]) - ord("a")) % _WHITE_OFFSET
+            kind = self._board.piece(int(_CSHOGI_SQUARE[parse_square(usi[0:2])])) % _WHITE_OFFSET
         rank = ord(usi[3]) - ord("a") if self._board.turn == 0 else ord("i") - ord(usi[3])   # 0 = last rank
         return (kind in _STUCK_ON_LAST_RANK and rank == 0) or (kind == _STUCK_ON_LAST_TWO_RANKS and rank <= 1)
 

@@ -1,5 +1,5 @@
-"""The compiled CSA move checker (`play_csa` of the C extension shogi_dnn.dataset._encode): the CSA reader's
-hot path, when the extension was built at install time.
+"""The compiled CSA move checker (`play_csa` of the C extension shogi_dnn.rules._native, _native.c): the CSA
+reader's hot path, when the extension was built at install time.
 
 `NativeGame` is a position for the CSA reader: `push_csa_moves` plays runs of CSA move tokens in C,
 checking each legal on the way (the move geometry, blocked slides, the promotion zone, pieces that
@@ -28,21 +28,18 @@ import numpy as np
 
 from shogi_dnn.rules.factory import new_position
 from shogi_dnn.rules.pieces import HAND_PIECE_TYPES, NUM_PIECE_TYPES, SFEN_PIECE
-from shogi_dnn.rules.position import NUM_SQUARES, format_sfen
+from shogi_dnn.rules.position import NUM_SQUARES, format_sfen, parse_square, square_name
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 try:
-    from shogi_dnn.dataset._encode import play_csa as _play_csa
+    from shogi_dnn.rules import _native
 except ImportError:                      # no C compiler at install time
-    _play_csa = None
-try:
-    from shogi_dnn.dataset._encode import csa_move_lines as _csa_move_lines
-except ImportError:
-    _csa_move_lines = None
-try:
-    from shogi_dnn.dataset._encode import csa_eval_run as _csa_eval_run
-except ImportError:                      # an extension built before csa_eval_run: the reader's own path
-    _csa_eval_run = None
+    _native = None
+_play_csa = getattr(_native, "play_csa", None)
+_csa_move_lines = getattr(_native, "csa_move_lines", None)
+_csa_eval_run = getattr(_native, "csa_eval_run", None)
+# in_check(row, BLACK) for each [81] row of an [N, 81] uint8 board -> bytes (convert's repetition checks)
+in_check_rows = getattr(_native, "in_check_rows", None)
 
 NATIVE_ENV = "SHOGI_DNN_NATIVE"
 HAND_KINDS = len(HAND_PIECE_TYPES)                                   # 7
@@ -54,17 +51,13 @@ def enabled() -> bool:
     return _play_csa is not None and os.environ.get(NATIVE_ENV, "1") != "0"
 
 
-def _square_usi(index: int) -> str:
-    return f"{9 - index % 9}{chr(ord('a') + index // 9)}"
-
-
 def _usi_code(usi: str) -> int:
     """The absolute code of a well-formed USI move (the inverse of _usi_table)."""
-    destination = (ord(usi[3]) - ord("a")) * 9 + 9 - int(usi[2])
+    destination = parse_square(usi[2:4])
     if usi[1] == "*":
         origin = NUM_SQUARES + _DROP_LETTERS.index(usi[0])
     else:
-        origin = (ord(usi[1]) - ord("a")) * 9 + 9 - int(usi[0])
+        origin = parse_square(usi[0:2])
     return (origin * NUM_SQUARES + destination) * 2 + usi.endswith("+")
 
 
@@ -72,7 +65,7 @@ def _usi_code(usi: str) -> int:
 def _usi_table() -> np.ndarray:
     """USI of every absolute move code ((origin * 81 + destination) * 2 + promote; origin 81 + i a
     drop of P L N S G B R[i]), as an object array indexed by the code (None where no move is)."""
-    names = [_square_usi(index) for index in range(NUM_SQUARES)]
+    names = [square_name(index) for index in range(NUM_SQUARES)]
     table = np.full((NUM_SQUARES + HAND_KINDS) * NUM_SQUARES * 2, None, object)
     board = [origin + destination for origin in names for destination in names]
     table[0:2 * NUM_SQUARES * NUM_SQUARES:2] = board
@@ -183,7 +176,7 @@ def eval_run_reader():
     lines and plain evaluation comments (`'** 123 PV`, one after each move in engine records such as
     floodgate's): (characters, lines, moves' text, each move's line number or None when the lines are
     consecutive), each comment's score set into `evals` as the CSA reader's line-by-line path would (see
-    _encode.c csa_eval_run); else None."""
+    _native.c csa_eval_run); else None."""
     return _csa_eval_run if enabled() else None
 
 

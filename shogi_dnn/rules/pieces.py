@@ -69,6 +69,13 @@ SFEN_PIECE: dict[PieceType, str] = {
     **{t: "PLNSGBRK"[t - 1] for t in BASE_PIECE_TYPES},
     **{promoted: "+" + "PLNSGBRK"[base - 1] for base, promoted in PROMOTED.items()}}
 SFEN_TYPE: dict[str, PieceType] = {SFEN_PIECE[t]: t for t in BASE_PIECE_TYPES}
+# YaneuraOu's (Bonanza 6's) piece values in centipawns; the king's only ranks it above every other piece.
+PIECE_VALUES: dict[PieceType, int] = {
+    PieceType.PAWN: 90, PieceType.LANCE: 315, PieceType.KNIGHT: 405, PieceType.SILVER: 495,
+    PieceType.GOLD: 540, PieceType.BISHOP: 855, PieceType.ROOK: 990, PieceType.KING: 15000,
+    PieceType.PROM_PAWN: 540, PieceType.PROM_LANCE: 540, PieceType.PROM_KNIGHT: 540,
+    PieceType.PROM_SILVER: 540, PieceType.PROM_BISHOP: 945, PieceType.PROM_ROOK: 1395,
+}
 
 
 def piece_code(piece_type: int, colour: int) -> int:

@@ -62,6 +62,12 @@ class Position(Protocol):
         """An independent copy (a search plays moves on copies, the original stays)."""
 
 
+def position_key(position: Position) -> str:
+    """What makes two positions the same for repetition: board, side to move and hands (the SFEN without
+    its move number)."""
+    return position.sfen().rsplit(" ", 1)[0]
+
+
 def square_index(file: int, rank: int) -> int:
     """Square index of file 1..9 and rank 1..9 (rank 1 = 'a', the top row from Black's side)."""
     return (rank - 1) * 9 + (9 - file)
@@ -70,6 +76,16 @@ def square_index(file: int, rank: int) -> int:
 def square_usi(file: int, rank: int) -> str:
     """USI name of a square: file 7, rank 7 -> '7g'."""
     return f"{file}{chr(ord('a') + rank - 1)}"
+
+
+def parse_square(name: str) -> int:
+    """Square index of a USI square name: '7g' -> 56 (no check: callers pass well-formed names)."""
+    return (ord(name[1]) - ord("a")) * 9 + 9 - int(name[0])
+
+
+def square_name(index: int) -> str:
+    """USI name of a square index: 56 -> '7g'."""
+    return f"{9 - index % 9}{chr(ord('a') + index // 9)}"
 
 
 def format_sfen(codes: Sequence[int], black_hand: Sequence[int], white_hand: Sequence[int], turn: int,

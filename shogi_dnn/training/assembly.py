@@ -35,11 +35,10 @@ from shogi_dnn.training.model import build_model
 from shogi_dnn.training.optimizer import build_optimizer
 from shogi_dnn.training.run_log import MetricsLog
 from shogi_dnn.training.stages import StagePlan
-from shogi_dnn.training.steps import make_eval_step, make_iterator_step, make_train_step
+from shogi_dnn.training.steps import Sums, make_eval_step, make_iterator_step, make_train_step
 from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
-Sums = dict[str, tf.Tensor]     # per-replica metric sums of one step (losses.METRIC_KEYS, steps.BUSY_KEY)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,7 @@ a king (a king attacked is a check, already a plane) when:
                                             defended (no own piece attacks the square)
   PLANE_OPP_HANGING      36          1      an opponent piece there is attacked by us and not defended
   PLANE_OWN_CHEAPER      37          1      an own piece there is attacked by an opponent piece of lower
-                                            value (PIECE_VALUES), defended or not
+                                            value (rules.PIECE_VALUES), defended or not
   PLANE_OPP_CHEAPER      38          1      an opponent piece there is attacked by an own piece of lower
                                             value
   NUM_TACTIC_PLANES      4
@@ -59,7 +59,7 @@ import numpy as np
 from keras import layers, ops
 
 from shogi_dnn.dataset import features
-from shogi_dnn.rules import MOVES, NUM_PIECE_TYPES, PieceType
+from shogi_dnn.rules import MOVES, NUM_PIECE_TYPES, PIECE_VALUES, PieceType
 
 BOARD_SIDE = features.FEATURE_SHAPE[0]            # 9
 MAX_ATTACK_COUNT_PLANES = 3                       # thermometer ">=1", ">=2", ">=3" (dlshogi's MAX_ATTACK_NUM)
@@ -76,14 +76,6 @@ PLANE_OWN_CHEAPER = PLANE_OPP_HANGING + 1
 PLANE_OPP_CHEAPER = PLANE_OWN_CHEAPER + 1
 NUM_TACTIC_PLANES = PLANE_OPP_CHEAPER + 1 - NUM_ATTACK_PLANES               # 4
 TACTIC_FEATURE_SHAPE = (BOARD_SIDE, BOARD_SIDE, NUM_ATTACK_PLANES + NUM_TACTIC_PLANES)
-# Piece values ranking attackers for the "cheaper" planes: YaneuraOu's, centipawns (as analysis/tactics.py's
-# DEFAULT_PIECE_VALUES, a test pins them equal; the king's only ranks it above every other piece).
-PIECE_VALUES: dict[PieceType, int] = {
-    PieceType.PAWN: 90, PieceType.LANCE: 315, PieceType.KNIGHT: 405, PieceType.SILVER: 495,
-    PieceType.GOLD: 540, PieceType.BISHOP: 855, PieceType.ROOK: 990, PieceType.KING: 15000,
-    PieceType.PROM_PAWN: 540, PieceType.PROM_LANCE: 540, PieceType.PROM_KNIGHT: 540,
-    PieceType.PROM_SILVER: 540, PieceType.PROM_BISHOP: 945, PieceType.PROM_ROOK: 1395,
-}
 
 
 def _direction_tables() -> list[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
@@ -108,7 +100,7 @@ _OPP_BITS = _OWN_BITS << NUM_PIECE_TYPES                        # bits 14..27: t
 
 def _cheaper_attackers() -> np.ndarray:
     """[29] int32 by piece code: the attack bits of the other side's piece types worth less than the
-    piece of that code (PIECE_VALUES); 0 for empty squares and kings."""
+    piece of that code (rules.PIECE_VALUES); 0 for empty squares and kings."""
     table = np.zeros(features.NUM_PIECE_CODES, np.int32)
     for target in PieceType:
         if target == PieceType.KING:

@@ -429,7 +429,7 @@ def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = 
 
     simulated = bool(simulate_devices) and not tf.config.list_physical_devices("GPU")
     if simulated:
-        _split_cpu(tf, simulate_devices)
+        split_cpu(simulate_devices)
     waited = wait_for_workers(cluster, timeout_s, stop)
     me = cluster.worker_name(cluster.worker_id)
     message = (f"shogi-dnn train: error: {me}: TensorFlow did not form the cluster within {timeout_s:g} s "
@@ -440,16 +440,29 @@ def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = 
     return _form_cluster(build, timeout_s - waited, message)
 
 
-def _split_cpu(tf, devices: int) -> None:
+def split_cpu(count: int) -> list[str]:
+    """The names of the first `count` logical CPU devices, the CPU split into `count` first unless a
+    split made earlier (the test harness's) has enough.
+
+    Raises:
+        RunError: count < 1, or TensorFlow is already initialised with fewer logical CPUs.
+    """
+    import tensorflow as tf
+
+    if count < 1:
+        raise RunError(f"--simulate-devices {count}: must be >= 1")
     cpu = tf.config.list_physical_devices("CPU")[0]
-    current = tf.config.get_logical_device_configuration(cpu) or []
-    if len(current) >= devices:
-        return
-    try:
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
-    except RuntimeError as exc:
-        raise RunError(f"--simulate-devices {devices}: TensorFlow is already initialised with "
-                       f"{max(1, len(current))} CPU device(s); split the CPU before anything else") from exc
+    if len(tf.config.get_logical_device_configuration(cpu) or []) < count:
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+        except RuntimeError:   # TF already initialised: use what is there if it is enough
+            pass
+    logical = tf.config.list_logical_devices("CPU")
+    if len(logical) < count:
+        raise RunError(f"--simulate-devices {count}: TensorFlow is already initialised with "
+                       f"{len(logical)} logical CPU device(s); split the CPU before anything else")
+    return [d.name for d in logical[:count]]
 
 
 def _simulated_strategy_class():

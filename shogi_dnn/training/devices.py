@@ -18,7 +18,7 @@ import tensorflow as tf
 from shogi_dnn.config import Config
 from shogi_dnn.errors import RunError
 from shogi_dnn.training import memory
-from shogi_dnn.training.cluster import DEFAULT_TIMEOUT_S, Cluster, replica_values
+from shogi_dnn.training.cluster import DEFAULT_TIMEOUT_S, Cluster, replica_values, split_cpu
 from shogi_dnn.training.cluster import make_multi_worker_strategy as multi_worker_strategy
 from shogi_dnn.training.interrupts import StopFlag
 
@@ -50,7 +50,7 @@ def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | 
                            "CUDA_VISIBLE_DEVICES)")
         return multi_worker_strategy(cluster, simulate_devices, cluster_timeout, stop)
     if simulate_devices is not None:
-        names = _simulated_cpus(simulate_devices)
+        names = split_cpu(simulate_devices)
     elif devices:
         names = _check_devices(devices)
     else:
@@ -77,26 +77,8 @@ def benchmark_devices(max_devices: int) -> list[str]:
         if len(gpus) < max_devices:
             raise RunError(f"--devices asks for {max_devices} devices but {len(gpus)} GPU(s) are visible")
         return [f"/gpu:{i}" for i in range(max_devices)]
-    _simulated_cpus(max_devices)
+    split_cpu(max_devices)
     return [f"/cpu:{i}" for i in range(max_devices)]
-
-
-def _simulated_cpus(count: int) -> list[str]:
-    if count < 1:
-        raise RunError(f"--simulate-devices {count}: must be >= 1")
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    configured = tf.config.get_logical_device_configuration(cpu) or []
-    if len(configured) < count:   # keep a larger split made earlier (e.g. by the test harness)
-        try:
-            tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
-        except RuntimeError:   # TF already initialised: use what is there if it is enough
-            pass
-    logical = tf.config.list_logical_devices("CPU")
-    if len(logical) < count:
-        raise RunError(f"--simulate-devices {count}: TensorFlow is already initialised with "
-                       f"{len(logical)} logical CPU device(s)")
-    return [d.name for d in logical[:count]]
 
 
 def _check_devices(devices: Sequence[str]) -> list[str]:

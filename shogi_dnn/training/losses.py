@@ -46,12 +46,12 @@ import tensorflow as tf
 from shogi_dnn.config import TrainConfig
 from shogi_dnn.dataset.evalfit import PLY_RANGE_WIDTH
 from shogi_dnn.dataset.features import EVAL_NONE
+from shogi_dnn.training.schedule import KEY_POLICY
 
 Batch = dict[str, tf.Tensor]
 METRIC_KEYS = ("loss_sum", "correct", "decisive", "count")   # per-tower sums of every train and eval step
 RESULTS_KEY = "results"                                      # with no-result masking: positions with a result
 POLICY_KEYS = ("policy_loss_sum", "policy_correct", "policy_count")   # with a policy head
-KEY_POLICY = "policy"                                        # the batch's move labels [B] int32
 
 
 def example_losses(model: keras.Model, batch: Batch, training: bool, *, eval_weight: float = 0.0,

@@ -57,18 +57,15 @@ from shogi_dnn.dataset import features, policy, shards
 from shogi_dnn.errors import ConfigError, ShardFormatError
 from shogi_dnn.rules import NUM_SQUARES
 from shogi_dnn.training import schedule
-from shogi_dnn.training.schedule import Chunk
+from shogi_dnn.training.schedule import KEY_POLICY, Chunk
 
 # Datasets read for training/evaluation, and the element signature of a batch.
 KEYS = schedule.STREAM_KEYS
-KEY_POLICY = "policy"                # the move label column, made from the stored `move` (policy=True)
 POLICY_KEYS = KEYS + (KEY_POLICY,)
 _STORED_KEYS = schedule.STORED_KEYS    # the datasets read for them (board and hands are stored packed)
 _ROW_SHAPES = {shards.KEY_BOARD: (NUM_SQUARES,), shards.KEY_HANDS: (features.HAND_SIZE,),
                shards.KEY_WIN: (), shards.KEY_PLY: (), shards.KEY_EVAL: ()}
-# Stream-independent seed streams: chunk order, per-buffer permutation/mirroring, group order.
 MAX_OPEN_SHARDS = 64                 # HDF5 files a reader keeps open at once
-_SEED_CHUNK_ORDER, schedule.SEED_BUFFER, _SEED_GROUP_ORDER, _SEED_STAGE = 0, 1, 2, 3
 
 Batch = dict[str, np.ndarray]
 

@@ -27,6 +27,7 @@ SEED_CHUNK_ORDER, SEED_BUFFER, SEED_GROUP_ORDER, SEED_STAGE = 0, 1, 2, 3
 # optional in a shard (shards.OPTIONAL_SCHEMA): a shard without it streams features.EVAL_NONE.
 STREAM_KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL)
 STORED_KEYS = shards.stored_keys(STREAM_KEYS)
+KEY_POLICY = "policy"                  # a batch's move labels [B] int32 (a model with a policy head)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from shogi_dnn.engine import minimax, protocol
+from shogi_dnn.engine import limits, minimax, protocol
 from shogi_dnn.engine import search as search_lib
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import new_position
@@ -79,7 +79,7 @@ def _engine(evaluator: object) -> tuple[protocol.UsiEngine, Lines]:
 
 
 def test_a_root_evaluated_past_the_deadline_has_no_score() -> None:
-    done = search_lib.Search(material(), new_position(LOST), search_lib.Limits(deadline=time.monotonic() - 1))
+    done = search_lib.Search(material(), new_position(LOST), limits.Limits(deadline=time.monotonic() - 1))
     info = done.run()
     assert info.nodes == 1 and info.lines                 # the root only: no reply was evaluated
     assert info.lines[0].p is None and info.lines[0].cp is None and info.lines[0].mate is None
@@ -88,10 +88,10 @@ def test_a_root_evaluated_past_the_deadline_has_no_score() -> None:
 
 def test_pending_visits_are_not_a_score() -> None:
     gate = Gate()
-    kept = search_lib.Search(gate, new_position(LOST), search_lib.Limits(nodes=1))
+    kept = search_lib.Search(gate, new_position(LOST), limits.Limits(nodes=1))
     kept.run()                                            # a kept root: evaluated, no reply visited
     gate.open.clear()
-    again = search_lib.Search(gate, new_position(LOST), search_lib.Limits(nodes=100), tree=kept.tree)
+    again = search_lib.Search(gate, new_position(LOST), limits.Limits(nodes=100), tree=kept.tree)
     thread = threading.Thread(target=again.run)
     thread.start()
     try:
@@ -203,7 +203,7 @@ def _board_after(move: str) -> np.ndarray:
 
 def test_a_nan_reply_is_skipped_by_the_search() -> None:
     evaluator = NaNAfter([_board_after("7g7f")])
-    search = search_lib.Search(evaluator, new_position(STANDARD_START_SFEN), search_lib.Limits(nodes=200))
+    search = search_lib.Search(evaluator, new_position(STANDARD_START_SFEN), limits.Limits(nodes=200))
     info = search.run()
     lines = {line.move: line for line in search.info().lines}
     assert evaluator.given >= 1 and search.unevaluated == evaluator.given
@@ -212,13 +212,13 @@ def test_a_nan_reply_is_skipped_by_the_search() -> None:
 
 
 def test_a_nan_root_ends_the_search_with_no_lines() -> None:
-    search = search_lib.Search(NaNAfter(), new_position(STANDARD_START_SFEN), search_lib.Limits(nodes=50))
+    search = search_lib.Search(NaNAfter(), new_position(STANDARD_START_SFEN), limits.Limits(nodes=50))
     assert search.run().lines == () and search.unevaluated == 1
 
 
 def test_nan_children_in_the_best_first_search() -> None:
     evaluator = NaNAfter([_board_after("7g7f")])
-    info = minimax.BestFirst(evaluator, new_position(STANDARD_START_SFEN), search_lib.Limits(depth=1),
+    info = minimax.BestFirst(evaluator, new_position(STANDARD_START_SFEN), limits.Limits(depth=1),
                              multipv=40).run()
     by_move = {line.move: line for line in info.lines}
     assert by_move["7g7f"].p is None and info.lines[0].move != "7g7f" and info.lines[0].p is not None

@@ -103,18 +103,18 @@ def test_priors_from_a_policy_output(tmp_path: Path) -> None:
 
 
 def test_the_search_uses_the_policy(tmp_path: Path) -> None:
-    from shogi_dnn.engine import search
+    from shogi_dnn.engine import limits, search
 
     path, _ = _policy_onnx(tmp_path / "policy.onnx", seed=4)
     evaluator = players.make_evaluator("network", path)
     position = new_position(STANDARD_START_SFEN)
-    run = search.Search(evaluator, position, search.Limits(nodes=64))
+    run = search.Search(evaluator, position, limits.Limits(nodes=64))
     run.run()
     board, hands = features.encode_position(position)
     labels = [players.legal_labels(position, run.tree.legal)]
     want = players.evaluate(evaluator, board[None], hands[None], labels)
-    assert run.tree.priors == pytest.approx(want.priors[0])
-    assert 64 <= run.nodes < 64 + search.Settings().batch_size              # no quiescence with a policy
+    assert run.tree.edges.priors == pytest.approx(want.priors[0])
+    assert 64 <= run.nodes < 64 + limits.Settings().batch_size              # no quiescence with a policy
 
 
 def test_legal_priors_is_a_softmax_over_the_given_labels() -> None:

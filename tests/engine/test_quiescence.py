@@ -11,7 +11,7 @@ import pytest
 from shogi_dnn.dataset import features
 from shogi_dnn.engine import quiescence
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
-from shogi_dnn.rules import position_factory
+from shogi_dnn.rules import parse_square, position_factory
 from tests.engine.support import HANGING, material
 
 
@@ -61,10 +61,10 @@ def test_captures_are_the_moves_onto_opponent_pieces() -> None:
     assert quiescence.captures(start, start.legal_usi()) == []
     for position in _random_positions(20, seed=5):
         codes, turn = position.piece_codes(), position.turn
-        targets = {m: codes[quiescence.square_of(m[2:4])] for m in position.legal_usi() if m[1] != "*"}
+        targets = {m: codes[parse_square(m[2:4])] for m in position.legal_usi() if m[1] != "*"}
         want = [m for m, code in targets.items() if code and (code > 14) != turn]
         assert quiescence.captures(position, position.legal_usi()) == want
-    assert [quiescence.square_of(s) for s in ("9a", "1i", "5e")] == [0, 80, 40]
+    assert [parse_square(s) for s in ("9a", "1i", "5e")] == [0, 80, 40]
 
 
 @pytest.mark.parametrize("plies", [1, 2, 3])

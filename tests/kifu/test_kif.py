@@ -14,7 +14,7 @@ from shogi_dnn.kifu import japanese as ja
 from shogi_dnn.kifu import kif, read_record_bytes, read_record_file
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, Winner
 from shogi_dnn.kifu.text import decode_record
-from shogi_dnn.rules import new_position
+from shogi_dnn.rules import new_position, parse_square
 
 HEADER = "手合割：平手\n先手：羽生善治\n後手：藤井聡太\n手数----指手---------消費時間--\n"
 # 同, 打, 成 and 不成 in eight plies: 7g7f 3c3d 8h2b+ 3a2b B*5e 5a4b 5e3c 2a3c.
@@ -92,7 +92,7 @@ def test_handicaps_white_moves_first(name: str) -> None:
 def test_handicap_removed_squares() -> None:
     def white_at(name: str, square: str) -> bool:
         position = new_position(ja.HANDICAPS[name])
-        found = position.piece_type_at(kif.usi_square_index(square))
+        found = position.piece_type_at(parse_square(square))
         return found is not None and found[1] == 1
     assert not white_at("香落ち", "1a") and white_at("香落ち", "9a")
     assert not white_at("右香落ち", "9a") and white_at("右香落ち", "1a")

@@ -76,6 +76,16 @@ def test_piece_type_values_are_the_stored_codes() -> None:
         list(range(1, 29))
 
 
+def test_usi_square_names_and_indexes() -> None:
+    """parse_square and square_name: the one USI square conversion, index = (rank - 1) * 9 + (9 - file)."""
+    assert [rules.parse_square(s) for s in ("9a", "1a", "5e", "7g", "1i")] == [0, 8, 40, 56, 80]
+    for file in range(1, 10):
+        for rank in range(1, 10):
+            name = rules.square_usi(file, rank)
+            assert rules.parse_square(name) == rules.square_index(file, rank)
+            assert rules.square_name(rules.square_index(file, rank)) == name
+
+
 @pytest.mark.parametrize("piece_type", list(PieceType))
 def test_move_table_matches_the_hand_drawn_diagram(piece_type: PieceType) -> None:
     steps, slides = drawn_moves(DIAGRAMS[piece_type])

@@ -288,7 +288,7 @@ TACTIC_NAMES = ("own hanging", "opponent hanging", "own attacked by a cheaper pi
 def reference_tactic_planes(board: np.ndarray) -> np.ndarray:
     """[9, 9, NUM_TACTIC_PLANES] float32 of one encoded board (the view read as Black to move), from the
     attackers rules.attacks finds for every occupied square."""
-    from shogi_dnn.analysis.tactics import DEFAULT_PIECE_VALUES
+    from shogi_dnn.rules import PIECE_VALUES
 
     codes = [int(c) for c in board]
     occupied = [s for s, c in enumerate(codes) if c]
@@ -300,8 +300,8 @@ def reference_tactic_planes(board: np.ndarray) -> np.ndarray:
         attackers = [s for s in occupied if s != target and attacks(codes, s, target)]
         friends = [s for s in attackers if (codes[s] - 1) // NUM_PIECE_TYPES == colour]
         enemies = [s for s in attackers if (codes[s] - 1) // NUM_PIECE_TYPES != colour]
-        value = DEFAULT_PIECE_VALUES[PieceType(kind + 1)]
-        cheaper = any(DEFAULT_PIECE_VALUES[PieceType((codes[s] - 1) % NUM_PIECE_TYPES + 1)] < value
+        value = PIECE_VALUES[PieceType(kind + 1)]
+        cheaper = any(PIECE_VALUES[PieceType((codes[s] - 1) % NUM_PIECE_TYPES + 1)] < value
                       for s in enemies)
         planes[target, colour] = float(bool(enemies) and not friends)      # own (0) / opponent (1) hanging
         planes[target, 2 + colour] = float(cheaper)
@@ -345,12 +345,9 @@ def assert_tactic_planes_equal(boards: list[np.ndarray]) -> np.ndarray:
 
 
 def test_tactic_plane_layout() -> None:
-    from shogi_dnn.analysis.tactics import DEFAULT_PIECE_VALUES
-
     layout = (ap.PLANE_OWN_HANGING, ap.PLANE_OPP_HANGING, ap.PLANE_OWN_CHEAPER, ap.PLANE_OPP_CHEAPER)
     assert layout == (35, 36, 37, 38)
     assert ap.NUM_TACTIC_PLANES == 4 and ap.TACTIC_FEATURE_SHAPE == (9, 9, 39)
-    assert ap.PIECE_VALUES == DEFAULT_PIECE_VALUES          # one ranking of the pieces, planes and metric
 
 
 def test_tactic_planes_of_data_positions_match_the_move_table(data_sample: Sample) -> None:
