@@ -46,7 +46,6 @@ import functools
 import numpy as np
 
 from shogi_dnn.dataset import fast_encoding
-
 from shogi_dnn.kifu.evals import MATE_EVAL
 from shogi_dnn.kifu.record import GameRecord, Winner
 from shogi_dnn.rules import (

@@ -87,7 +87,6 @@ from shogi_dnn.errors import ShardFormatError
 from shogi_dnn.folders import run_files
 
 
-
 def _register_plugin_filters() -> bool:
     """Import hdf5plugin, which registers its filters (Zstd among them) with the HDF5 h5py uses; False
     when it is not installed (zstd shards then cannot be written or read: PLUGIN_HINT)."""
