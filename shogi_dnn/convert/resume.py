@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.dataset import shards
-from shogi_dnn.folders import run_files
 from shogi_dnn.convert.filters import Deduplicator
 from shogi_dnn.convert.worker import ConvertedGame
 from shogi_dnn.convert.writer import ConvertReport, ConvertState, DatasetWriter
-from shogi_dnn.errors import disk_full, is_disk_full
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EncodedGame
+from shogi_dnn.errors import disk_full, is_disk_full
+from shogi_dnn.folders import run_files
 
 log = logging.getLogger(__name__)
 

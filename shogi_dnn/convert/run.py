@@ -40,8 +40,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import locks, run_files
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
     DRAWS,
@@ -74,7 +72,9 @@ from shogi_dnn.convert.writer import (
     ConvertState,
     DatasetWriter,
 )
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.folders import locks, run_files
 from shogi_dnn.kifu import names
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural

@@ -23,9 +23,9 @@ import numpy as np
 
 from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
 from shogi_dnn.convert.sources import SourceFile, skip_kind
-from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.dataset import fast_encoding
-from shogi_dnn.dataset.features import encode_game, first_fourfold, repeated_games
+from shogi_dnn.dataset.features import EncodedGame, encode_game, first_fourfold, repeated_games
+from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.kifu import read_record_bytes, repetition
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine
 from shogi_dnn.rules import BACKEND_ENV, BLACK, in_check, position_factory

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.dataset import shards
-from shogi_dnn.folders import run_files
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, Done, FileResult, Workers
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EVAL_NONE
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu import RECORD_SUFFIXES
 from shogi_dnn.wording import plural
 
