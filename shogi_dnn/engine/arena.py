@@ -52,8 +52,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu import csa_writer
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import new_position

@@ -39,10 +39,10 @@ from typing import Protocol
 
 import numpy as np
 
-from shogi_dnn.dataset import evalfit, features, policy
-from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, scoring, tactics
+from shogi_dnn.dataset import evalfit, features, policy
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_SQUARES, Position, new_position
 
