@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import config as config_lib
-from shogi_dnn.dataset import shards
 from shogi_dnn.config import Config
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import schedule, throughput
 from shogi_dnn.training.throughput import ThroughputFit
