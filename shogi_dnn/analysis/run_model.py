@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> Any:

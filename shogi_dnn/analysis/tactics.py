@@ -50,8 +50,16 @@ import numpy as np
 
 from shogi_dnn.analysis import scoring
 from shogi_dnn.dataset.features import NUM_PIECE_CODES
-from shogi_dnn.rules import (HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE, UNPROMOTED,
-                             PieceType, attacks, in_check)
+from shogi_dnn.rules import (
+    HAND_PIECE_TYPES,
+    NUM_PIECE_TYPES,
+    NUM_SQUARES,
+    SFEN_PIECE,
+    UNPROMOTED,
+    PieceType,
+    attacks,
+    in_check,
+)
 
 _KING = int(PieceType.KING)
 _OPP_KING = NUM_PIECE_TYPES + _KING                       # 22: never a target (its capture ends nothing)
