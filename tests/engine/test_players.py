@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import features, policy
 from shogi_dnn.analysis import baselines, scoring
+from shogi_dnn.dataset import features, policy
 from shogi_dnn.engine import players
 from shogi_dnn.errors import RunError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN

@@ -4,7 +4,6 @@ per epoch (issue 31: train.epochs = 10**12 built per-epoch lists for minutes, de
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
