@@ -10,7 +10,7 @@ the install still succeeds.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("shogi_dnn.dataset._encode", ["shogi_dnn/dataset/_encode.c"], optional=True,
-                             extra_compile_args=["-O2"]),
-                   Extension("shogi_dnn.training._bindshim", ["shogi_dnn/training/_bindshim.c"], optional=True,
-                             extra_compile_args=["-O2"], libraries=["dl"])])
+setup(ext_modules=[Extension("shogi_dnn.dataset._encode", ["shogi_dnn/dataset/_encode.c"],
+                             optional=True, extra_compile_args=["-O2"]),
+                   Extension("shogi_dnn.training._bindshim", ["shogi_dnn/training/_bindshim.c"],
+                             optional=True, extra_compile_args=["-O2"], libraries=["dl"])])
