@@ -39,16 +39,18 @@ All arrays C-contiguous, of exactly those sizes (else ValueError).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 try:
     from shogi_dnn.dataset import _encode
 except ImportError:                          # no compiler at install time: features.py's numpy path
     _encode = None
 
-pack_rows = getattr(_encode, "pack_rows", None)
-replay_game = getattr(_encode, "replay_game", None)
+pack_rows: Callable[..., int] | None = getattr(_encode, "pack_rows", None)
+replay_game: Callable[..., int] | None = getattr(_encode, "replay_game", None)
 # None in an extension built before them (convert then takes the numpy / Python path for these only)
-fourfold_rows = getattr(_encode, "fourfold_rows", None)
-in_check_rows = getattr(_encode, "in_check_rows", None)
+fourfold_rows: Callable[..., int] | None = getattr(_encode, "fourfold_rows", None)
+in_check_rows: Callable[..., bytes] | None = getattr(_encode, "in_check_rows", None)
 
 AVAILABLE = pack_rows is not None
 
