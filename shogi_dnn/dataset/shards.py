@@ -75,7 +75,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +175,7 @@ class ShardData:
 
 
 def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
-                games: dict[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS,
+                games: Mapping[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS,
                 compression: str = DEFAULT_COMPRESSION) -> str:
     """Write one shard atomically (temp file, then rename) and return its sha256.
 
@@ -225,7 +225,7 @@ def pack_stored(positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
-                 positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int,
+                 positions: dict[str, np.ndarray], games: Mapping[str, Sequence[Any]], chunk_rows: int,
                  filters: dict[str, Any]) -> bytes:
     """The bytes of one shard file, built in memory (HDF5's core driver, no backing store).
 
@@ -246,7 +246,7 @@ def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
 
 
 def _fill_file(f: h5py.File, split: str, n: int, stored: dict[str, np.ndarray],
-               positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int,
+               positions: dict[str, np.ndarray], games: Mapping[str, Sequence[Any]], chunk_rows: int,
                filters: dict[str, Any]) -> None:
     """Write the attributes, the position datasets (chunk `filters`: a COMPRESSIONS value) and the games
     group of a new shard `f`."""
