@@ -257,7 +257,7 @@ def _json_bytes(value: Any) -> np.ndarray:
 def _write_atomic(path: Path, arrays: dict[str, np.ndarray]) -> str:
     """Write the .npz through a temp file; its sha256."""
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, allow_pickle=True, **arrays)     # numpy's default, named so **arrays types as arrays
     data = buffer.getvalue()
     run_files.write_atomic(path, data)
     return hashlib.sha256(data).hexdigest()

@@ -11,6 +11,7 @@ import collections
 import contextlib
 import dataclasses
 import multiprocessing
+import multiprocessing.pool
 import os
 import re
 import resource
@@ -364,7 +365,9 @@ class Workers:
 
     def __init__(self, count: int) -> None:
         """`count` worker processes (0: none, all work in this process)."""
-        self.count, self.pool, self.pids = count, None, frozenset()
+        self.count = count
+        self.pool: multiprocessing.pool.Pool | None = None
+        self.pids: frozenset[int] = frozenset()
 
     def __enter__(self) -> Workers:  # noqa: PYI034 - Python 3.10 has no typing.Self
         if self.count > 0:

@@ -383,6 +383,6 @@ def _content_digest(positions: dict[str, np.ndarray], table: dict[str, list]) ->
     digest = hashlib.sha256()
     for key in sorted(positions):
         digest.update(key.encode())
-        digest.update(np.ascontiguousarray(positions[key]).reshape(-1).view(np.uint8))   # no copy
+        digest.update(np.ascontiguousarray(positions[key]).reshape(-1).view(np.uint8).data)   # no copy
     digest.update(repr(sorted(table.items())).encode("utf-8"))
     return digest.hexdigest()
