@@ -51,7 +51,9 @@ def import_keras_lean() -> None:
         return
     blocked = [name for name in _NOT_NEEDED if name not in sys.modules]
     for name in blocked:
-        sys.modules[name] = None          # `import name` raises ImportError while this is set
+        # `import name` raises ImportError while this is set (the import system's documented None entry,
+        # which typeshed's dict[str, ModuleType] does not allow)
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         import keras  # noqa: F401
     finally:

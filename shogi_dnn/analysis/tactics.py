@@ -74,7 +74,8 @@ DEFAULT_PIECE_VALUES: dict[PieceType, float] = {
 }
 
 
-def capture_values(board_values: Mapping[int, float], hand_values: Mapping[int, float]) -> np.ndarray:
+def capture_values(board_values: Mapping[PieceType, float],
+                   hand_values: Mapping[PieceType, float]) -> np.ndarray:
     """[29] float64: what capturing the opponent piece of each code gains (own codes and empty: 0).
 
     Args:
