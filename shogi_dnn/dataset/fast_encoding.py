@@ -1,6 +1,6 @@
 """Compiled kernels of features.py's per-position work (the C extension shogi_dnn.dataset._encode, built at
 install time when a C compiler is there; features.py keeps its numpy path otherwise, and
-tests/test_fast_encoding.py pins both to the same arrays and shard bytes).
+tests/dataset/test_fast_encoding.py pins both to the same arrays and shard bytes).
 
 Why compiled: a game's positions follow from each other move by move, and the shards' slot form sorts
 each position's pieces; in numpy that costs ~2 us a position for packing alone, more than dlshogi-style

@@ -29,7 +29,7 @@ by square index, then own pieces in hand, then the opponent's, then absent piece
                             (rotated view, as `board`), SLOT_IN_HAND (81) or SLOT_ABSENT (127)
   promoted  [N, 5]  uint8   the 40 slot flags "promoted", np.packbits(bitorder="little")
 45 bytes a position instead of 81 + 14, and every (board, hands) with at most a full set packs and
-unpacks to itself exactly (tests/test_features.py).
+unpacks to itself exactly (tests/dataset/test_features.py).
 
 Engine evaluations (`EncodedGame.eval`, [P] int16): the record's evaluation of each position
 (GameRecord.evals, shogi_dnn.kifu.evals) in centipawns **from the side to move's view**, like every
@@ -232,7 +232,7 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
     The readers have checked every move legal, so the positions follow from the start position and
     the moves alone: with numba installed (extra `fast`) a compiled replay writes them
     (fast_encoding.replay_game, C), else `position_factory`'s positions are read one by one. Both give
-    the same arrays (tests/test_fast_encoding.py).
+    the same arrays (tests/dataset/test_fast_encoding.py).
 
     Raises:
         ValueError: the record has no result, its start position holds more than one set of pieces,

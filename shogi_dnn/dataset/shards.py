@@ -127,7 +127,7 @@ KEY_PIECES, KEY_PROMOTED = "pieces", "promoted"
 KEY_EVAL = "eval"
 GAMES_GROUP = "games"
 KEY_SOURCE_RAW = "source_raw"
-# Position datasets on disk: name -> (row shape, dtype). Pinned by tests/test_shards.py.
+# Position datasets on disk: name -> (row shape, dtype). Pinned by tests/dataset/test_shards.py.
 STORED_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
     KEY_PIECES: ((features.NUM_SLOTS,), np.dtype(np.uint8)),
     KEY_PROMOTED: ((features.PROMOTED_BYTES,), np.dtype(np.uint8)),
