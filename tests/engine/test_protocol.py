@@ -30,7 +30,7 @@ def spy_searches(usi: protocol.UsiEngine) -> list:
     def recording(limits: search_lib.Limits):
         started.append(new_search(limits))
         return started[-1]
-    usi._new_search = recording  # type: ignore[method-assign]
+    usi._new_search = recording  # type: ignore[method-assign]  # the spy shadows the method on this instance
     return started
 
 
