@@ -3,7 +3,7 @@ PYTHON ?= python3
 RUN ?= runs/sample
 DATA ?= runs/demo-data
 
-.PHONY: install demo demo-engine test bench clean
+.PHONY: install demo demo-engine check test bench clean
 
 install:
 	$(PYTHON) -m pip install -q -e ".[test]"
@@ -48,7 +48,12 @@ ENGINE_GAME = 64
 demo-engine: install
 	$(call DEMO_STEPS,$(ENGINE_ARCHIVE),$(ENGINE_DATA),$(ENGINE_RUN),$(ENGINE_GAME_FILE),$(ENGINE_GAME))
 
-test: install
+# The static checks (pyproject.toml: [tool.ruff.lint], [tool.mypy]), then the tests.
+check: install
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
+
+test: check
 	$(PYTHON) -m pytest -q
 
 bench: install

@@ -18,5 +18,5 @@ setup(ext_modules=[Extension("shogi_dnn.rules._native", ["shogi_dnn/rules/_nativ
                              extra_compile_args=["-O2"], depends=PIECES_H),
                    Extension("shogi_dnn.dataset._encode", ["shogi_dnn/dataset/_encode.c"], optional=True,
                              extra_compile_args=["-O2"], depends=PIECES_H),
-                   Extension("shogi_dnn.training._bindshim", ["shogi_dnn/training/_bindshim.c"], optional=True,
-                             extra_compile_args=["-O2"], libraries=["dl"])])
+                   Extension("shogi_dnn.training._bindshim", ["shogi_dnn/training/_bindshim.c"],
+                             optional=True, extra_compile_args=["-O2"], libraries=["dl"])])

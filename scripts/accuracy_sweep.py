@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.analysis import scoring, tactics
+from shogi_dnn.dataset import shards
 from shogi_dnn.folders import run_files
 
 KEYS = (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME,

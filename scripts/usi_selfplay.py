@@ -161,7 +161,7 @@ def find_engine(name: str) -> str:
 class Engine:
     """One USI engine process; the caller always waits for exactly one answer."""
 
-    live: "set[Engine]" = set()
+    live: set[Engine] = set()
 
     def __init__(self, path: str, move_timeout: float):
         self.move_timeout = move_timeout
@@ -616,8 +616,7 @@ def iter_csa_games(path: Path):
     text = path.read_text()
     if not text.startswith("V2.2\n"):
         raise ValueError(f"{path.name}: does not start with V2.2")
-    for i, chunk in enumerate(text[len("V2.2\n"):].split("/\n")):
-        yield i, chunk
+    yield from enumerate(text[len("V2.2\n"):].split("/\n"))
 
 
 def parse_our_csa(chunk: str) -> tuple[list[str], list[int | None], str | None]:
@@ -667,8 +666,9 @@ def check_game(where: str, chunk: str, cs, r: dict, extra: dict) -> list[str]:
     except ValueError as exc:
         return [f"{where}: python-shogi: {exc}"]
     extra[r["seed"]] = {"scores": scores,
-                        "notes": [l[1:] for l in chunk.splitlines()
-                                  if l.startswith("'") and not l.startswith(("'** ", "'random_plies", "'engine"))]}
+                        "notes": [line[1:] for line in chunk.splitlines()
+                                  if line.startswith("'")
+                                  and not line.startswith(("'** ", "'random_plies", "'engine"))]}
     k = int(r["random_plies"])
     if any(s is not None for s in scores[:k]) or any(s is None for s in scores[k:]):
         problems.append(f"{where}: evaluations missing after the random plies or present within them")
@@ -788,8 +788,8 @@ def speed_text(states: list[Path]) -> str:
         return ""
     secs = [float(r["seconds"]) for r in rows]
     nps = [float(r["mean_nps"]) for r in rows if r["mean_nps"]]
-    runs = [l.split(" done: ", 1)[1] for st in states if (st / "play.log").exists()
-            for l in (st / "play.log").read_text().splitlines() if " done: " in l]
+    runs = [line.split(" done: ", 1)[1] for st in states if (st / "play.log").exists()
+            for line in (st / "play.log").read_text().splitlines() if " done: " in line]
     return (f"{statistics.fmean(secs):.2f} s per game on average (nice 19, on a shared 2-core machine "
             f"busy with other jobs); engine-reported speed {statistics.median(nps) / 1000:.0f}k nodes/s "
             f"(median of per-game means)." + (f" Runs: {'; '.join(runs)}." if runs else ""))

@@ -191,10 +191,10 @@ def test_data_side_imports_without_tensorflow() -> None:
 
 # Data-side test files: collecting them (and running one) never imports TensorFlow (tests/conftest.py
 # splits the CPU only once something imports it).
-DATA_SIDE_TESTS = ("tests/rules", "tests/kifu", "tests/convert", "tests/test_shards.py",
-                   "tests/test_features.py", "tests/test_fast_encoding.py", "tests/test_identity.py",
-                   "tests/test_locks.py", "tests/test_plotting.py", "tests/test_datasets.py",
-                   "tests/test_atomic_write.py", "tests/analysis/test_inspect.py",
+DATA_SIDE_TESTS = ("tests/rules", "tests/kifu", "tests/convert", "tests/dataset/test_shards.py",
+                   "tests/dataset/test_features.py", "tests/dataset/test_fast_encoding.py",
+                   "tests/dataset/test_identity.py", "tests/folders/test_locks.py", "tests/test_plotting.py",
+                   "tests/test_datasets.py", "tests/folders/test_atomic_write.py", "tests/analysis/test_inspect.py",
                    "tests/analysis/test_scoring.py")
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from shogi_dnn import cli
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import REPORT_NAME
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EVAL_NONE
 from tests.support.paths import REPO
 

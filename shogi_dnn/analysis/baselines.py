@@ -40,11 +40,11 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-from shogi_dnn.dataset import evalfit, shards
-from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import scoring
-from shogi_dnn.errors import RunError, ShardFormatError
+from shogi_dnn.dataset import evalfit, shards
 from shogi_dnn.dataset.features import EVAL_NONE, HAND_SIZE, NUM_HAND_TYPES, NUM_PIECE_CODES
+from shogi_dnn.errors import RunError, ShardFormatError
+from shogi_dnn.folders import run_files
 from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE
 
 log = logging.getLogger(__name__)

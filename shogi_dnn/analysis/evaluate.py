@@ -54,12 +54,12 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from shogi_dnn import config
-from shogi_dnn.dataset import policy, shards
-from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, data_check, eval_rows, scoring, tactics
 from shogi_dnn.analysis.tower_diagnosis import device_kind
-from shogi_dnn.errors import RunError
+from shogi_dnn.dataset import policy, shards
 from shogi_dnn.dataset.features import EVAL_NONE
+from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster, pipeline, schedule
 from shogi_dnn.training import model as model_lib
 from shogi_dnn.training.devices import make_strategy

@@ -27,7 +27,6 @@ import h5py
 import numpy as np
 
 from shogi_dnn import kifu
-from shogi_dnn.kifu import repetition
 from shogi_dnn.convert.filters import SKIP_DUPLICATE, SKIP_NO_RESULT, ConvertSettings, Deduplicator, game_key
 from shogi_dnn.convert.worker import TrainedGame, trained_game
 from shogi_dnn.dataset import shards
@@ -40,7 +39,7 @@ from shogi_dnn.dataset.features import (
     game_labels,
 )
 from shogi_dnn.errors import KifuError, ShardFormatError
-from shogi_dnn.kifu import names
+from shogi_dnn.kifu import names, repetition
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, Winner
 from shogi_dnn.wording import plural
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from shogi_dnn.dataset import features, policy, shards
 from shogi_dnn import kifu, rules
 from shogi_dnn.analysis import scoring
+from shogi_dnn.dataset import features, policy, shards
 from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.kifu.kif import move_text
 from shogi_dnn.kifu.record import GameRecord, Winner

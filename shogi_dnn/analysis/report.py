@@ -19,13 +19,27 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn.analysis import scoring
-from shogi_dnn.analysis.eval_rows import (OTHER_DATA, REPORT_LABELS, comparison_lines, format_number as _n,
-                                          data_line, format_with_interval, predictor_rows)
+from shogi_dnn.analysis.eval_rows import (
+    OTHER_DATA,
+    REPORT_LABELS,
+    comparison_lines,
+    data_line,
+    format_with_interval,
+    predictor_rows,
+)
+from shogi_dnn.analysis.eval_rows import format_number as _n
 from shogi_dnn.analysis.report_checks import check_evals, plan_check
 from shogi_dnn.analysis.report_plots import make_plots
-from shogi_dnn.analysis.tower_diagnosis import (LAST_WINDOW, TowerFlag, device_kind, device_label,
-                                                find_unbalanced_towers, per_gpu_series, train_records,
-                                                validation_records)
+from shogi_dnn.analysis.tower_diagnosis import (
+    LAST_WINDOW,
+    TowerFlag,
+    device_kind,
+    device_label,
+    find_unbalanced_towers,
+    per_gpu_series,
+    train_records,
+    validation_records,
+)
 from shogi_dnn.dataset import identity
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import throughput

@@ -25,8 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import plotting
-from shogi_dnn.analysis.tower_diagnosis import (device_kind, device_label, per_gpu_series, train_records,
-                                                validation_records)
+from shogi_dnn.analysis.tower_diagnosis import (
+    device_kind,
+    device_label,
+    per_gpu_series,
+    train_records,
+    validation_records,
+)
 from shogi_dnn.folders import run_files
 
 SAMPLES_LABEL = "samples seen (training positions)"

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> Any:
@@ -51,7 +51,9 @@ def import_keras_lean() -> None:
         return
     blocked = [name for name in _NOT_NEEDED if name not in sys.modules]
     for name in blocked:
-        sys.modules[name] = None          # `import name` raises ImportError while this is set
+        # `import name` raises ImportError while this is set (the import system's documented None entry,
+        # which typeshed's dict[str, ModuleType] does not allow)
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         import keras  # noqa: F401
     finally:

@@ -140,7 +140,7 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 
 
 def reliability_table(logits: np.ndarray, labels: np.ndarray,
-                      bins: int = CALIBRATION_BINS) -> tuple[list[dict[str, Any]], float]:
+                      bins: int = CALIBRATION_BINS) -> tuple[list[dict[str, Any]], float | None]:
     """Reliability table and expected calibration error of one array of predictions.
 
     Returns:
@@ -198,8 +198,8 @@ class Scorer:
         if (other.bins, other.ply_edges, other.rating_edges) != mine:
             raise ValueError("cannot merge scorers with different bins or edges")
         self.total.merge(other.total)
-        for mine, theirs in zip(self.by_ply + self.by_rating, other.by_ply + other.by_rating):
-            mine.merge(theirs)
+        for own, theirs in zip(self.by_ply + self.by_rating, other.by_ply + other.by_rating):
+            own.merge(theirs)
         self.bin_count += other.bin_count
         self.bin_prob += other.bin_prob
         self.bin_label += other.bin_label

@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn.analysis import scoring
-from shogi_dnn.analysis.eval_rows import (OTHER_DATA, SUMMARY_LABELS, comparison_lines, format_number,
-                                          data_line, format_with_interval, predictor_rows)
+from shogi_dnn.analysis.eval_rows import (
+    OTHER_DATA,
+    SUMMARY_LABELS,
+    comparison_lines,
+    data_line,
+    format_number,
+    format_with_interval,
+    predictor_rows,
+)
 from shogi_dnn.analysis.report_checks import check_evals
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import RunError, ShogiDnnError

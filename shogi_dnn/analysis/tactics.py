@@ -50,8 +50,17 @@ import numpy as np
 
 from shogi_dnn.analysis import scoring
 from shogi_dnn.dataset.features import NUM_PIECE_CODES
-from shogi_dnn.rules import (HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, PIECE_VALUES, SFEN_PIECE,
-                             UNPROMOTED, PieceType, attacks, in_check)
+from shogi_dnn.rules import (
+    HAND_PIECE_TYPES,
+    NUM_PIECE_TYPES,
+    NUM_SQUARES,
+    PIECE_VALUES,
+    SFEN_PIECE,
+    UNPROMOTED,
+    PieceType,
+    attacks,
+    in_check,
+)
 
 _KING = int(PieceType.KING)
 _OPP_KING = NUM_PIECE_TYPES + _KING                       # 22: never a target (its capture ends nothing)
@@ -59,7 +68,8 @@ _BLACK, _WHITE = 0, 1                                     # the view's side to m
 
 
 
-def capture_values(board_values: Mapping[int, float], hand_values: Mapping[int, float]) -> np.ndarray:
+def capture_values(board_values: Mapping[PieceType, float],
+                   hand_values: Mapping[PieceType, float]) -> np.ndarray:
     """[29] float64: what capturing the opponent piece of each code gains (own codes and empty: 0).
 
     Args:

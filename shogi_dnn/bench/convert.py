@@ -108,7 +108,9 @@ def _warm_imports(backend: str) -> None:
     """Import what the job imports on first use, so a measurement counts converting, not importing
     (as the peer's: its rate starts after its imports)."""
     import multiprocessing.synchronize  # noqa: F401  (tqdm's lock, on the first bar)
+
     import tqdm  # noqa: F401
+
     import shogi_dnn.kifu.csa  # noqa: F401  (the readers: read_record_bytes imports them on first use)
     import shogi_dnn.kifu.ki2  # noqa: F401
     import shogi_dnn.kifu.kif  # noqa: F401

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +81,7 @@ def accuracy(evaluator, data: Path, split: str) -> dict[str, float]:
     from shogi_dnn.dataset import policy, shards
     rows = read_split(data, split, (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN, shards.KEY_PLY,
                                     shards.KEY_MOVE))
-    win, logits, ranks = [], [], []
+    win, ranks = [], []
     labels = policy.move_labels(rows[shards.KEY_MOVE])
     for s in range(0, len(labels), 4096):
         b, h = rows[shards.KEY_BOARD][s:s + 4096], rows[shards.KEY_HANDS][s:s + 4096]

@@ -6,9 +6,9 @@ import argparse
 import logging
 import sys
 
-from shogi_dnn.folders import run_files
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import DRAWS, RATING_OF, REPORT_NAME, ConvertSettings, GameFilter, run_convert
+from shogi_dnn.dataset import shards
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu.record import Ending
 
 log = logging.getLogger(__name__)

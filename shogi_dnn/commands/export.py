@@ -12,8 +12,8 @@ import argparse
 import os
 from pathlib import Path
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 
 FORMATS = ("onnx", "savedmodel")     # training.export.FORMATS (not imported: that module starts TensorFlow)
 

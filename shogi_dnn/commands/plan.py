@@ -11,8 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.config import load_config
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import plan, throughput
 

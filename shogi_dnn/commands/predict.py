@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from shogi_dnn import packaged
-from shogi_dnn.dataset import game_keys
-from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import predict, run_model
+from shogi_dnn.dataset import game_keys
 from shogi_dnn.errors import ShogiDnnError
+from shogi_dnn.folders import run_files
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -64,12 +64,15 @@ class GameFilter:
         return None
 
     def _rated_enough(self, record: GameRecord) -> bool:
+        minimum = self.min_rating
+        if minimum is None:                 # the filter is off
+            return True
         ratings = {Winner.BLACK: record.black_rating, Winner.WHITE: record.white_rating}
         if self.rating_of == "loser" and record.winner in ratings:
             loser = Winner.WHITE if record.winner is Winner.BLACK else Winner.BLACK
             rating = ratings[loser]
-            return rating is not None and rating >= self.min_rating
-        return all(r is not None and r >= self.min_rating for r in ratings.values())
+            return rating is not None and rating >= minimum
+        return all(r is not None and r >= minimum for r in ratings.values())
 
 
 ROW_ORDERS = ("game", "shuffled")

@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.dataset import shards
-from shogi_dnn.folders import run_files
 from shogi_dnn.convert.filters import Deduplicator
 from shogi_dnn.convert.worker import ConvertedGame
 from shogi_dnn.convert.writer import ConvertReport, ConvertState, DatasetWriter
-from shogi_dnn.errors import disk_full, is_disk_full
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EncodedGame
+from shogi_dnn.errors import disk_full, is_disk_full
+from shogi_dnn.folders import run_files
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def _json_bytes(value: Any) -> np.ndarray:
 def _write_atomic(path: Path, arrays: dict[str, np.ndarray]) -> str:
     """Write the .npz through a temp file; its sha256."""
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, allow_pickle=True, **arrays)     # numpy's default, named so **arrays types as arrays
     data = buffer.getvalue()
     run_files.write_atomic(path, data)
     return hashlib.sha256(data).hexdigest()

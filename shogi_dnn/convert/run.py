@@ -40,8 +40,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import locks, run_files
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert import resume
 from shogi_dnn.convert.filters import (
     DRAWS,
@@ -73,7 +71,9 @@ from shogi_dnn.convert.writer import (
     ConvertState,
     DatasetWriter,
 )
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.folders import locks, run_files
 from shogi_dnn.kifu import names
 from shogi_dnn.rules import resolve_backend
 from shogi_dnn.wording import plural
@@ -171,7 +171,8 @@ class _Interrupts:
     and manifest writes): an exception raised while h5py holds its lock can hang the process's exit."""
 
     def __init__(self) -> None:
-        self.depth, self.pending, self.saved = 0, 0, {}
+        self.depth, self.pending = 0, 0
+        self.saved: dict[int, Any] = {}
 
     def __enter__(self) -> _Interrupts:  # noqa: PYI034 - Python 3.10 has no typing.Self
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -353,6 +354,7 @@ def _pieces(inputs: Sequence[str | os.PathLike[str]], skip: int = 0, check: tupl
             name, line, last = ((piece.path, 0, True) if isinstance(piece, KifuError)
                                 else (piece.name, piece.first_line, piece.last))
             if index == skip and (name, line) != check:
+                assert check is not None            # a resume (skip > 0) names its last piece
                 raise ConfigError(f"{name}: the inputs are not those of the interrupted run (piece {index} "
                                   f"is not {check[0]}:{check[1]}); convert again with --overwrite")
             if last and bar is not None:

@@ -428,7 +428,8 @@ def _drain_7z(archive: Any, archive_size: int, level: _Level) -> Iterator[Source
 
     class _Member(py7zr.io.Py7zIO):
         def __init__(self, name: str) -> None:
-            self.name, self.parts, self.length, self.too_large = name, [], 0, ""
+            self.parts: list[bytes] = []
+            self.name, self.length, self.too_large = name, 0, ""
             self.full = level.name.join(names.from_str(name))
             self.nested = is_archive(name) and level.depth < MAX_NESTING and not level.budget.spent
             # closed by the consumer once read (_drain_7z), or by _close_spools

@@ -11,6 +11,7 @@ import collections
 import contextlib
 import dataclasses
 import multiprocessing
+import multiprocessing.pool
 import os
 import re
 import resource
@@ -23,9 +24,9 @@ import numpy as np
 
 from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
 from shogi_dnn.convert.sources import SourceFile, skip_kind
-from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.dataset import fast_encoding
-from shogi_dnn.dataset.features import encode_game, first_fourfold, repeated_games
+from shogi_dnn.dataset.features import EncodedGame, encode_game, first_fourfold, repeated_games
+from shogi_dnn.errors import KifuError, ShogiDnnError
 from shogi_dnn.kifu import read_record_bytes, repetition
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine
 from shogi_dnn.rules import BACKEND_ENV, BLACK, in_check, position_factory
@@ -364,7 +365,9 @@ class Workers:
 
     def __init__(self, count: int) -> None:
         """`count` worker processes (0: none, all work in this process)."""
-        self.count, self.pool, self.pids = count, None, frozenset()
+        self.count = count
+        self.pool: multiprocessing.pool.Pool | None = None
+        self.pids: frozenset[int] = frozenset()
 
     def __enter__(self) -> Workers:  # noqa: PYI034 - Python 3.10 has no typing.Self
         if self.count > 0:

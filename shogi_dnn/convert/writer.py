@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from shogi_dnn.dataset import shards
-from shogi_dnn.folders import run_files
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import ConvertedGame, Done, FileResult, Workers
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EVAL_NONE
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu import RECORD_SUFFIXES
 from shogi_dnn.wording import plural
 
@@ -382,6 +382,6 @@ def _content_digest(positions: dict[str, np.ndarray], table: dict[str, list]) ->
     digest = hashlib.sha256()
     for key in sorted(positions):
         digest.update(key.encode())
-        digest.update(np.ascontiguousarray(positions[key]).reshape(-1).view(np.uint8))   # no copy
+        digest.update(np.ascontiguousarray(positions[key]).reshape(-1).view(np.uint8).data)   # no copy
     digest.update(repr(sorted(table.items())).encode("utf-8"))
     return digest.hexdigest()

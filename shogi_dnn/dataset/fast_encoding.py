@@ -1,6 +1,6 @@
 """Compiled kernels of features.py's per-position work (the C extension shogi_dnn.dataset._encode, built at
 install time when a C compiler is there; features.py keeps its numpy path otherwise, and
-tests/test_fast_encoding.py pins both to the same arrays and shard bytes).
+tests/dataset/test_fast_encoding.py pins both to the same arrays and shard bytes).
 
 Why compiled: a game's positions follow from each other move by move, and the shards' slot form sorts
 each position's pieces; in numpy that costs ~2 us a position for packing alone, more than dlshogi-style
@@ -40,17 +40,19 @@ All arrays C-contiguous, of exactly those sizes (else ValueError).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from shogi_dnn.rules.native import in_check_rows
 
 try:
-    from shogi_dnn.dataset import _encode
+    import shogi_dnn.dataset._encode as _encode
 except ImportError:                          # no compiler at install time: features.py's numpy path
     _encode = None
 
-pack_rows = getattr(_encode, "pack_rows", None)
-replay_game = getattr(_encode, "replay_game", None)
+pack_rows: Callable[..., int] | None = getattr(_encode, "pack_rows", None)
+replay_game: Callable[..., int] | None = getattr(_encode, "replay_game", None)
 # None in an extension built before them (convert then takes the numpy / Python path for these only)
-fourfold_rows = getattr(_encode, "fourfold_rows", None)
+fourfold_rows: Callable[..., int] | None = getattr(_encode, "fourfold_rows", None)
 
 AVAILABLE = pack_rows is not None
 

@@ -29,7 +29,7 @@ by square index, then own pieces in hand, then the opponent's, then absent piece
                             (rotated view, as `board`), SLOT_IN_HAND (81) or SLOT_ABSENT (127)
   promoted  [N, 5]  uint8   the 40 slot flags "promoted", np.packbits(bitorder="little")
 45 bytes a position instead of 81 + 14, and every (board, hands) with at most a full set packs and
-unpacks to itself exactly (tests/test_features.py).
+unpacks to itself exactly (tests/dataset/test_features.py).
 
 Engine evaluations (`EncodedGame.eval`, [P] int16): the record's evaluation of each position
 (GameRecord.evals, shogi_dnn.kifu.evals) in centipawns **from the side to move's view**, like every
@@ -46,7 +46,6 @@ import functools
 import numpy as np
 
 from shogi_dnn.dataset import fast_encoding
-
 from shogi_dnn.kifu.evals import MATE_EVAL
 from shogi_dnn.kifu.record import GameRecord, Winner
 from shogi_dnn.rules import (
@@ -183,7 +182,7 @@ def decode_position(board: np.ndarray, hands: np.ndarray, turn: int, ply: int) -
         black_hand, white_hand = opp, own
     else:
         black_hand, white_hand = own, opp
-    return format_sfen(codes, black_hand, white_hand, turn, ply + 1)
+    return format_sfen(codes.tolist(), black_hand, white_hand, turn, ply + 1)
 
 
 def encode_move(usi: str, turn: int) -> int:
@@ -233,7 +232,7 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
     The readers have checked every move legal, so the positions follow from the start position and
     the moves alone: with numba installed (extra `fast`) a compiled replay writes them
     (fast_encoding.replay_game, C), else `position_factory`'s positions are read one by one. Both give
-    the same arrays (tests/test_fast_encoding.py).
+    the same arrays (tests/dataset/test_fast_encoding.py).
 
     Raises:
         ValueError: the record has no result, its start position holds more than one set of pieces,
@@ -340,8 +339,9 @@ def _encode_compiled(record: GameRecord) -> EncodedGame:
     move = np.empty(count, np.uint16)
     pieces = np.empty((count, NUM_SLOTS), np.uint8)
     promoted = np.empty((count, PROMOTED_BYTES), np.uint8)
-    failed = fast_encoding.replay_game(start_board, start_hands, first_turn, moves, board, hands, move,
-                                       pieces, promoted)
+    replay_game = fast_encoding.replay_game
+    assert replay_game is not None           # encode_game comes here only when fast_encoding.AVAILABLE
+    failed = replay_game(start_board, start_hands, first_turn, moves, board, hands, move, pieces, promoted)
     if failed >= 0:
         raise ValueError(f"{record.source}: ply {failed + 1}: move {record.moves[failed]} cannot be played")
     if count > _SHARED_LENGTH or not 0 <= start_ply <= _SHARED_LENGTH:
@@ -456,8 +456,8 @@ def check_piece_set(board: np.ndarray, hands: np.ndarray) -> None:
     """Raise ValueError unless the position ([81] board, [14] hands) holds at most one set of pieces
     (18 pawns, 4 lances, ..., 2 kings): the packed form has a slot for each piece of one set."""
     counts = np.bincount(_CODE_BASE[np.asarray(board, np.intp)], minlength=9)
-    for i, piece_type in enumerate(HAND_PIECE_TYPES):
-        counts[piece_type] += int(hands[i]) + int(hands[NUM_HAND_TYPES + i])
+    for i, hand_type in enumerate(HAND_PIECE_TYPES):
+        counts[hand_type] += int(hands[i]) + int(hands[NUM_HAND_TYPES + i])
     for piece_type, limit in PIECE_SET:
         if counts[piece_type] > limit:
             name = SFEN_PIECE[piece_type]
@@ -478,6 +478,7 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
     hands = np.ascontiguousarray(hands, np.uint8)
     n = board.shape[0]
     if fast_encoding.AVAILABLE:
+        assert fast_encoding.pack_rows is not None        # AVAILABLE: the extension has pack_rows
         pieces = np.empty((n, NUM_SLOTS), np.uint8)
         promoted = np.empty((n, PROMOTED_BYTES), np.uint8)
         row = fast_encoding.pack_rows(board, hands, pieces, promoted)

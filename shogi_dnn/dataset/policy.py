@@ -29,7 +29,7 @@ where the piece moves to, seen from the side to move (origin -> destination, row
   LABEL_NONE = -1                          no move: MOVE_NONE (a game's final position)
 
 Two legal moves never share a label: moves with the same direction and destination come along the same
-ray, and only the first piece on it can reach the destination (tests/test_policy.py checks every legal
+ray, and only the first piece on it can reach the destination (tests/dataset/test_policy.py checks every legal
 move of random and real games). The direction order and the drop order are dlshogi's (make_move_label,
 with its 180-degree rotation for White); its destination is cshogi's file-major square, so a label here
 is dlshogi's with the destination renumbered to features' rank-major index.

@@ -75,7 +75,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,6 @@ import numpy as np
 from shogi_dnn.dataset import features
 from shogi_dnn.errors import ShardFormatError
 from shogi_dnn.folders import run_files
-
 
 
 def _register_plugin_filters() -> bool:
@@ -128,7 +127,7 @@ KEY_PIECES, KEY_PROMOTED = "pieces", "promoted"
 KEY_EVAL = "eval"
 GAMES_GROUP = "games"
 KEY_SOURCE_RAW = "source_raw"
-# Position datasets on disk: name -> (row shape, dtype). Pinned by tests/test_shards.py.
+# Position datasets on disk: name -> (row shape, dtype). Pinned by tests/dataset/test_shards.py.
 STORED_SCHEMA: dict[str, tuple[tuple[int, ...], np.dtype]] = {
     KEY_PIECES: ((features.NUM_SLOTS,), np.dtype(np.uint8)),
     KEY_PROMOTED: ((features.PROMOTED_BYTES,), np.dtype(np.uint8)),
@@ -176,7 +175,7 @@ class ShardData:
 
 
 def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
-                games: dict[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS,
+                games: Mapping[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS,
                 compression: str = DEFAULT_COMPRESSION) -> str:
     """Write one shard atomically (temp file, then rename) and return its sha256.
 
@@ -226,7 +225,7 @@ def pack_stored(positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
-                 positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int,
+                 positions: dict[str, np.ndarray], games: Mapping[str, Sequence[Any]], chunk_rows: int,
                  filters: dict[str, Any]) -> bytes:
     """The bytes of one shard file, built in memory (HDF5's core driver, no backing store).
 
@@ -247,7 +246,7 @@ def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
 
 
 def _fill_file(f: h5py.File, split: str, n: int, stored: dict[str, np.ndarray],
-               positions: dict[str, np.ndarray], games: dict[str, Sequence[Any]], chunk_rows: int,
+               positions: dict[str, np.ndarray], games: Mapping[str, Sequence[Any]], chunk_rows: int,
                filters: dict[str, Any]) -> None:
     """Write the attributes, the position datasets (chunk `filters`: a COMPRESSIONS value) and the games
     group of a new shard `f`."""

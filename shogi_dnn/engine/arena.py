@@ -52,8 +52,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu import csa_writer
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import new_position
@@ -393,8 +393,9 @@ def _with_times(text: str, times_ms: Sequence[int | None]) -> str:
     for line in text.splitlines():
         lines.append(line)
         if _CSA_MOVE.match(line):
-            if k < len(times_ms) and times_ms[k] is not None:
-                lines.append(f"T{times_ms[k] / 1000:.3f}")
+            ms = times_ms[k] if k < len(times_ms) else None
+            if ms is not None:
+                lines.append(f"T{ms / 1000:.3f}")
             k += 1
     return "\n".join(lines) + "\n"
 

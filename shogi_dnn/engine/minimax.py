@@ -51,7 +51,7 @@ class Node:
     __slots__ = ("children", "failed", "legal", "moves", "plies", "position", "proven", "value")
 
     def __init__(self, position: Position, legal: list[str]) -> None:
-        self.position = position
+        self.position: Position | None = position        # None once expanded (the root keeps its own)
         self.legal = legal
         self.value = 0.5
         self.proven = not legal
@@ -62,20 +62,26 @@ class Node:
         if not legal:
             self.value = 0.0
 
+    def expanded(self) -> list[Node]:
+        """The children of an expanded node."""
+        assert self.children is not None, "the node is not expanded"
+        return self.children
+
     def best(self) -> int:
         """Index of the child that leaves the opponent the lowest value (expanded nodes only)."""
-        return int(np.argmin([c.value for c in self.children]))
+        return int(np.argmin([c.value for c in self.expanded()]))
 
     def back_up(self) -> None:
         """Recompute value/proven/plies from the children (negamax on probabilities)."""
-        values = [c.value for c in self.children]
+        children = self.expanded()
+        values = [c.value for c in children]
         i = int(np.argmin(values))
         self.value = 1.0 - values[i]
-        lost = [c.plies for c in self.children if c.proven and c.value == 0.0]
+        lost = [c.plies for c in children if c.proven and c.value == 0.0]
         if lost:                                          # a child lost for its mover: the shortest mate
             self.proven, self.plies = True, min(lost) + 1
-        elif all(c.proven for c in self.children):        # every reply wins for the opponent: the longest
-            self.proven, self.plies = True, max(c.plies for c in self.children) + 1
+        elif all(c.proven for c in children):             # every reply wins for the opponent: the longest
+            self.proven, self.plies = True, max(c.plies for c in children) + 1
         else:
             self.proven = False
 
@@ -131,17 +137,20 @@ class BestFirst(LimitedSearch):
 
     def _expand(self, node: Node, depth: int) -> None:
         """Play every legal move of `node` and evaluate the children in one batch."""
-        children, pending = [], []
+        parent = node.position
+        assert parent is not None, "only a leaf is expanded, and a leaf keeps its position"
+        children, pending, pending_positions = [], [], []
         for move in node.legal:
-            position = node.position.copy()
+            position = parent.copy()
             position.push_usi(move)
             child = Node(position, position.legal_usi())
             children.append(child)
             if not child.proven:
                 pending.append(child)
+                pending_positions.append(position)
         if pending:
             begin = time.monotonic()
-            p = quiescence.values([c.position for c in pending], self._values, self.settings.quiescence_plies,
+            p = quiescence.values(pending_positions, self._values, self.settings.quiescence_plies,
                                   self.settings.quiescence_width, self._expired,
                                   [c.legal for c in pending])
             self._last_expansion = time.monotonic() - begin

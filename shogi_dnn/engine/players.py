@@ -33,18 +33,18 @@ from __future__ import annotations
 import dataclasses
 import re
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from shogi_dnn.dataset import evalfit, features, policy
-from shogi_dnn.folders import run_files
 from shogi_dnn.analysis import baselines, scoring
+from shogi_dnn.dataset import evalfit, features, policy
 from shogi_dnn.errors import RunError
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
-from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_SQUARES, PIECE_VALUES, Position, new_position
+from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_SQUARES, PIECE_VALUES, PieceType, Position, new_position
 
 KINDS = ("network", "material")
 ONNX_SUFFIX = ".onnx"
@@ -61,6 +61,16 @@ class Evaluator(Protocol):
 
     def win_probability(self, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
         """[N, 81] uint8 boards, [N, 14] uint8 hands -> [N] float64 probabilities."""
+
+
+class PolicyEvaluator(Evaluator, Protocol):
+    """An evaluator that may give policy logits beside the win probabilities (has_policy once loaded)."""
+
+    has_policy: bool
+
+    def evaluate_logits(self, board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """[N] float64 win probabilities and [N, 2187] float32 policy logits (None without a policy)."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +113,7 @@ def legal_priors(logits: np.ndarray, labels: Sequence[np.ndarray]) -> list[np.nd
     return priors
 
 
-def has_policy(evaluator: Evaluator) -> bool:
+def has_policy(evaluator: Evaluator) -> TypeGuard[PolicyEvaluator]:
     """True when the (loaded) evaluator gives policy logits."""
     return bool(getattr(evaluator, "has_policy", False))
 
@@ -148,7 +158,8 @@ class KerasEvaluator:
         self.mirror_average = mirror_average
         self.name = f"{self.run_dir.name}" + (f"@{checkpoint}" if checkpoint else "")
         self.has_policy = False
-        self._function = None
+        # (board, hands) -> (win [N], logits [N, 2187] or None), a tf.function built by load()
+        self._function: Callable[[np.ndarray, np.ndarray], tuple[Any, Any]] | None = None
 
     def check(self) -> None:
         """The model file (a zip whose config.json has no Lambda layer, which Keras refuses to load) or
@@ -206,6 +217,7 @@ class KerasEvaluator:
     def evaluate_logits(self, board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """[N] float64 win probabilities and [N, 2187] float32 policy logits (None without a policy)."""
         self.load()
+        assert self._function is not None          # load() built it
         win, logits = self._function(board, hands)
         return np.asarray(win, np.float64).reshape(-1), None if logits is None else np.asarray(logits)
 
@@ -230,7 +242,7 @@ class OnnxEvaluator:
         self.threads = threads
         self.name = self.path.stem
         self.has_policy = False
-        self._session = None
+        self._session: Any = None                  # an onnxruntime.InferenceSession once loaded
         self._outputs: list[str] = []
 
     def load(self) -> None:
@@ -339,6 +351,7 @@ class MaterialEvaluator:
 
     def win_probability(self, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
         self.load()
+        assert self.fitted is not None             # load() fitted them or raised
         return scoring.sigmoid(self.fitted.material_logits(board, hands))
 
 
@@ -348,8 +361,11 @@ def fixed_material() -> MaterialEvaluator:
     values = PIECE_VALUES
     scale = evalfit.DEFAULT_SCALE
     kinds = list(baselines.BOARD_KINDS) + list(HAND_PIECE_TYPES)
-    weights = [values[t] / scale for t in kinds]
-    return MaterialEvaluator(baselines.Baselines(0.5, tuple(weights), 0.0, 0, piece_square=None, engine=None))
+    weights = [values[PieceType(t)] / scale for t in kinds]
+    # Only material_logits is ever asked of these baselines: there is no piece-square model to give.
+    fixed = baselines.Baselines(0.5, tuple(weights), 0.0, 0, piece_square=None,  # type: ignore[arg-type]
+                                engine=None)
+    return MaterialEvaluator(fixed)
 
 
 def make_evaluator(kind: str, model: Path, checkpoint: str | None = None, mirror_average: bool = True,

@@ -64,7 +64,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import Any, TextIO
 
 from shogi_dnn import __version__
 from shogi_dnn.engine import limits as limits_lib
@@ -162,7 +162,7 @@ class Go:
 def parse_go(tokens: list[str], problems: list[str] | None = None) -> Go:
     """`go` arguments -> Go. A malformed value (not a non-negative integer) or an unknown word is skipped
     and named in `problems` (when given); clock values are capped at MAX_CLOCK_MS. Never raises."""
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}                  # Go's fields: ints, and the flags True
     i = 0
     while i < len(tokens):
         word = tokens[i]
@@ -327,11 +327,12 @@ class UsiEngine:
 
     # -- loading -------------------------------------------------------------------------------------
 
-    def start_loading(self) -> None:
-        """Load and warm the evaluator in a thread (once)."""
+    def start_loading(self) -> threading.Thread:
+        """Load and warm the evaluator in a thread (once); that thread."""
         if self._loader is None:
             self._loader = threading.Thread(target=self._load, daemon=True, name="load")
             self._loader.start()
+        return self._loader
 
     def _load(self) -> None:
         try:
@@ -344,8 +345,7 @@ class UsiEngine:
         one line on `err`; a later call tries again)."""
         if self._ready:
             return True
-        self.start_loading()
-        self._loader.join()
+        self.start_loading().join()
         if self._load_error is not None:
             error, self._load_error, self._loader = self._load_error, None, None
             if self.load_failure is None and self.err is not None:
@@ -422,7 +422,7 @@ class UsiEngine:
         search, go = self._search, self._ponder_go
         if search is None or go is None:
             return
-        seconds = move_seconds(go, self.position.turn, self.options.NetworkDelay)
+        seconds = move_seconds(go, self._searched_position().turn, self.options.NetworkDelay)
         # From now on the ponder search is a normal one: its clock starts here.
         deadline = None
         if seconds is not None:
@@ -472,6 +472,11 @@ class UsiEngine:
 
     # -- searching -----------------------------------------------------------------------------------
 
+    def _searched_position(self) -> Position:
+        """The position of the search under way (go starts none without a position)."""
+        assert self.position is not None, "a search without a position"
+        return self.position
+
     def stop_margin(self) -> float:
         """Seconds kept back for the engine's own stop latency (module docstring)."""
         return min(MAX_STOP_MARGIN, max(self.lags, default=0.0))
@@ -483,7 +488,8 @@ class UsiEngine:
     def _limits(self, go: Go, received: float) -> limits_lib.Limits:
         depth = go.depth or self.options.DepthLimit or None
         nodes = go.nodes or self.options.NodesLimit or None
-        seconds = None if go.ponder else move_seconds(go, self.position.turn, self.options.NetworkDelay)
+        turn = self._searched_position().turn
+        seconds = None if go.ponder else move_seconds(go, turn, self.options.NetworkDelay)
         infinite = go.infinite or go.ponder
         if seconds is None and depth is None and nodes is None and not infinite:
             depth = 1                                      # a bare `go`: the one-ply answer
@@ -491,10 +497,14 @@ class UsiEngine:
         return limits_lib.Limits(nodes=nodes, depth=depth, infinite=infinite, deadline=deadline)
 
     def _new_search(self, limits: limits_lib.Limits) -> search_lib.Search | minimax.BestFirst:
-        report = lambda info: [self.send(s) for s in format_info(info)]      # noqa: E731
+        def report(info: limits_lib.SearchInfo) -> None:
+            for line in format_info(info):
+                self.send(line)
+
         settings = self.options.settings()
+        position = self._searched_position()
         if limits.depth is not None:
-            return minimax.BestFirst(self.evaluator, self.position, limits, self._stop, report=report,
+            return minimax.BestFirst(self.evaluator, position, limits, self._stop, report=report,
                                      multipv=self.options.MultiPV, settings=settings)
         start, moves = self.game
         tree, size = None, 1
@@ -503,7 +513,7 @@ class UsiEngine:
             if old_start == start and moves[:len(old_moves)] == old_moves:
                 tree = search_lib.subtree(old_root, moves[len(old_moves):])
         _, history = search_lib.game_history(self.factory(start), moves)
-        return search_lib.Search(self.evaluator, self.position, limits, self._stop, report=report,
+        return search_lib.Search(self.evaluator, position, limits, self._stop, report=report,
                                  multipv=self.options.MultiPV, settings=settings, history=history, tree=tree,
                                  tree_nodes=size)
 
@@ -580,15 +590,16 @@ class UsiEngine:
         best = info.lines[0]
         resign = self.options.ResignValue
         mated = best.mate is not None and best.mate < 0
-        if resign and (mated or (best.mate is None and best.cp < -resign)):
+        cp = best.cp                                       # an int: best.p is not None (above)
+        if resign and (mated or (best.mate is None and cp is not None and cp < -resign)):
             return notes, "bestmove resign"
         line = best
-        move_number = int(self.position.sfen().split()[-1])
+        move_number = int(self._searched_position().sfen().split()[-1])
         if isinstance(search, search_lib.Search) and self.options.Temperature and \
                 move_number <= self.options.TemperatureMoves:
-            move = search.choose(self.options.Temperature / 100, self._rng)
-            if move != best.move:
-                line = search.line(move)
+            chosen = search.choose(self.options.Temperature / 100, self._rng)
+            if chosen is not None and chosen != best.move:  # None only without a legal move
+                line = search.line(chosen)
         ponder = f" ponder {line.pv[1]}" if len(line.pv) > 1 else ""
         return notes, f"bestmove {line.move}{ponder}"
 
@@ -599,7 +610,7 @@ class UsiEngine:
         if info is not None and info.lines and isinstance(search, search_lib.Search) and \
                 has_policy(self.evaluator) and search.tree.expanded:
             return [f"info string {why}: the policy's move"], f"bestmove {info.lines[0].move}"
-        move = material_move(self.position)
+        move = material_move(self._searched_position())
         if move is None:
             return [], "bestmove resign"
         return [f"info string {why}: the material player's move"], f"bestmove {move}"

@@ -93,9 +93,9 @@ def values(positions: Sequence[Position], evaluate: Callable[[list[Position]], n
                 node.mated = True
                 continue
             for move in captures(node.position, moves):
-                child = node.position.copy()
-                child.push_usi(move)
-                children.append((node, _Node(child)))
+                after = node.position.copy()
+                after.push_usi(move)
+                children.append((node, _Node(after)))
         known = None
         if not children or expired(len(children)):
             break

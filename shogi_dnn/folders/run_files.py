@@ -46,10 +46,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.folders import locks
 from shogi_dnn.config import Config, from_dict
-from shogi_dnn.errors import (ConfigError, OutputError, RunError, disk_full, file_too_large, is_disk_full,
-                              is_file_too_large)
+from shogi_dnn.errors import (
+    ConfigError,
+    OutputError,
+    RunError,
+    disk_full,
+    file_too_large,
+    is_disk_full,
+    is_file_too_large,
+)
+from shogi_dnn.folders import locks
 
 log = logging.getLogger(__name__)
 

@@ -467,7 +467,9 @@ def _result(game: _Game, position: rules.Position, path: str) -> tuple[Winner, E
     number, token = game.ending
     special = SPECIAL_MOVES.get(token)
     if special is None:
-        return _wars_result(WARS_ENDING.match(token), number, path)     # _read_token matched it
+        wars = WARS_ENDING.match(token)
+        assert wars is not None, token           # _read_token keeps only special moves and Wars endings
+        return _wars_result(wars, number, path)
     ending, loser = special
     return special_move_winner(loser, position), ending
 

@@ -211,8 +211,9 @@ def _fixed_row(text: str) -> tuple[list[int], str] | None:
     when the text after them starts like a tenth cell (ambiguous); None when the cells are not there."""
     if len(text) < 26:
         return None
-    codes = [_fixed_cell(text[k:k + 3]) for k in range(0, 24, 3)]
-    if any(code is None for code in codes):
+    cells = [_fixed_cell(text[k:k + 3]) for k in range(0, 24, 3)]
+    codes = [code for code in cells if code is not None]
+    if len(codes) < len(cells):
         return None
     last, repair = _fixed_cell(text[24:27]), ""
     if last is None:
@@ -224,7 +225,7 @@ def _fixed_row(text: str) -> tuple[list[int], str] | None:
         if _fixed_cell(tail[:3].ljust(3)) is not None:
             return [], ""
         repair = "; ".join(filter(None, (repair, f"text after the 9 cells ignored: {tail[:10]!r}")))
-    return codes + [last], repair        # type: ignore[operator]
+    return codes + [last], repair
 
 
 def _refuse_extra_cell(text: str, number: int, path: str, exc: KifuError) -> list[int]:
@@ -278,16 +279,16 @@ def _apply_piece_lines(piece_lines: list[tuple[int, int, str]], board: list[int]
             else:
                 board[_square(square, number, path)] = piece + rules.NUM_PIECE_TYPES * colour
     used = _piece_counts(board, hands)
-    for piece, total in SET_COUNT.items():
-        if used[piece] > total:
+    for kind, total in SET_COUNT.items():
+        if used[kind] > total:
             line = piece_lines[0][0] if piece_lines else start_line
-            raise KifuError(path, line, f"too many {CSA_PIECES[piece - 1]} pieces ({used[piece]} > {total})")
-        if all_to is not None and piece != PieceType.KING:
-            hands[all_to][piece] += total - used[piece]
+            raise KifuError(path, line, f"too many {CSA_PIECES[kind - 1]} pieces ({used[kind]} > {total})")
+        if all_to is not None and kind != PieceType.KING:
+            hands[all_to][kind] += total - used[kind]
 
 
 def _piece_counts(board: list[int], hands: list[list[int]]) -> dict[int, int]:
-    counts = {piece: hands[0][piece] + hands[1][piece] for piece in BASE_PIECE_TYPES}
+    counts: dict[int, int] = {piece: hands[0][piece] + hands[1][piece] for piece in BASE_PIECE_TYPES}
     for code in board:
         if code:
             piece = (code - 1) % rules.NUM_PIECE_TYPES + 1

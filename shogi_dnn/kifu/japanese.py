@@ -22,18 +22,18 @@ ZEN_DIGITS = "０１２３４５６７８９"
 KANJI_DIGITS = "〇一二三四五六七八九"
 
 # Piece names -> piece type. Abbreviations seen in the wild: 全 成銀, 圭 成桂, 杏 成香, 竜 龍, 王 玉.
-# The names a writer uses (Kifu for Windows style): type -> name.
-PIECE_NAMES: dict[PieceType, str] = {
+# The names a writer uses (Kifu for Windows style): type -> name (keyed by int, as pieces.SFEN_PIECE).
+PIECE_NAMES: dict[int, str] = {
     PieceType.PAWN: "歩", PieceType.LANCE: "香", PieceType.KNIGHT: "桂", PieceType.SILVER: "銀",
     PieceType.GOLD: "金", PieceType.BISHOP: "角", PieceType.ROOK: "飛", PieceType.KING: "玉",
     PieceType.PROM_PAWN: "と", PieceType.PROM_LANCE: "成香", PieceType.PROM_KNIGHT: "成桂",
     PieceType.PROM_SILVER: "成銀", PieceType.PROM_BISHOP: "馬", PieceType.PROM_ROOK: "龍"}
 # One-character names used inside board diagrams (a two-character 成香 does not fit a cell).
-BOARD_NAMES: dict[PieceType, str] = {**PIECE_NAMES, PieceType.PROM_LANCE: "杏", PieceType.PROM_KNIGHT: "圭",
-                                     PieceType.PROM_SILVER: "全"}
+BOARD_NAMES: dict[int, str] = {**PIECE_NAMES, PieceType.PROM_LANCE: "杏", PieceType.PROM_KNIGHT: "圭",
+                               PieceType.PROM_SILVER: "全"}
 PIECE_TYPES: dict[str, PieceType] = {
-    **{name: piece_type for piece_type, name in PIECE_NAMES.items()},
-    **{name: piece_type for piece_type, name in BOARD_NAMES.items()},
+    **{name: PieceType(piece_type) for piece_type, name in PIECE_NAMES.items()},
+    **{name: PieceType(piece_type) for piece_type, name in BOARD_NAMES.items()},
     "王": PieceType.KING, "竜": PieceType.PROM_ROOK}
 PIECE_PATTERN = "成香|成桂|成銀|[歩香桂銀金角飛玉王と杏圭全馬龍竜]"
 

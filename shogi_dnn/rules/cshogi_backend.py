@@ -24,7 +24,7 @@ _CSHOGI_SQUARE = np.array([(8 - i % 9) * 9 + i // 9 for i in range(NUM_SQUARES)]
 # cshogi piece type -> package PieceType, by cshogi's constant of the same name (only G/B/R differ).
 _TYPE = {getattr(cshogi, piece_type.name): piece_type for piece_type in PieceType}
 _WHITE_OFFSET = 16
-_PROMOTABLE = frozenset(getattr(cshogi, piece_type.name) for piece_type in PROMOTED)   # cshogi P L N S B R
+_PROMOTABLE = frozenset(getattr(cshogi, PieceType(t).name) for t in PROMOTED)      # cshogi P L N S B R
 # cshogi's type of a dropped piece by its USI letter, and the kinds that can be stuck (cshogi numbering).
 _DROP_KIND = {SFEN_PIECE[piece_type]: getattr(cshogi, piece_type.name) for piece_type in HAND_PIECE_TYPES}
 _STUCK_ON_LAST_RANK = frozenset((cshogi.PAWN, cshogi.LANCE))
@@ -104,7 +104,8 @@ class CshogiPosition:
         if not tokens:
             return []
         joined = "\n".join(tokens) + "\n"
-        count = _CSA_TOKENS.match(joined).end() // 8           # well-formed tokens (8 characters each)
+        tokens_run = _CSA_TOKENS.match(joined)                 # always matches: a run of zero tokens or more
+        count = tokens_run.end() // 8 if tokens_run else 0    # well-formed tokens (8 characters each)
         board = self._board
         turn = board.turn
         signs, expected = joined[0:8 * count:8], _ALTERNATING[turn][:count]

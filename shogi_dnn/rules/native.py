@@ -32,7 +32,7 @@ from shogi_dnn.rules.position import NUM_SQUARES, format_sfen, parse_square, squ
 from shogi_dnn.rules.pyshogi_backend import ShogiPosition
 
 try:
-    from shogi_dnn.rules import _native
+    import shogi_dnn.rules._native as _native
 except ImportError:                      # no C compiler at install time
     _native = None
 _play_csa = getattr(_native, "play_csa", None)
@@ -109,6 +109,7 @@ class NativeGame:
         data = text.encode("ascii", "replace")
         if len(data) != 8 * count:                  # a token that is not 7 characters: the reference's
             return []
+        assert _play_csa is not None                   # a NativeGame is made only where enabled()
         played = _play_csa(self._board, self._hands, self._turn, data, codes)
         self._turn ^= played & 1
         self._codes.append(codes[:played])

@@ -54,18 +54,19 @@ HAND_PIECE_TYPES: tuple[PieceType, ...] = (
     PieceType.ROOK)
 # The unpromoted kinds, P L N S G B R K (the kinds a set of pieces is counted in).
 BASE_PIECE_TYPES: tuple[PieceType, ...] = (*HAND_PIECE_TYPES, PieceType.KING)
-# Unpromoted type -> its promoted type (gold and king do not promote), and back.
-PROMOTED: dict[PieceType, PieceType] = {
+# Unpromoted type -> its promoted type (gold and king do not promote), and back. The tables below are keyed
+# by int: piece types read from arrays and codes index them (a PieceType is an int).
+PROMOTED: dict[int, PieceType] = {
     PieceType.PAWN: PieceType.PROM_PAWN, PieceType.LANCE: PieceType.PROM_LANCE,
     PieceType.KNIGHT: PieceType.PROM_KNIGHT, PieceType.SILVER: PieceType.PROM_SILVER,
     PieceType.BISHOP: PieceType.PROM_BISHOP, PieceType.ROOK: PieceType.PROM_ROOK}
-UNPROMOTED: dict[PieceType, PieceType] = {promoted: base for base, promoted in PROMOTED.items()}
+UNPROMOTED: dict[int, PieceType] = {promoted: PieceType(base) for base, promoted in PROMOTED.items()}
 # Pieces of each unpromoted kind in one set (both sides together); also the most one side can hold.
-SET_COUNT: dict[PieceType, int] = {
+SET_COUNT: dict[int, int] = {
     PieceType.PAWN: 18, PieceType.LANCE: 4, PieceType.KNIGHT: 4, PieceType.SILVER: 4, PieceType.GOLD: 4,
     PieceType.BISHOP: 2, PieceType.ROOK: 2, PieceType.KING: 2}
 # SFEN letter of each piece type (Black's; White's are lower case), and the type of an unpromoted letter.
-SFEN_PIECE: dict[PieceType, str] = {
+SFEN_PIECE: dict[int, str] = {
     **{t: "PLNSGBRK"[t - 1] for t in BASE_PIECE_TYPES},
     **{promoted: "+" + "PLNSGBRK"[base - 1] for base, promoted in PROMOTED.items()}}
 SFEN_TYPE: dict[str, PieceType] = {SFEN_PIECE[t]: t for t in BASE_PIECE_TYPES}

@@ -57,8 +57,8 @@ class ShogiPosition:
 
     def hand_counts(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         hands = self._board.pieces_in_hand
-        return tuple(tuple(hands[colour][t] for t in HAND_PIECE_TYPES)  # type: ignore[return-value]
-                     for colour in (BLACK, WHITE))
+        black, white = (tuple(hands[colour][t] for t in HAND_PIECE_TYPES) for colour in (BLACK, WHITE))
+        return black, white
 
     def legal_usi(self) -> list[str]:
         return [move.usi() for move in self._board.legal_moves]

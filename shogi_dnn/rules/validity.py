@@ -166,7 +166,7 @@ def _check_stuck_pieces(board: Board) -> None:
 
 def _check_nifu(board: Board) -> None:
     seen: set[tuple[int, int]] = set()
-    for (rank, column), (colour, piece) in sorted(board.items()):
+    for (_rank, column), (colour, piece) in sorted(board.items()):
         if piece == "P":
             if (colour, column) in seen:
                 raise ValueError(f"{_COLOUR_NAME[colour]} has two unpromoted pawns on file {9 - column} "

@@ -403,6 +403,7 @@ def _form_cluster(build: Callable[[], object], seconds: float, message: str) -> 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if watchdog is not None:
+            assert watchdog.stdin is not None       # opened with stdin=PIPE
             watchdog.stdin.close()
             watchdog.wait()
 
@@ -428,7 +429,7 @@ def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = 
     import tensorflow as tf
 
     simulated = bool(simulate_devices) and not tf.config.list_physical_devices("GPU")
-    if simulated:
+    if simulated and simulate_devices:
         split_cpu(simulate_devices)
     waited = wait_for_workers(cluster, timeout_s, stop)
     me = cluster.worker_name(cluster.worker_id)

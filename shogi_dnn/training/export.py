@@ -46,11 +46,11 @@ import numpy as np
 import tensorflow as tf
 
 from shogi_dnn import __version__
+from shogi_dnn.config import ModelConfig
 from shogi_dnn.dataset import features, shards
 from shogi_dnn.dataset.policy import NUM_MOVE_LABELS
-from shogi_dnn.folders import run_files
-from shogi_dnn.config import ModelConfig
 from shogi_dnn.errors import RunError, disk_full, is_disk_full
+from shogi_dnn.folders import run_files
 from shogi_dnn.rules import NUM_SQUARES
 from shogi_dnn.training import model as model_lib
 
@@ -165,8 +165,7 @@ def quantize_onnx(path: Path, out: Path, board: np.ndarray, hands: np.ndarray) -
         RunError: onnxruntime's quantization tools are not installed, or no calibration positions.
     """
     try:
-        from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                              quantize_static)
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
         from onnxruntime.quantization.shape_inference import quant_pre_process
     except ImportError as exc:
         raise RunError(f"--quantize int8 needs onnxruntime: pip install 'shogi-dnn[export]' ({exc})") from exc

@@ -48,8 +48,8 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from shogi_dnn.dataset import features, policy
 from shogi_dnn.config import ModelConfig
+from shogi_dnn.dataset import features, policy
 from shogi_dnn.errors import RunError
 from shogi_dnn.rules import NUM_SQUARES
 from shogi_dnn.training import attack_planes

@@ -77,7 +77,7 @@ def make_lr_schedule(cfg: OptimConfig, update_batch: int, total_steps: int | Non
     if cfg.lr_decay != "none" and not total_steps:
         raise ConfigError(f"optim.lr_decay = {cfg.lr_decay!r} needs the run's planned number of updates")
     cap = int(MAX_WARMUP_SHARE * total_steps) if total_steps else warmup_steps
-    if warmup_steps > cap:
+    if total_steps and warmup_steps > cap:       # without total_steps the cap is the warm-up itself
         share = f"{100 * MAX_WARMUP_SHARE:.0f}%"
         instead = (f"warming up over {plural(cap, 'update')} ({share} of the run, "
                    f"{cap * update_batch:,} samples) instead" if cap else

@@ -222,17 +222,21 @@ def _merge_lanes(lanes: list[Iterator[Batch]], lane_batch: int, limit: int) -> I
     pending: list[Batch | None] = [None] * len(lanes)
     done = 0
     while done < limit:
+        ready: list[Batch] = []
         for i, blocks in enumerate(lanes):
-            while pending[i] is None or len(pending[i][shards.KEY_WIN]) < lane_batch:
+            lane = pending[i]
+            while lane is None or len(lane[shards.KEY_WIN]) < lane_batch:
                 block = next(blocks, None)
                 if block is None:
                     return
-                pending[i] = block if pending[i] is None else {
-                    key: np.concatenate([pending[i][key], block[key]]) for key in block}
-        k = min(min(len(p[shards.KEY_WIN]) for p in pending) // lane_batch, limit - done)
+                lane = block if lane is None else {
+                    key: np.concatenate([lane[key], block[key]]) for key in block}
+            pending[i] = lane
+            ready.append(lane)
+        k = min(min(len(p[shards.KEY_WIN]) for p in ready) // lane_batch, limit - done)
         yield {key: np.concatenate([p[key][:k * lane_batch].reshape((k, lane_batch, *p[key].shape[1:]))
-                                    for p in pending], axis=1) for key in pending[0]}
-        pending = [{key: value[k * lane_batch:] for key, value in p.items()} for p in pending]
+                                    for p in ready], axis=1) for key in ready[0]}
+        pending = [{key: value[k * lane_batch:] for key, value in p.items()} for p in ready]
         done += k
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from shogi_dnn import config as config_lib
-from shogi_dnn.dataset import shards
 from shogi_dnn.config import Config
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import schedule, throughput
 from shogi_dnn.training.throughput import ThroughputFit
@@ -284,11 +284,12 @@ def plan_figure(plan: Plan):
     ax.set_ylabel(f"{unit} per epoch", color="tab:blue")
     ax.set_xticks(devices)
     ax.margins(x=0.1)
-    if all(r.run_cost is not None for r in plan.rows):
+    costs = [r.run_cost for r in plan.rows if r.run_cost is not None]
+    if len(costs) == len(plan.rows):
         cost = ax.twinx()
-        cost.plot(devices, [r.run_cost for r in plan.rows], "s--", color="tab:red", label="cost per run")
+        cost.plot(devices, costs, "s--", color="tab:red", label="cost per run")
         cost.set_ylabel(f"cost per run ({plan.epochs} epoch(s))", color="tab:red")
-        cost.set_ylim(bottom=0, top=1.15 * max(r.run_cost for r in plan.rows) or 1)
+        cost.set_ylim(bottom=0, top=1.15 * max(costs) or 1)
     ax.set_ylim(bottom=0, top=max(1.15 * max(times), 1e-9))
     ax.set_title(f"time per epoch of {plan.train_positions:,} positions "
                  f"({plan.epochs} epoch(s) per run)")

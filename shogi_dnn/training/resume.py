@@ -104,6 +104,7 @@ def _restore_newest_valid(parts: RunParts, options: StartOptions,
         except RunError as exc:            # unreadable; a config mismatch (ConfigError) is not retried
             state, entry, ok, error = None, None, False, exc
         if cluster.agree_on(parts.steps.strategy, ok, cluster.checkpoint_step(path)):
+            assert state is not None               # agreed: this worker restored it too
             return state, entry
         reason = error or RunError(f"{path}: another worker could not restore it")
         if options.strict or not candidates:

@@ -223,6 +223,7 @@ class MetricsLog:
         for i, gpu in enumerate(record["per_gpu"]):
             for key in ("loss", "accuracy", "positions_per_s", *POLICY_FIELDS):
                 scalars[f"{prefix}gpu{i}/{key}"] = gpu.get(key)
+        assert self.writer is not None             # write_files: the writer exists
         try:
             with self.writer.as_default(step=record["samples"]):      # the x axis: samples, as the PNGs
                 for name, value in scalars.items():
@@ -259,10 +260,11 @@ class MetricsLog:
         if not self.write_files or not self.path.is_file():
             return
         lines = self.path.read_text(encoding="utf-8").splitlines()
-        kept = [line for line in lines if _step_of(line) is not None and _step_of(line) <= step]
+        kept = [line for line in lines if (line_step := _step_of(line)) is not None and line_step <= step]
         if len(kept) == len(lines):
             return
         run_files.write_atomic(self.path, "".join(line + "\n" for line in kept))
+        assert self.writer is not None             # write_files: the writer exists
         self.writer.close()
         shutil.rmtree(self.tb_dir, ignore_errors=True)
         self.writer = tf.summary.create_file_writer(str(self.tb_dir))

@@ -134,7 +134,7 @@ def list_chunks(paths: Sequence[Path], rows: tuple[int, int] | None = None) -> l
             if a < b:
                 chunks.append(Chunk(i, a, b))
         offset += shard_rows
-    if rows is not None and not 0 <= lo <= hi <= offset:
+    if rows is not None and not 0 <= rows[0] <= rows[1] <= offset:     # (lo, hi) = rows
         raise ConfigError(f"rows [{lo}, {hi}) are outside the {offset} positions of the shards")
     return chunks
 

@@ -16,8 +16,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.config import Config
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import schedule
 

@@ -134,6 +134,7 @@ def tower_gradients(losses_of: Callable[[Batch], tuple[tf.Tensor, Sums]],
             delta, sums = micro_batch_gradients(batch)
         grads = [g + d for g, d in zip(grads, delta)]
         total = add_sums(total, sums)
+    assert total is not None                   # batches holds at least one micro-batch
     return grads, total
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import features, shards
 from shogi_dnn import rules
 from shogi_dnn.analysis import baselines
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from tests.support.evaldata import material_dataset, split_paths
 

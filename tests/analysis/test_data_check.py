@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from shogi_dnn import cli
-from shogi_dnn.dataset import identity, shards
 from shogi_dnn.analysis import report, summary
 from shogi_dnn.convert.run import ConvertSettings, run_convert
+from shogi_dnn.dataset import identity, shards
 from shogi_dnn.errors import RunError
 from tests.support.evalrun import make_random_run
 from tests.support.kifugen import write_corpus

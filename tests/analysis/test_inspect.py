@@ -10,8 +10,8 @@ import pytest
 
 from shogi_dnn import cli
 from shogi_dnn.analysis import inspect
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import ConvertSettings, run_convert
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import encode_game
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, GameRecord, Winner
 from shogi_dnn.rules import ShogiPosition

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from shogi_dnn import cli, rules
-from shogi_dnn.dataset import features
 from shogi_dnn.analysis import evaluate, predict, report, scoring
 from shogi_dnn.analysis.evaluate import load_run_model
+from shogi_dnn.dataset import features
 from shogi_dnn.training import model as model_lib
 from shogi_dnn.training import pipeline
 from tests.support.evaldata import material_dataset, split_paths
@@ -57,7 +57,8 @@ def test_averaging_is_stable_for_large_logits() -> None:
     """logit((sigmoid(a) + sigmoid(b)) / 2) without overflow: a stand-in model with chosen logits."""
     a = np.asarray([100.0, 100.0, -100.0, 0.0, 3.0], np.float32)
     b = np.asarray([90.0, -100.0, -90.0, 0.0, -1.0], np.float32)
-    fake = lambda x, training=False: np.concatenate([a, b])[:, None]
+    def fake(x, training=False):
+        return np.concatenate([a, b])[:, None]
     board = np.zeros((len(a), 81), np.uint8)
     got = np.asarray(model_lib.value_logits(fake, board, np.zeros((len(a), 14), np.uint8), mirror_average=True))
     exact = [-np.log((np.exp(-100.0) + np.exp(-90.0)) / 2), 0.0, np.log((np.exp(-100.0) + np.exp(-90.0)) / 2), 0.0,

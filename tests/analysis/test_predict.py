@@ -9,10 +9,10 @@ import pytest
 from matplotlib.transforms import Bbox
 
 from shogi_dnn import cli, rules
-from shogi_dnn.commands import predict as predict_command
-from shogi_dnn.dataset import features, shards
 from shogi_dnn.analysis import predict, scoring
 from shogi_dnn.analysis.evaluate import load_run_model
+from shogi_dnn.commands import predict as predict_command
+from shogi_dnn.dataset import features, shards
 from shogi_dnn.errors import KifuError
 from tests.support.evalrun import make_random_run
 from tests.support.paths import DATA

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn.folders import run_files
 from shogi_dnn.cli import main
 from shogi_dnn.errors import OutputError
+from shogi_dnn.folders import run_files
 from tests.support.evalrun import make_random_run
 from tests.support.paths import DATA, REPO
 

@@ -8,8 +8,8 @@ import math
 import re
 from pathlib import Path
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.cli import main
+from shogi_dnn.dataset import shards
 from tests.support.paths import REPO
 
 SMOKE = str(REPO / "train" / "cpu-smoke.toml")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import REPORT_NAME, STATE_NAME, ConvertSettings, run_convert
 from shogi_dnn.convert.sources import SourceFile, iter_sources
 from shogi_dnn.convert.worker import SKIP_REPETITION
+from shogi_dnn.dataset import shards
 from shogi_dnn.kifu import GameRecord, KifuError, read_record_file
 from tests.support.paths import REPO
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from shogi_dnn import cli
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert.filters import Deduplicator, game_key
 from shogi_dnn.convert.run import REPORT_NAME, ConvertSettings, run_convert
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.kifu import GameRecord, Winner
 from shogi_dnn.kifu.kif import format_kif

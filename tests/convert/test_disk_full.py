@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from shogi_dnn import cli
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import ConvertSettings, run_convert
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import DiskFullError
 from tests.support.paths import REPO
 

@@ -12,9 +12,9 @@ import h5py
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import features, shards
 from shogi_dnn import kifu
 from shogi_dnn.convert.run import REPORT_NAME, ConvertSettings, run_convert
+from shogi_dnn.dataset import features, shards
 from tests.support.evalrecords import EVAL_CSA_EXPECTED, write_eval_csa
 from tests.support.paths import REPO
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert import resume
 from shogi_dnn.convert import worker as convert_worker
 from shogi_dnn.convert.run import REPORT_NAME, STATE_NAME, ConvertSettings, run_convert
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EncodedGame
 from tests.support.kifugen import write_corpus
 

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert.run import ConvertSettings, run_convert
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
 from tests.support.kifugen import write_corpus
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import re
 import random
+import re
 import shutil
 import sys
 import tarfile
@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from shogi_dnn import cli
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert import run as convert
 from shogi_dnn.convert import worker as convert_worker
 from shogi_dnn.convert.run import ConvertSettings, GameFilter, assign_split, game_key, run_convert
 from shogi_dnn.convert.sources import SourceFile
-from shogi_dnn.errors import ConfigError, KifuError
+from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import encode_game
+from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.kifu.record import Ending, GameRecord, SourceLine, Winner
 from tests.support.kifugen import random_games, write_corpus, write_csa
 

@@ -12,11 +12,11 @@ import h5py
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import shards
 from shogi_dnn.convert import run as convert_run
 from shogi_dnn.convert import worker as convert_worker
 from shogi_dnn.convert.run import REPORT_NAME, ConvertSettings, run_convert
 from shogi_dnn.convert.worker import POOL_MIN_BYTES, capped_workers_note, describe_workers, plan_workers
+from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ShogiDnnError
 from tests.support.kifugen import write_corpus
 

@@ -3,8 +3,6 @@ search, the quiescence at one ply, mates, stop and node limits, MultiPV."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -12,7 +10,6 @@ from shogi_dnn.dataset import features
 from shogi_dnn.engine import limits, minimax
 from shogi_dnn.rules import position_factory
 from tests.engine.support import HANGING, MATE_IN_ONE, material
-
 
 
 @pytest.fixture(params=["python-shogi", "cshogi"])

@@ -22,6 +22,35 @@ def engine(evaluator=None) -> tuple[protocol.UsiEngine, Lines]:
     return protocol.UsiEngine(evaluator or material(), out, name="test"), out
 
 
+def spy_searches(usi: protocol.UsiEngine) -> list:
+    """The searches `usi` starts, in order (their limits: the deadline each go or ponderhit set)."""
+    started: list = []
+    new_search = usi._new_search
+
+    def recording(limits: search_lib.Limits):
+        started.append(new_search(limits))
+        return started[-1]
+    usi._new_search = recording  # type: ignore[method-assign]  # the spy shadows the method on this instance
+    return started
+
+
+def planned_seconds(usi: protocol.UsiEngine, go_args: list[str]) -> tuple[float, float]:
+    """(the move's time, the search's share of it) that `go go_args` gives in the current position."""
+    seconds = protocol.move_seconds(protocol.parse_go(go_args), usi.position.turn, usi.options.NetworkDelay)
+    return seconds, usi.search_seconds(seconds)
+
+
+def assert_deadline(usi: protocol.UsiEngine, limits: search_lib.Limits, began: float, ended: float,
+                    planned: tuple[float, float]) -> None:
+    """The move must be played `planned[0]` after the command's arrival (in [began, ended]) and the
+    search stops `planned[1]` after it: the deadlines the engine set, not how long this machine took."""
+    seconds, search_seconds = planned
+    arrival = usi._hard_deadline - seconds
+    assert began <= arrival + 1e-9 and arrival <= ended + 1e-9
+    assert limits.deadline is not None and not limits.infinite
+    assert limits.deadline == pytest.approx(arrival + search_seconds, abs=1e-9)
+
+
 def test_handshake_loads_from_usi_on() -> None:
     evaluator = SlowEvaluator()
     usi, out = engine(evaluator)
@@ -77,10 +106,14 @@ def test_a_game_of_searches() -> None:
         position.push_usi(move)
     assert best.split()[1] in position.legal_usi()
     start = len(out.lines)
-    usi.handle("go btime 2000 wtime 2000 byoyomi 300")    # within the clock
+    searches = spy_searches(usi)
+    planned = planned_seconds(usi, ["btime", "2000", "wtime", "2000", "byoyomi", "300"])
+    assert planned[1] <= planned[0] < 2.0
     began = time.monotonic()
+    usi.handle("go btime 2000 wtime 2000 byoyomi 300")    # within the clock
+    ended = time.monotonic()
+    assert_deadline(usi, searches[-1].limits, began, ended, planned)
     out.wait_for("bestmove", start=start)
-    assert time.monotonic() - began < 2.0
     start = len(out.lines)
     usi.handle("go nodes 300")
     out.wait_for("bestmove", start=start)
@@ -124,14 +157,19 @@ def _slow(lines):
 
 def test_ponder_then_ponderhit() -> None:
     usi, out = engine(SlowEvaluator())
+    searches = spy_searches(usi)
     usi.handle("position startpos moves 7g7f")
     usi.handle("go ponder btime 0 wtime 0 byoyomi 300")
     time.sleep(0.3)
     assert not any(line.startswith("bestmove") for line in out.lines)
+    assert searches[-1].limits.deadline is None           # pondering: no clock yet
+    planned = planned_seconds(usi, ["btime", "0", "wtime", "0", "byoyomi", "300"])
+    assert planned[1] <= planned[0] < 2.0
     began = time.monotonic()
     usi.handle("ponderhit")
+    ended = time.monotonic()
+    assert_deadline(usi, searches[-1].limits, began, ended, planned)    # the clock starts at ponderhit
     out.wait_for("bestmove", timeout=5)
-    assert time.monotonic() - began < 2.0
 
 
 def test_multipv_and_mate_in_one() -> None:
@@ -216,12 +254,15 @@ def test_time_budget() -> None:
 ])
 def test_a_malformed_go_still_answers(line: str, problem: str) -> None:
     usi, out = engine()
+    searches = spy_searches(usi)
     usi.handle("position startpos")
-    began = time.monotonic()
     usi.handle(line)
     assert out.lines[0] == problem
     assert out.wait_for("bestmove").split()[1] in new_position(protocol.STANDARD_START_SFEN).legal_usi()
-    assert time.monotonic() - began < 3.0
+    limits = searches[-1].limits                          # a clock or one ply: the search ends by itself
+    assert not limits.infinite and (limits.depth == 1 or limits.deadline is not None)
+    if limits.deadline is not None:
+        assert planned_seconds(usi, line.split()[1:])[0] < 3.0
 
 
 def test_a_malformed_infinite_go_answers_at_stop() -> None:
@@ -242,11 +283,15 @@ def test_an_absurd_clock_is_capped() -> None:
     assert seconds == pytest.approx((protocol.MAX_CLOCK_MS / protocol.MOVES_TO_GO - 120) / 1000)
     assert protocol.move_seconds(go, 1, 120) == protocol.MIN_SECONDS
     usi, out = engine()
+    searches = spy_searches(usi)
     usi.handle("position startpos moves 7g7f")            # White to move: 1 ms left, answered at once
+    planned = planned_seconds(usi, ["btime", "99999999999999999999999", "wtime", "1"])
+    assert planned == (protocol.MIN_SECONDS, protocol.MIN_SECONDS)
     began = time.monotonic()
     usi.handle("go btime 99999999999999999999999 wtime 1")
+    ended = time.monotonic()
+    assert_deadline(usi, searches[-1].limits, began, ended, planned)
     out.wait_for("bestmove")
-    assert time.monotonic() - began < 1.0
 
 
 def _busy(count: int) -> list[subprocess.Popen]:

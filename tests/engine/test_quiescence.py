@@ -8,12 +8,10 @@ import random
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import features
 from shogi_dnn.engine import quiescence
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import parse_square, position_factory
 from tests.engine.support import HANGING, material
-
 
 
 def _static(evaluator, positions) -> np.ndarray:

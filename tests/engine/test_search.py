@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ from tests.engine.support import (
     MATE_IN_ONE,
     MATE_IN_THREE,
     PolicyEvaluator,
-    SlowEvaluator,
     material,
 )
 
@@ -258,14 +256,43 @@ def test_temperature_varies_the_move_and_zero_does_not() -> None:
     assert len(drawn) > 1 and drawn <= visited
 
 
-def test_the_deadline_holds_with_a_slow_evaluator() -> None:
+class _Clock:
+    """A monotonic clock that moves only when told (the search's `time` in a test)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _ClockedEvaluator:
+    """The material evaluator; each batch takes `delay` seconds of `clock`."""
+
+    name = "clocked"
+
+    def __init__(self, clock: _Clock, delay: float) -> None:
+        self.inner, self.clock, self.delay = material(), clock, delay
+
+    def load(self) -> None:
+        pass
+
+    def win_probability(self, board: np.ndarray, hands: np.ndarray) -> np.ndarray:
+        self.clock.now += self.delay
+        return self.inner.win_probability(board, hands)
+
+
+def test_the_deadline_holds_with_a_slow_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(search, "time", clock)
+    monkeypatch.setattr(limits, "time", clock)             # the deadline check is the shared clock's
     position = position_factory()(STANDARD_START_SFEN)
     for plies in (0, 2):
-        began = time.monotonic()
-        run = search.Search(SlowEvaluator(delay=0.02), position, limits.Limits(deadline=began + 0.3),
+        began = clock.now
+        run = search.Search(_ClockedEvaluator(clock, 0.02), position, limits.Limits(deadline=began + 0.3),
                             settings=limits.Settings(quiescence_plies=plies))
         info = run.run()
-        assert time.monotonic() - began < 0.3 and info.lines                 # stopped before, with a move
+        assert clock.now - began < 0.3 and info.lines                         # stopped before, with a move
 
 
 def test_score_scale() -> None:

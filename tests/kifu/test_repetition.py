@@ -6,8 +6,8 @@ import pytest
 
 from shogi_dnn.convert.filters import ConvertSettings
 from shogi_dnn.convert.worker import SKIP_REPETITION, SourcePiece, process_file
-from shogi_dnn.errors import KifuError
 from shogi_dnn.dataset.features import encode_game, first_fourfold, repeated_games
+from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import read_record_bytes
 from shogi_dnn.kifu.record import Ending, GameRecord, Winner
 from shogi_dnn.kifu.repetition import fourfold_index, settle

@@ -68,6 +68,7 @@ def _usi_session(commands: list[str], until: str, timeout: float = 120) -> list[
     import sys
     import threading
     import time
+
     from tests.support.paths import REPO
     process = subprocess.Popen([sys.executable, "-m", "shogi_dnn", "usi"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
@@ -120,6 +121,7 @@ def test_predict_without_a_run_uses_the_packaged_network(tmp_path: Path, game: i
     import os
     import subprocess
     import sys
+
     from tests.support.paths import REPO
     record = REPO.parent / "shared" / "kifu-fairy" / "fairy-0000.csa"
     if not record.is_file():

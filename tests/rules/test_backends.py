@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from shogi_dnn import rules
-from shogi_dnn.errors import ConfigError
 from shogi_dnn.dataset.features import encode_game
+from shogi_dnn.errors import ConfigError
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import IllegalMoveError, ShogiPosition, position_factory, resolve_backend
 

@@ -311,7 +311,7 @@ def test_int8_export_is_close_to_the_float_model(tmp_path, positions) -> None:
     held_out = board[256:], hands[256:]
     diff = np.abs(onnx_probability(int8_path, *held_out) - onnx_probability(float_path, *held_out))
     assert diff.max() < 0.05 and diff.mean() < 0.01
-    from shogi_dnn.engine import players                # the engine takes it as it takes the float one
+    from shogi_dnn.engine import players  # the engine takes it as it takes the float one
     evaluator = players.OnnxEvaluator(int8_path)
     players.check(evaluator)
     win, logits = evaluator.evaluate_logits(*held_out)

@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import features
 from shogi_dnn.bench.synthetic import random_positions
 from shogi_dnn.config import ModelConfig
+from shogi_dnn.dataset import features
 from shogi_dnn.errors import RunError
 from shogi_dnn.training import model
 

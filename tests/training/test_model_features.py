@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from shogi_dnn import config as cfg
-from shogi_dnn.dataset import features
 from shogi_dnn.analysis.predict import game_positions
+from shogi_dnn.dataset import features
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.kifu import RECORD_SUFFIXES, GameRecord, read_record_file
 from shogi_dnn.training import attack_planes, model

@@ -202,7 +202,8 @@ def test_pipeline_policy_column_follows_the_mirror(tmp_path) -> None:
     plain = list(pipeline.iter_stream(paths, **kwargs))
     labelled = list(pipeline.iter_stream(paths, policy_labels=True, **kwargs))
     unmirrored = list(pipeline.iter_stream(paths, policy_labels=True, **{**kwargs, "mirror": False}))
-    join = lambda blocks, key: np.concatenate([b[key] for b in blocks])
+    def join(blocks, key):
+        return np.concatenate([b[key] for b in blocks])
     for key in pipeline.KEYS:                                # the same stream, with or without labels
         np.testing.assert_array_equal(join(plain, key), join(labelled, key))
     board, labels = join(labelled, "board"), join(labelled, "policy")

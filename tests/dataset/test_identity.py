@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shogi_dnn.dataset import identity, shards
 from shogi_dnn.convert.run import ConvertSettings, run_convert
+from shogi_dnn.dataset import identity, shards
 from tests.support.kifugen import write_corpus
 
 

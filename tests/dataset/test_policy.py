@@ -3,8 +3,6 @@ labelled once and decoded back, the mirror, and the legal masks on both rules ba
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -13,8 +11,8 @@ from shogi_dnn.kifu import read_record_bytes
 from shogi_dnn.kifu.record import STANDARD_START_SFEN, Ending, GameRecord, SourceLine, Winner
 from shogi_dnn.rules import BLACK, WHITE, available_backends, new_position, position_factory, resolve_backend
 from tests.support.kifugen import random_moves
+from tests.support.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 HANDICAP_SFEN = "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shogi_dnn.dataset import fast_encoding, features
 from shogi_dnn.convert.run import ConvertSettings, run_convert
+from shogi_dnn.dataset import fast_encoding, features
 from shogi_dnn.errors import KifuError
 from shogi_dnn.kifu import read_record_bytes
 from shogi_dnn.rules import native
