@@ -290,7 +290,25 @@ def eval_labels(result: dict[str, Any]) -> list[str]:
                if status == "changed" else
                [f"TRAINED GAMES scored, with {ALLOW_TRAINED_GAMES}: {check.get('detail')}"]
                if status == "overlap" else [])
-    return [*changed, *(str(w) for w in result.get("warnings") or [])]
+    return [*changed, *in_sample_label(result), *(str(w) for w in result.get("warnings") or [])]
+
+
+IN_SAMPLE_SPLITS = ("train", "all")     # splits of the run's own dataset that hold its training games
+
+
+def in_sample_label(result: dict[str, Any]) -> list[str]:
+    """'IN-SAMPLE: 16 of these 19 games are games the run trained on ...' for an evaluation of the run's
+    own training split, or of all its splits; none for a held-out split or another dataset."""
+    split = result.get("split")
+    status = (result.get("data_check") or {}).get("status")
+    if split not in IN_SAMPLE_SPLITS or status in ("foreign", "overlap", "changed"):
+        return []
+    splits = (result.get(KEY_DATASET) or {}).get("splits") or {}
+    trained, games = (splits.get("train") or {}).get("games"), result.get("games")
+    counts = (f"{trained:,} of these {games:,} games are" if isinstance(trained, int) and isinstance(games, int)
+              else "these games include")
+    return [f"IN-SAMPLE: {counts} the run's training games (split {split}): not a held-out figure; score "
+            "--split validation or test, or a held-out set with --data"]
 
 
 def write_atomic(path: Path, data: str | bytes, *, tmp: Path | None = None, mode: int | None = None) -> Path:
