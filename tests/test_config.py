@@ -160,3 +160,19 @@ def test_choices_and_ranges_are_written_on_their_fields() -> None:
     assert all(fields[key].metadata["range"] == cfg.RANGES[key] for key in cfg.RANGES)
     textual = {key for key, f in fields.items() if f.type in ("str", str)}
     assert textual == set(cfg.CHOICES)                   # every str key has its choices
+
+
+def test_presets_are_found_by_name_from_any_folder(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)                          # not the clone: train/ is not here
+    small = cfg.PRESETS_DIR / "cpu-small.toml"
+    for name in ("cpu-small", "cpu-small.toml", "train/cpu-small.toml"):
+        assert cfg.find_preset(name) == small
+    assert cfg.load_config("cpu-small") == cfg.load_config(small)
+    names = sorted(p.stem for p in cfg.PRESETS_DIR.glob("*.toml"))
+    assert "cpu-small" in names and cfg.preset_names() == names
+    with pytest.raises(ConfigError) as typo:
+        cfg.load_config("cpu-smal")
+    assert str(typo.value) == (f"cpu-smal: no such config file; presets: {', '.join(names)} (--config NAME, or "
+                               "a path to a .toml file)")
+    with pytest.raises(ConfigError, match=r"^elsewhere/cpu-small.toml: no such config file$"):
+        cfg.load_config("elsewhere/cpu-small.toml")      # a path in another folder is not a name

@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train the value network on a dataset written by `shogi-dnn convert`, on every local GPU "
                     "(or --devices / --simulate-devices). Ctrl-C or SIGTERM saves a checkpoint and exits 0; "
                     "--resume continues exactly where the run stopped.")
-    parser.add_argument("--config", required=True, metavar="TOML", help="preset, e.g. train/home-1gpu.toml")
+    parser.add_argument("--config", required=True, metavar="TOML",
+                        help="preset: a name (cpu-small, home-1gpu, ...: train/NAME.toml) or a .toml file")
     parser.add_argument("--data", required=True, metavar="DIR", help="dataset folder (with manifest.json)")
     parser.add_argument("--run-dir", required=True, metavar="RUN",
                         help="where checkpoints, metrics and the model go")
