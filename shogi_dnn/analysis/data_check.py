@@ -102,7 +102,8 @@ def pick_split(data_dir: Path, split: str | None) -> str:
         log.info("%s holds only the %s split: scoring it", data_dir, split)
     if split == "all" or split in have:
         return split
-    counts = ", ".join(f"{name} ({plural(sum(s.games for s in manifest.split(name)), 'game')})" for name in have)
+    counts = ", ".join(f"{name} ({plural(sum(s.games for s in manifest.split(name)), 'game')})"
+                       for name in have)
     flags = ", ".join(f"--split {name}" for name in have) + " or --split all"
     raise RunError(f"{data_dir}: the dataset has no {split!r} shards; it has {counts}: pass {flags}")
 

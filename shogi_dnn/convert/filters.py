@@ -92,9 +92,9 @@ class ConvertSettings:
     def __post_init__(self) -> None:
         if not (0 <= self.val_fraction and 0 <= self.test_fraction
                 and self.val_fraction + self.test_fraction <= 1):
-            raise ConfigError(f"--val-fraction {self.val_fraction:g} + --test-fraction {self.test_fraction:g}: "
-                              "each must be >= 0 and their sum <= 1 (1: no train split; a test-only set: "
-                              "--test-fraction 1)")
+            raise ConfigError(f"--val-fraction {self.val_fraction:g} + --test-fraction "
+                              f"{self.test_fraction:g}: each must be >= 0 and their sum <= 1 (1: no train "
+                              "split; a test-only set: --test-fraction 1)")
         if self.row_order not in ROW_ORDERS:
             raise ConfigError(f"--row-order {self.row_order!r}: must be one of {', '.join(ROW_ORDERS)}")
         if self.compression not in shards.COMPRESSIONS:

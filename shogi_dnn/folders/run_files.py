@@ -377,8 +377,8 @@ def in_sample_label(result: dict[str, Any]) -> list[str]:
         return []
     splits = (result.get(KEY_DATASET) or {}).get("splits") or {}
     trained, games = (splits.get("train") or {}).get("games"), result.get("games")
-    counts = (f"{trained:,} of these {games:,} games are" if isinstance(trained, int) and isinstance(games, int)
-              else "these games include")
+    known = isinstance(trained, int) and isinstance(games, int)
+    counts = f"{trained:,} of these {games:,} games are" if known else "these games include"
     return [f"IN-SAMPLE: {counts} the run's training games (split {split}): not a held-out figure; score "
             "--split validation or test, or a held-out set with --data"]
 
