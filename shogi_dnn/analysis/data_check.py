@@ -17,7 +17,9 @@ checked_split (used by `evaluate` and analysis/evaluate.evaluate_run) holds the 
 (locks.read_dataset: a `convert --overwrite` of it is refused meanwhile) and yields the run folder, the
 dataset folder, the split's shard paths (checked against the manifest) and the data check, after checking
 that the run folder can be written (eval-<split>.json) and has a model to load (model.keras, or the
-checkpoint asked for / the latest). No TensorFlow.
+checkpoint asked for / the latest). The split is the one asked for, else validation, else the dataset's
+only split (pick_split: a test-only set, `convert --test-fraction 1`, is scored on its test split). No
+TensorFlow.
 """
 
 from __future__ import annotations
