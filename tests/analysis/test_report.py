@@ -134,6 +134,11 @@ def test_summary_is_one_table_with_positions_and_games(tmp_path, capsys) -> None
     assert table[4] == "model ahead of material: accuracy +0.0600, log loss -0.0500"
     assert cli.main(["report", "--run-dir", str(run), "--summary", "test"]) == 2
     assert "eval-test.json: not found: run `shogi-dnn evaluate" in capsys.readouterr().err
+    (run / "eval-test@heldout-1a2b3c4d.json").write_text(json.dumps({**EVAL, "split": "test"}))
+    assert cli.main(["report", "--run-dir", str(run), "--summary", "test"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "first (--summary shows the run's own dataset; other datasets' test evaluations are in "
+        "eval-test@heldout-1a2b3c4d.json)")
 
 
 def interval_eval() -> dict:
