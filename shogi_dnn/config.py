@@ -30,6 +30,7 @@ from shogi_dnn.errors import ConfigError
 MAX_CONFIG_BYTES = 2**20        # a preset is a few KiB: a larger file is not a config
 PRESET_SUFFIX = ".toml"
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "train"   # the presets beside the package (a clone)
+INSTALLED_PRESETS_DIR = Path(__file__).resolve().parent / "presets"   # their copy in a wheel (setup.py)
 
 # The most epochs a run may plan: far beyond any real run (a tiny dataset trains some thousands), low enough
 # that the plan's arithmetic and the logs' counters stay small; 10**12 once went unnoticed for minutes.
@@ -225,8 +226,10 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
 
 
 def preset_folders() -> list[Path]:
-    """Where presets are found by name: ./train, then the train/ folder beside the package (a clone)."""
-    return list(dict.fromkeys(p for p in (Path("train").resolve(), PRESETS_DIR) if p.is_dir()))
+    """Where presets are found by name: ./train, the train/ folder beside the package (a clone), the
+    package's presets/ (an installed wheel)."""
+    folders = (Path("train").resolve(), PRESETS_DIR, INSTALLED_PRESETS_DIR)
+    return list(dict.fromkeys(p for p in folders if p.is_dir()))
 
 
 def preset_names() -> list[str]:

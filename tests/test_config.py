@@ -176,3 +176,27 @@ def test_presets_are_found_by_name_from_any_folder(tmp_path, monkeypatch) -> Non
                                "a path to a .toml file)")
     with pytest.raises(ConfigError, match=r"^elsewhere/cpu-small.toml: no such config file$"):
         cfg.load_config("elsewhere/cpu-small.toml")      # a path in another folder is not a name
+
+
+@pytest.mark.slow
+def test_a_wheel_carries_the_presets_and_finds_them_by_name(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO
+
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+                            "-q", "-w", str(tmp_path / "wheel")], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next((tmp_path / "wheel").glob("shogi_dnn-*.whl"))
+    site = tmp_path / "site"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                              str(wheel)], capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr[-2000:]
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from shogi_dnn import config; "
+            "print(config.find_preset('cpu-small')); print(config.load_config('cpu-small').model.features)")
+    found = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, cwd=tmp_path,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=120)
+    assert found.stdout.splitlines() == [str(site / "shogi_dnn" / "presets" / "cpu-small.toml"),
+                                         cfg.load_config(cfg.PRESETS_DIR / "cpu-small.toml").model.features], \
+        found.stderr[-2000:]
