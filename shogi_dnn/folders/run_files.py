@@ -143,6 +143,7 @@ class CheckpointProgress:
     epoch: int
     epochs: int
     planned_steps: int | None       # run.json's planned_steps (None: not recorded)
+    run_finished: bool = False      # the run has its final model (model.keras): it went on past this one
 
     @property
     def finished(self) -> bool:
@@ -150,10 +151,13 @@ class CheckpointProgress:
         return self.epoch >= self.epochs
 
     def text(self) -> str:
-        """'checkpoint ckpt-00000398 at step 398 of 3,316 (25,472 samples): the run is unfinished'."""
+        """'checkpoint ckpt-00000398 at step 398 of 3,316 (25,472 samples, epoch 0 of 3): the run is
+        unfinished' (or the run's end, or an earlier checkpoint of a finished run)."""
         planned = (f"of {self.planned_steps:,} " if self.planned_steps else "")
         where = f"step {self.step:,} {planned}({self.samples:,} samples, epoch {self.epoch} of {self.epochs})"
-        state = "the run is finished" if self.finished else "the run is unfinished"
+        state = ("the run's end" if self.finished else
+                 f"an earlier checkpoint (the run's final model is {MODEL_FILE})" if self.run_finished else
+                 "the run is unfinished")
         return f"checkpoint {self.name} at {where}: {state}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -173,7 +177,8 @@ def checkpoint_progress(run_dir: str | Path, checkpoint: Path) -> CheckpointProg
         planned = read_run_json(run_dir).get(KEY_PLANNED_STEPS)
         return CheckpointProgress(checkpoint.name, int(state["step"]), int(state["samples"]),
                                   int(state["epoch"]), int(epochs),
-                                  int(planned) if isinstance(planned, int) else None)
+                                  int(planned) if isinstance(planned, int) else None,
+                                  (Path(run_dir) / MODEL_FILE).is_file())
     except (KeyError, TypeError, ValueError) as exc:
         raise RunError(f"{path}: unreadable checkpoint state ({type(exc).__name__}: {exc})") from exc
 
@@ -352,17 +357,20 @@ def eval_labels(result: dict[str, Any]) -> list[str]:
 
 
 def unfinished_label(result: dict[str, Any]) -> list[str]:
-    """'UNFINISHED RUN: checkpoint ... : the run is unfinished ...' for an evaluation of a checkpoint short
-    of the run's end (its "checkpoint", CheckpointProgress.to_dict); none otherwise."""
+    """'UNFINISHED RUN: checkpoint ... : the run is unfinished ...' (or EARLIER CHECKPOINT, of a finished
+    run) for an evaluation of a checkpoint short of the run's end (its "checkpoint",
+    CheckpointProgress.to_dict); none otherwise."""
     checkpoint = result.get("checkpoint")
     if not isinstance(checkpoint, dict) or checkpoint.get("finished") is not False:
         return []
     try:
         fields = {f.name: checkpoint[f.name] for f in dataclasses.fields(CheckpointProgress)}
-        text = CheckpointProgress(**fields).text()
-    except KeyError:
-        text = f"checkpoint {checkpoint.get('name', '?')}: the run is unfinished"
-    return [f"UNFINISHED RUN: {text}; these are a partly trained model's scores"]
+        progress = CheckpointProgress(**fields)
+    except (KeyError, TypeError):
+        return [f"UNFINISHED RUN: checkpoint {checkpoint.get('name', '?')}: these are a partly trained model's "
+                "scores"]
+    head = "EARLIER CHECKPOINT" if progress.run_finished else "UNFINISHED RUN"
+    return [f"{head}: {progress.text()}; these are a partly trained model's scores"]
 
 
 IN_SAMPLE_SPLITS = ("train", "all")     # splits of the run's own dataset that hold its training games

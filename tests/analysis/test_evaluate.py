@@ -223,6 +223,11 @@ def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_pa
     run_dir, _ = trained_run(tmp_path_factory)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
+    # An earlier checkpoint of the finished run, asked for: said as such, not as an unfinished run.
+    earlier = evaluate.evaluate_run(copy, split="test", simulate_devices=1, checkpoint="8")
+    assert run_files.eval_labels(earlier)[0] == (
+        "EARLIER CHECKPOINT: checkpoint ckpt-00000008 at step 8 of 16 (512 samples, epoch 0 of 1): an earlier "
+        "checkpoint (the run's final model is model.keras); these are a partly trained model's scores")
     (copy / "model.keras").unlink()
     result = evaluate.evaluate_run(copy, split="test", simulate_devices=1)
     assert result["model"] == "ckpt-00000016" and result["positions"] == 100
