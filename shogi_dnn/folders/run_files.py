@@ -367,8 +367,8 @@ def unfinished_label(result: dict[str, Any]) -> list[str]:
         fields = {f.name: checkpoint[f.name] for f in dataclasses.fields(CheckpointProgress)}
         progress = CheckpointProgress(**fields)
     except (KeyError, TypeError):
-        return [f"UNFINISHED RUN: checkpoint {checkpoint.get('name', '?')}: these are a partly trained model's "
-                "scores"]
+        return [f"UNFINISHED RUN: checkpoint {checkpoint.get('name', '?')}: these are a partly trained "
+                "model's scores"]
     head = "EARLIER CHECKPOINT" if progress.run_finished else "UNFINISHED RUN"
     return [f"{head}: {progress.text()}; these are a partly trained model's scores"]
 
