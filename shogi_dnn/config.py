@@ -1,4 +1,5 @@
 """Typed training configuration: frozen dataclasses, TOML presets in train/, `--set key=value` overrides.
+A preset is a path or a name (`cpu-small`: train/cpu-small.toml, find_preset).
 
 A preset may name a `base` preset (a path relative to itself) that it derives from; keys it sets
 override the base. Each file is read as a regular UTF-8 file of at most MAX_CONFIG_BYTES. The resolved
@@ -27,6 +28,10 @@ else:  # pragma: no cover
 from shogi_dnn.errors import ConfigError
 
 MAX_CONFIG_BYTES = 2**20        # a preset is a few KiB: a larger file is not a config
+PRESET_SUFFIX = ".toml"
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "train"   # the presets beside the package (a clone)
+INSTALLED_PRESETS_DIR = Path(__file__).resolve().parent / "presets"   # their copy in a wheel (setup.py)
+
 # The most epochs a run may plan: far beyond any real run (a tiny dataset trains some thousands), low enough
 # that the plan's arithmetic and the logs' counters stay small; 10**12 once went unnoticed for minutes.
 MAX_EPOCHS = 1_000_000
@@ -205,7 +210,8 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
     Raises:
         ConfigError: unreadable file, unknown section or key, a value of the wrong type or choice.
     """
-    raw = _read_preset(Path(path)) if path else {}
+    path = find_preset(path) if path else None
+    raw = _read_preset(path) if path else {}
     if not overrides:
         return from_dict(raw, origin=str(path or "defaults"))
     from_dict(copy.deepcopy(raw), origin=str(path or "defaults"))     # the preset's errors name the preset
@@ -217,6 +223,38 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
         raw.setdefault(section, {})[name] = _parse_override(value.strip())
         from_dict({section: {name: raw[section][name]}}, origin=f"--set {item}")   # this --set's own errors
     return from_dict(raw, origin=" ".join(f"--set {item}" for item in overrides))
+
+
+def preset_folders() -> list[Path]:
+    """Where presets are found by name: ./train, the train/ folder beside the package (a clone), the
+    package's presets/ (an installed wheel)."""
+    folders = (Path("train").resolve(), PRESETS_DIR, INSTALLED_PRESETS_DIR)
+    return list(dict.fromkeys(p for p in folders if p.is_dir()))
+
+
+def preset_names() -> list[str]:
+    """The names of the presets in preset_folders(), sorted (cpu-small for train/cpu-small.toml)."""
+    return sorted({p.stem for folder in preset_folders() for p in folder.glob(f"*{PRESET_SUFFIX}")})
+
+
+def find_preset(path: str | Path) -> Path:
+    """A preset file: `path` when it exists, else a preset of that name (`cpu-small`, `cpu-small.toml`,
+    `train/cpu-small.toml`) in preset_folders(); a path in another folder is returned as given.
+
+    Raises:
+        ConfigError: neither: one line naming `path` and the presets there are.
+    """
+    given = Path(path)
+    if given.exists() or given.parent not in (Path("."), Path("train")):    # a path elsewhere: as given
+        return given
+    name = given.name[:-len(PRESET_SUFFIX)] if given.name.endswith(PRESET_SUFFIX) else given.name
+    for folder in preset_folders():
+        if (folder / f"{name}{PRESET_SUFFIX}").is_file():
+            return folder / f"{name}{PRESET_SUFFIX}"
+    names = preset_names()
+    known = (f"presets: {', '.join(names)} (--config NAME, or a path to a .toml file)" if names else
+             "no presets found (train/ is beside the package in a clone of the repository)")
+    raise ConfigError(f"{path}: no such config file; {known}")
 
 
 def from_dict(raw: dict[str, Any], origin: str = "config") -> Config:

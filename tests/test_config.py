@@ -160,3 +160,43 @@ def test_choices_and_ranges_are_written_on_their_fields() -> None:
     assert all(fields[key].metadata["range"] == cfg.RANGES[key] for key in cfg.RANGES)
     textual = {key for key, f in fields.items() if f.type in ("str", str)}
     assert textual == set(cfg.CHOICES)                   # every str key has its choices
+
+
+def test_presets_are_found_by_name_from_any_folder(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)                          # not the clone: train/ is not here
+    small = cfg.PRESETS_DIR / "cpu-small.toml"
+    for name in ("cpu-small", "cpu-small.toml", "train/cpu-small.toml"):
+        assert cfg.find_preset(name) == small
+    assert cfg.load_config("cpu-small") == cfg.load_config(small)
+    names = sorted(p.stem for p in cfg.PRESETS_DIR.glob("*.toml"))
+    assert "cpu-small" in names and cfg.preset_names() == names
+    with pytest.raises(ConfigError) as typo:
+        cfg.load_config("cpu-smal")
+    assert str(typo.value) == (f"cpu-smal: no such config file; presets: {', '.join(names)} (--config NAME, or "
+                               "a path to a .toml file)")
+    with pytest.raises(ConfigError, match=r"^elsewhere/cpu-small.toml: no such config file$"):
+        cfg.load_config("elsewhere/cpu-small.toml")      # a path in another folder is not a name
+
+
+@pytest.mark.slow
+def test_a_wheel_carries_the_presets_and_finds_them_by_name(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO
+
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+                            "-q", "-w", str(tmp_path / "wheel")], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next((tmp_path / "wheel").glob("shogi_dnn-*.whl"))
+    site = tmp_path / "site"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                              str(wheel)], capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr[-2000:]
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from shogi_dnn import config; "
+            "print(config.find_preset('cpu-small')); print(config.load_config('cpu-small').model.features)")
+    found = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, cwd=tmp_path,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=120)
+    assert found.stdout.splitlines() == [str(site / "shogi_dnn" / "presets" / "cpu-small.toml"),
+                                         cfg.load_config(cfg.PRESETS_DIR / "cpu-small.toml").model.features], \
+        found.stderr[-2000:]

@@ -17,7 +17,9 @@ checked_split (used by `evaluate` and analysis/evaluate.evaluate_run) holds the 
 (locks.read_dataset: a `convert --overwrite` of it is refused meanwhile) and yields the run folder, the
 dataset folder, the split's shard paths (checked against the manifest) and the data check, after checking
 that the run folder can be written (eval-<split>.json) and has a model to load (model.keras, or the
-checkpoint asked for / the latest). No TensorFlow.
+checkpoint asked for / the latest). The split is the one asked for, else validation, else the dataset's
+only split (pick_split: a test-only set, `convert --test-fraction 1`, is scored on its test split). No
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -48,18 +50,21 @@ class CheckedSplit:
     data_dir: Path
     paths: list[Path]
     check: identity.DataCheck
+    split: str = "validation"       # the split scored (pick_split: the one asked for, or the default)
 
-    def result_path(self, split: str) -> Path:
-        """Where the evaluation of `split` goes: RUN/eval-<split>.json, or its name for other data."""
+    def result_path(self, split: str | None = None) -> Path:
+        """Where the evaluation of `split` (default: the one checked) goes: RUN/eval-<split>.json, or its
+        name for other data."""
         other = None if run_files.is_own_data(self.run_dir, self.data_dir) else self.data_dir
-        return run_files.eval_path(self.run_dir, split, other)
+        return run_files.eval_path(self.run_dir, split or self.split, other)
 
 
 @contextlib.contextmanager
-def checked_split(run_dir: str | Path, data: str | Path | None, split: str, checkpoint: str | None = None,
-                  verify_full: bool = False, allow_trained: bool = False) -> Iterator[CheckedSplit]:
-    """The run, its model, the dataset (`data`, else the run's) and its split checked, the dataset held
-    as a reader for the block.
+def checked_split(run_dir: str | Path, data: str | Path | None, split: str | None,
+                  checkpoint: str | None = None, verify_full: bool = False,
+                  allow_trained: bool = False) -> Iterator[CheckedSplit]:
+    """The run, its model, the dataset (`data`, else the run's) and its split (None: pick_split's
+    default) checked, the dataset held as a reader for the block.
 
     Raises:
         RunError / ConfigError / ShardFormatError / OutputError: one line (no run, a run folder that
@@ -72,8 +77,37 @@ def checked_split(run_dir: str | Path, data: str | Path | None, split: str, chec
         run_files.find_checkpoint(run, checkpoint)          # what load_run_model would refuse, said now
     data_dir = run_files.data_dir(run, data)
     with locks.read_dataset(data_dir, "evaluate"):
+        split = pick_split(data_dir, split)
         paths = split_paths(data_dir, split, verify_full=verify_full)
-        yield CheckedSplit(run, data_dir, paths, check_data(run, data_dir, split, allow_trained))
+        yield CheckedSplit(run, data_dir, paths, check_data(run, data_dir, split, allow_trained), split)
+
+
+DEFAULT_SPLIT = "validation"
+
+
+def pick_split(data_dir: Path, split: str | None) -> str:
+    """The split to score: `split` when given; else validation, or the dataset's only split (a test-only
+    set: test).
+
+    Raises:
+        ConfigError: unknown split. RunError: the dataset lacks that split, or (no `split`) has several
+            but no validation: one line naming the splits it has and the flag to pass.
+    """
+    if split is not None and split not in SPLITS:
+        raise ConfigError(f"--split {split!r}: must be one of {', '.join(SPLITS)}")
+    manifest = shards.read_manifest(data_dir)
+    have = [name for name in shards.SPLITS if manifest.split(name)]
+    if split is None and (DEFAULT_SPLIT in have or len(have) != 1):
+        split = DEFAULT_SPLIT
+    elif split is None:
+        split = have[0]
+        log.info("%s holds only the %s split: scoring it", data_dir, split)
+    if split == "all" or split in have:
+        return split
+    counts = ", ".join(f"{name} ({plural(sum(s.games for s in manifest.split(name)), 'game')})"
+                       for name in have)
+    flags = ", ".join(f"--split {name}" for name in have) + " or --split all"
+    raise RunError(f"{data_dir}: the dataset has no {split!r} shards; it has {counts}: pass {flags}")
 
 
 def split_paths(data_dir: Path, split: str, verify_full: bool = False) -> list[Path]:

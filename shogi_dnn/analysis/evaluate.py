@@ -14,6 +14,7 @@ material, piece_square, engine (when evaluations exist), train_positions, fitted
 mirror_average (whether the model's probability was the mean over the position and its left-right mirror,
 model.value_logits), seconds, positions_per_s, games (in the split), dataset (the scored data's identity,
 identity.py), data_check {status: same | foreign | overlap | unknown | changed, detail, games} (below),
+checkpoint (a checkpoint scored: run_files.CheckpointProgress, finished false for an unfinished run),
 warnings (a list of lines: e.g. fewer than MIN_EVAL_GAMES games), and the uncertainty:
 
   intervals     {accuracy: [lo, hi], loss: [lo, hi]}: 95% bootstrap interval over games (scoring.py), in
@@ -356,6 +357,9 @@ def evaluate_checked(checked: data_check.CheckedSplit, split: str, checkpoint: s
                   data_check={"status": check.status, "detail": check.detail,
                               **({"games": check.games} if check.games else {})},
                   warnings=small_data_warnings(split, games))
+    if result["model"] != run_files.MODEL_FILE:       # a checkpoint: how far the run had got there
+        progress = run_files.checkpoint_progress(run_dir, run_files.find_checkpoint(run_dir, checkpoint))
+        result["checkpoint"] = progress.to_dict()
     run_files.write_json_atomic(checked.result_path(split), result, allow_nan=False)
     return result
 

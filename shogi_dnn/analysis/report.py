@@ -41,6 +41,7 @@ from shogi_dnn.analysis.tower_diagnosis import (
     validation_records,
 )
 from shogi_dnn.dataset import identity
+from shogi_dnn.errors import RunError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import throughput
 
@@ -82,7 +83,8 @@ def render_markdown(run_dir: Path, records: Sequence[dict[str, Any]], evals: dic
              f"- data: `{run.get('data_dir', '?')}`{_dataset_text(run)}",
              *_history_lines(run),
              (f"- towers: {run.get('num_replicas', '?')} "
-              f"({', '.join(device_label(d) for d in run.get('devices', [])) or '?'})")]
+              f"({', '.join(device_label(d) for d in run.get('devices', [])) or '?'})"),
+             *_progress_lines(run_dir)]
     lines += _training_lines(records)
     lines += _tower_lines(records, flags)
     lines += _validation_lines(records)
@@ -91,6 +93,21 @@ def render_markdown(run_dir: Path, records: Sequence[dict[str, Any]], evals: dic
     lines += ["", "## Plots", ""]
     lines += [f"![{name}]({path.relative_to(run_dir).as_posix()})" for name, path in plots.items()]
     return "\n".join(lines) + "\n"
+
+
+def unfinished_line(run_dir: Path) -> str | None:
+    """'UNFINISHED RUN: checkpoint ... : the run is unfinished (`train --resume` continues it)' for a run
+    without model.keras whose latest checkpoint is short of its end; None otherwise."""
+    try:
+        progress = run_files.unfinished_checkpoint(run_dir)
+    except RunError:                   # an unreadable checkpoint state: evaluate names it
+        return None
+    return None if progress is None else f"UNFINISHED RUN: {progress.text()} (`train --resume` continues it)"
+
+
+def _progress_lines(run_dir: Path) -> list[str]:
+    line = unfinished_line(run_dir)
+    return [] if line is None else [f"- **{line.replace(':', '**:', 1)}"]
 
 
 def _dataset_text(run: dict[str, Any]) -> str:

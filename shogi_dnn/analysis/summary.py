@@ -39,8 +39,11 @@ def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_
     run_dir = Path(run_dir)
     path = run_files.eval_path(run_dir, split)
     if not path.is_file():
+        others = sorted(p.name for p in run_dir.glob(f"{path.stem}{run_files.EVAL_OTHER_DATA}*.json"))
+        elsewhere = (f" (--summary shows the run's own dataset; other datasets' {split} evaluations are in "
+                     f"{', '.join(others)})" if others else "")
         raise RunError(f"{path}: not found: run `shogi-dnn evaluate --run-dir {run_dir} --split {split}` "
-                       "first")
+                       f"first{elsewhere}")
     result = json.loads(path.read_text(encoding="utf-8"))
     labels = check_evals(run_dir, {split: result}, allow_changed_data, say_unknown=False)[split]
     intervals = "; in brackets the 95% interval over games" if result.get("intervals") else ""

@@ -34,10 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--endings", default=None, metavar="LIST",
                         help="comma-separated endings to keep: " + ",".join(e.value for e in Ending))
     parser.add_argument("--draws", choices=DRAWS, default="keep", help="keep draws (label 0.5) or drop them")
-    parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction,
-                        help=f"share of games in validation (default {defaults.val_fraction})")
+    parser.add_argument("--val-fraction", type=float, default=None,
+                        help=f"share of games in validation (default {defaults.val_fraction}, at most what "
+                             "--test-fraction leaves)")
     parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction,
-                        help=f"share of games in test (default {defaults.test_fraction})")
+                        help=f"share of games in test (default {defaults.test_fraction}; 1: every game in "
+                             "test, a held-out set for `evaluate --data`)")
     parser.add_argument("--shard-size", type=int, default=defaults.shard_size,
                         help=f"positions per shard (default {defaults.shard_size}; shards hold whole games)")
     parser.add_argument("--row-order", choices=("game", "shuffled"), default=defaults.row_order,
@@ -73,9 +75,17 @@ def settings_from_args(args: argparse.Namespace) -> ConvertSettings:
         endings = frozenset(e.strip() for e in args.endings.split(",") if e.strip())
     filters = GameFilter(min_rating=args.min_rating, rating_of=args.rating_of, min_moves=args.min_moves,
                          endings=endings, draws=args.draws)
-    return ConvertSettings(filters=filters, val_fraction=args.val_fraction, test_fraction=args.test_fraction,
+    return ConvertSettings(filters=filters, val_fraction=val_fraction(args.val_fraction, args.test_fraction),
+                           test_fraction=args.test_fraction,
                            shard_size=args.shard_size, seed=args.seed,
                            row_order=args.row_order, dedup=args.dedup, compression=args.compression)
+
+
+def val_fraction(given: float | None, test_fraction: float) -> float:
+    """--val-fraction as given, else the default up to what --test-fraction leaves (--test-fraction 1: 0)."""
+    if given is not None:
+        return given
+    return max(0.0, min(ConvertSettings.val_fraction, round(1 - test_fraction, 12)))
 
 
 def main(argv: list[str] | None = None) -> int:

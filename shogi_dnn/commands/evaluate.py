@@ -17,7 +17,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="shogi-dnn evaluate", description=__doc__.split(":", 1)[1].strip())
     parser.add_argument("--run-dir", required=True, help="the run directory written by `shogi-dnn train`")
     parser.add_argument("--data", default=None, help="dataset folder (default: the run's data_dir)")
-    parser.add_argument("--split", default="validation", help="validation (default), test, train or all")
+    parser.add_argument("--split", default=None,
+                        help="validation (default; a dataset without it: its only split, e.g. a test-only "
+                             "set's test), test, train or all")
     parser.add_argument("--checkpoint", default=None,
                         help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--simulate-devices", type=int, default=None, metavar="N",
@@ -37,7 +39,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "such games needs no flag. A run trained before runs recorded their games: "
                              "score data other than its own (labelled DATA CHANGED)")
     args = parser.parse_args(argv)
-    if args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
+    if args.split is not None and args.split not in EVAL_SPLITS:   # checked before TensorFlow is imported
         raise ConfigError(f"--split {args.split!r}: must be one of {', '.join(EVAL_SPLITS)}")
     return args
 
@@ -49,8 +51,8 @@ def main(argv: list[str]) -> int:
                                   args.allow_trained_games) as checked:
         from shogi_dnn.analysis import evaluate
 
-        result = evaluate.evaluate_checked(checked, args.split, args.checkpoint, args.simulate_devices,
+        result = evaluate.evaluate_checked(checked, checked.split, args.checkpoint, args.simulate_devices,
                                            mirror_average=args.mirror_average)
     print(evaluate.format_table(result))
-    print(f"\nwrote {checked.result_path(args.split)}")
+    print(f"\nwrote {checked.result_path()}")
     return 0

@@ -1,4 +1,4 @@
-"""`shogi-dnn inspect PATH [--sfen] [--json] [--verify] [--raw]`: summarise a dataset folder or one shard,
+"""`shogi-dnn inspect PATH... [--sfen] [--json] [--verify] [--raw]`: summarise a dataset folder or one shard,
 or the games of a record file (CSA, KIF, KI2, SFEN/USI lines) or of a position (`startpos moves ...`):
 a record's games as `convert` trains them (cut at a fourfold repetition, skipped without a result), with
 the reason, or as written (--raw)."""
@@ -11,7 +11,7 @@ import os
 import sys
 
 from shogi_dnn.analysis import inspect
-from shogi_dnn.errors import KifuError, ShardFormatError
+from shogi_dnn.errors import ConfigError, KifuError, ShardFormatError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("path", metavar="PATH", nargs="+",
                         help="dataset folder (with manifest.json), one .h5 shard, a record file (CSA, KIF, "
                              "KI2, SFEN/USI lines), or a position: 'startpos [moves ...]', "
-                             "'sfen ... [moves ...]' or a bare SFEN")
+                             "'sfen ... [moves ...]' or a bare SFEN; several paths: each in turn")
     parser.add_argument("--sfen", action="store_true",
                         help="print SFEN<TAB>label<TAB>game<TAB>ply for every position of every split (of a "
                              "record: of every readable game, numbered from 1 in the file; the label is "
@@ -40,7 +40,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    args.path = " ".join(args.path)
+    words, code = args.path, 0
+    if len(words) == 1 or inspect.looks_like_position(" ".join(words)) \
+            or not any(os.path.exists(w) for w in words):
+        args.path = " ".join(words)          # one path, or a position written without quotes
+        return _inspect_one(args)
+    missing = [w for w in words if not os.path.exists(w)]
+    if missing:
+        raise ShardFormatError(f"{missing[0]}: no such dataset folder, shard or record file (one of "
+                               f"{len(words)} paths)")
+    if args.json:
+        raise ConfigError(f"--json takes one PATH ({len(words)} given): inspect each on its own")
+    for number, path in enumerate(words):
+        if number:
+            print()
+        args.path = path
+        code = max(code, _inspect_one(args))
+    return code
+
+
+def _inspect_one(args: argparse.Namespace) -> int:
+    """Inspect args.path: a record file or position, else a dataset folder or a shard."""
     records = inspect.read_records(args.path)
     if records is not None:
         return _inspect_records(args, records)

@@ -29,6 +29,9 @@ def main(argv: list[str]) -> int:
     path = report.write_report(args.run_dir, fits, allow_changed_data=args.allow_changed_data)
     if fits and (check := report_checks.plan_check(args.run_dir, fits)) is not None:
         print(check.text())
+    unfinished = report.unfinished_line(run_files.check_run_dir(args.run_dir))
+    if unfinished:
+        print(unfinished)
     for flag in tower_diagnosis.find_unbalanced_towers(run_files.read_metrics(args.run_dir)):
         print(f"UNBALANCED TOWER: {flag.message}")
     print(f"wrote {path} and plots in {path.parent / run_files.PLOTS_DIR}")

@@ -5,7 +5,9 @@ absl, i.e. twice. TF_CPP_MIN_LOG_LEVEL does not reach them (they come before abs
 `install(verbose)` (called by cli.main) catches the first `import tensorflow`, wherever it happens, and
 runs it with the process's stderr (file descriptor 2) sent to a temporary file; afterwards it prints
 those lines once each (without their time stamps' duplicates) when `verbose`, nothing otherwise. An
-import that fails prints everything it wrote, then raises as usual. No TensorFlow is imported here.
+import that fails prints everything it wrote, then raises as usual. No TensorFlow is imported here. It
+also keeps the INFO lines of the Python loggers in CHATTY_LOGGERS (tf2onnx's conversion steps during
+`export`) off unless `verbose`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -21,6 +24,7 @@ import tempfile
 from collections.abc import Iterator
 from types import ModuleType
 
+CHATTY_LOGGERS = ("tf2onnx",)     # libraries whose INFO lines narrate their work: warnings only, or --verbose
 _STAMP = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ")   # absl's "I0000 00:00:1795519827.453099   19837 "
 
 
@@ -91,6 +95,9 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
 
 
 def install(verbose: bool) -> None:
-    """Catch the process's first `import tensorflow` (nothing to do once it is imported)."""
+    """Catch the process's first `import tensorflow` (nothing to do once it is imported); CHATTY_LOGGERS
+    at WARNING unless `verbose`."""
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
     if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _QuietFinder(verbose))

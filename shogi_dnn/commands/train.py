@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train the value network on a dataset written by `shogi-dnn convert`, on every local GPU "
                     "(or --devices / --simulate-devices). Ctrl-C or SIGTERM saves a checkpoint and exits 0; "
                     "--resume continues exactly where the run stopped.")
-    parser.add_argument("--config", required=True, metavar="TOML", help="preset, e.g. train/home-1gpu.toml")
+    parser.add_argument("--config", required=True, metavar="TOML",
+                        help="preset: a name (cpu-small, home-1gpu, ...: train/NAME.toml) or a .toml file")
     parser.add_argument("--data", required=True, metavar="DIR", help="dataset folder (with manifest.json)")
     parser.add_argument("--run-dir", required=True, metavar="RUN",
                         help="where checkpoints, metrics and the model go")
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         # Before any lock or TensorFlow: keep TensorFlow's server on this worker's host (bind_shim.py).
         bind_shim.reexec_with_shim(*cluster.split_address(cluster_spec.addresses[cluster_spec.worker_id]))
     run_dir = cluster.worker_dir(Path(args.run_dir), cluster_spec)
+    if args.resume and cluster_spec is None:
+        refuse_nothing_to_resume(run_dir)               # a mistyped --run-dir: no new run from zero
     run_files.refuse_foreign_folder(run_dir)            # run files among others (/etc): none written
     with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
         shards.read_manifest(args.data)                 # no dataset there: one line, no TensorFlow
@@ -122,6 +125,23 @@ def main(argv: list[str] | None = None) -> int:
         except cluster.WaitStopped as exc:      # a stop, not an error: one line, the shell's signal code
             print(f"shogi-dnn train: {exc}", file=sys.stderr)
             return 128 + exc.signum
+
+
+def refuse_nothing_to_resume(run_dir: Path) -> None:
+    """--resume into a folder that is not a run (missing, or without run files) is refused, nothing written.
+
+    Raises:
+        RunError: one line naming the folder.
+    """
+    markers = (run_files.RUN_JSON, run_files.CHECKPOINTS_DIR, run_files.WRITER_LOCK)  # a run started there
+    if not run_dir.is_dir():
+        why = "no such run directory"
+    elif not any((run_dir / name).exists() for name in markers):
+        why = f"not a run (none of {', '.join(markers)})"
+    else:
+        return
+    raise RunError(f"--resume: {run_dir}: {why}: nothing to resume; check the path, or leave out --resume to "
+                   "start a new run")
 
 
 def _is_process_command(argv: list[str] | None) -> bool:

@@ -84,7 +84,7 @@ class ConvertSettings:
 
     filters: GameFilter = GameFilter()
     val_fraction: float = 0.05         # share of games in the validation split
-    test_fraction: float = 0.0         # share of games in the test split (0: no test split)
+    test_fraction: float = 0.0         # share of games in the test split (0: none; 1: a test-only set)
     shard_size: int = 100_000          # positions per shard (a shard holds whole games: at least this)
     row_order: str = "game"            # "game": rows in game order (compresses 2.2x better; the pipeline
                                        # shuffles chunks and buffers) or "shuffled": seeded row shuffle
@@ -94,9 +94,10 @@ class ConvertSettings:
 
     def __post_init__(self) -> None:
         if not (0 <= self.val_fraction and 0 <= self.test_fraction
-                and self.val_fraction + self.test_fraction < 1):
-            raise ConfigError(f"--val-fraction {self.val_fraction} + --test-fraction {self.test_fraction}: "
-                              "each must be >= 0 and their sum < 1")
+                and self.val_fraction + self.test_fraction <= 1):
+            raise ConfigError(f"--val-fraction {self.val_fraction:g} + --test-fraction "
+                              f"{self.test_fraction:g}: each must be >= 0 and their sum <= 1 (1: no train "
+                              "split; a test-only set: --test-fraction 1)")
         if self.row_order not in ROW_ORDERS:
             raise ConfigError(f"--row-order {self.row_order!r}: must be one of {', '.join(ROW_ORDERS)}")
         if self.compression not in shards.COMPRESSIONS:

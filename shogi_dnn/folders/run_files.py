@@ -9,7 +9,8 @@ a full disk is one line.
   RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data
                                                             trained on), history (data changes on resume),
                                                             eval_target (evalfit.EvalTarget: λ, a, trust,
-                                                            evalfit fit), devices, ...
+                                                            evalfit fit), devices, planned_steps
+                                                            (the run's planned updates), ...
   RUN/trained-games.npz         dataset.game_keys           the games trained on (one key a game: evaluate
                                                             counts the scored games among them)
   RUN/config.json               training.trainer            the resolved Config (config.from_dict reads it)
@@ -34,6 +35,7 @@ command, from: the identity trained on until then, to: the new one} (identity.py
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -78,6 +80,7 @@ CHECKPOINT_WEIGHTS = "weights"        # tf.train.Checkpoint prefix inside a chec
 WRITER_LOCK = locks.WRITER_LOCK       # the one writer's lock file
 TRAINED_GAMES = "trained-games.npz"   # the keys of the games the run trained on (dataset/game_keys.py)
 KEY_DATASET, KEY_HISTORY = "dataset", "history"     # run.json (and state.json) keys of the data identity
+KEY_PLANNED_STEPS = "planned_steps"   # run.json: the optimizer updates the whole run plans (its last start)
 
 
 def export_path(run_dir: str | Path, fmt: str) -> Path:
@@ -135,6 +138,65 @@ def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:
             return path
     names = ", ".join(p.name for p in found) or "none"
     raise RunError(f"{run_dir}: no checkpoint {checkpoint!r} (have: {names})")
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointProgress:
+    """Where a checkpoint stands in its run: the updates and epochs done against the run's plan."""
+
+    name: str
+    step: int
+    samples: int
+    epoch: int
+    epochs: int
+    planned_steps: int | None       # run.json's planned_steps (None: not recorded)
+    run_finished: bool = False      # the run has its final model (model.keras): it went on past this one
+
+    @property
+    def finished(self) -> bool:
+        """Whether the checkpoint is the end of the run (every planned epoch done)."""
+        return self.epoch >= self.epochs
+
+    def text(self) -> str:
+        """'checkpoint ckpt-00000398 at step 398 of 3,316 (25,472 samples, epoch 0 of 3): the run is
+        unfinished' (or the run's end, or an earlier checkpoint of a finished run)."""
+        planned = (f"of {self.planned_steps:,} " if self.planned_steps else "")
+        where = f"step {self.step:,} {planned}({self.samples:,} samples, epoch {self.epoch} of {self.epochs})"
+        state = ("the run's end" if self.finished else
+                 f"an earlier checkpoint (the run's final model is {MODEL_FILE})" if self.run_finished else
+                 "the run is unfinished")
+        return f"checkpoint {self.name} at {where}: {state}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "finished": self.finished}
+
+
+def checkpoint_progress(run_dir: str | Path, checkpoint: Path) -> CheckpointProgress:
+    """The progress of a checkpoint folder of the run (its state.json, and run.json's planned_steps).
+
+    Raises:
+        RunError: state.json unreadable or without its state and train.epochs (one line naming it).
+    """
+    path = checkpoint / CHECKPOINT_STATE
+    raw = read_json(path)
+    try:
+        state, epochs = raw["state"], raw["config"]["train"]["epochs"]
+        planned = read_run_json(run_dir).get(KEY_PLANNED_STEPS)
+        return CheckpointProgress(checkpoint.name, int(state["step"]), int(state["samples"]),
+                                  int(state["epoch"]), int(epochs),
+                                  int(planned) if isinstance(planned, int) else None,
+                                  (Path(run_dir) / MODEL_FILE).is_file())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunError(f"{path}: unreadable checkpoint state ({type(exc).__name__}: {exc})") from exc
+
+
+def unfinished_checkpoint(run_dir: str | Path) -> CheckpointProgress | None:
+    """The latest checkpoint of a run without model.keras when it is not the run's end, else None."""
+    found = list_checkpoints(run_dir)
+    if (Path(run_dir) / MODEL_FILE).is_file() or not found:
+        return None
+    progress = checkpoint_progress(run_dir, found[-1])
+    return None if progress.finished else progress
 
 
 def existing_run_message(run_dir: str | Path, latest: Path) -> str:
@@ -297,7 +359,43 @@ def eval_labels(result: dict[str, Any]) -> list[str]:
                if status == "changed" else
                [f"TRAINED GAMES scored, with {ALLOW_TRAINED_GAMES}: {check.get('detail')}"]
                if status == "overlap" else [])
-    return [*changed, *(str(w) for w in result.get("warnings") or [])]
+    return [*changed, *unfinished_label(result), *in_sample_label(result),
+            *(str(w) for w in result.get("warnings") or [])]
+
+
+def unfinished_label(result: dict[str, Any]) -> list[str]:
+    """'UNFINISHED RUN: checkpoint ... : the run is unfinished ...' (or EARLIER CHECKPOINT, of a finished
+    run) for an evaluation of a checkpoint short of the run's end (its "checkpoint",
+    CheckpointProgress.to_dict); none otherwise."""
+    checkpoint = result.get("checkpoint")
+    if not isinstance(checkpoint, dict) or checkpoint.get("finished") is not False:
+        return []
+    try:
+        fields = {f.name: checkpoint[f.name] for f in dataclasses.fields(CheckpointProgress)}
+        progress = CheckpointProgress(**fields)
+    except (KeyError, TypeError):
+        return [f"UNFINISHED RUN: checkpoint {checkpoint.get('name', '?')}: these are a partly trained "
+                "model's scores"]
+    head = "EARLIER CHECKPOINT" if progress.run_finished else "UNFINISHED RUN"
+    return [f"{head}: {progress.text()}; these are a partly trained model's scores"]
+
+
+IN_SAMPLE_SPLITS = ("train", "all")     # splits of the run's own dataset that hold its training games
+
+
+def in_sample_label(result: dict[str, Any]) -> list[str]:
+    """'IN-SAMPLE: 16 of these 19 games are games the run trained on ...' for an evaluation of the run's
+    own training split, or of all its splits; none for a held-out split or another dataset."""
+    split = result.get("split")
+    status = (result.get("data_check") or {}).get("status")
+    if split not in IN_SAMPLE_SPLITS or status in ("foreign", "overlap", "changed"):
+        return []
+    splits = (result.get(KEY_DATASET) or {}).get("splits") or {}
+    trained, games = (splits.get("train") or {}).get("games"), result.get("games")
+    known = isinstance(trained, int) and isinstance(games, int)
+    counts = f"{trained:,} of these {games:,} games are" if known else "these games include"
+    return [f"IN-SAMPLE: {counts} the run's training games (split {split}): not a held-out figure; score "
+            "--split validation or test, or a held-out set with --data"]
 
 
 def write_atomic(path: Path, data: str | bytes, *, tmp: Path | None = None, mode: int | None = None) -> Path:

@@ -196,6 +196,7 @@ def run_info(parts: RunParts, options: StartOptions, history_entry: dict[str, An
             "num_workers": cluster.num_workers(steps.strategy),
             "global_batch": steps.global_batch, "micro_batches": steps.micro_batches,
             "update_batch": steps.update_batch, "num_groups": parts.plan.num_groups,
+            run_files.KEY_PLANNED_STEPS: parts.plan.total_updates(),
             "read_lanes": parts.plan.lanes,
             "peak_lr": config_mod.scaled_lr(parts.config.optim, steps.update_batch),
             "resume_command": options.resume_command, "shogi_dnn": __version__,

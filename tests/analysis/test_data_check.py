@@ -123,3 +123,21 @@ def test_report_refuses_an_evaluation_of_data_the_run_no_longer_trains_on(tmp_pa
             "validation": [], "test": []}
     assert caplog.messages == [f"{run}: the data of eval-validation.json, eval-test.json cannot be checked against "
                                "the run's (no dataset identity recorded: scored or trained before runs recorded one)"]
+
+
+def test_pick_split_scores_a_test_only_set_and_names_the_splits_to_pass(tmp_path: Path) -> None:
+    from shogi_dnn.analysis.data_check import pick_split
+    from tests.support.evaldata import material_dataset
+
+    material_dataset(tmp_path / "held", {"test": (40, 0.5, False)})
+    assert pick_split(tmp_path / "held", None) == "test"
+    with pytest.raises(RunError) as refused:
+        pick_split(tmp_path / "held", "validation")
+    assert str(refused.value) == (f"{tmp_path / 'held'}: the dataset has no 'validation' shards; it has test "
+                                  "(4 games): pass --split test or --split all")
+    material_dataset(tmp_path / "two", {"train": (40, 0.5, False), "test": (20, 0.5, False)})
+    with pytest.raises(RunError, match=r"no 'validation' shards; it has train \(4 games\), test \(2 games\): "
+                                       r"pass --split train, --split test or --split all$"):
+        pick_split(tmp_path / "two", None)
+    material_dataset(tmp_path / "three", {"train": (40, 0.5, False), "validation": (20, 0.5, False)})
+    assert pick_split(tmp_path / "three", None) == "validation" and pick_split(tmp_path / "three", "all") == "all"

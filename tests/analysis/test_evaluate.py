@@ -13,6 +13,7 @@ from shogi_dnn.analysis import baselines, data_check, evaluate, scoring
 from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import EVAL_NONE
 from shogi_dnn.errors import ConfigError, RunError
+from shogi_dnn.folders import run_files
 from shogi_dnn.training import pipeline
 from shogi_dnn.training.devices import local_values, make_strategy
 from shogi_dnn.training.losses import METRIC_KEYS
@@ -214,7 +215,7 @@ def test_eval_batch_fits_any_tower_count() -> None:
 
 
 @pytest.mark.slow
-def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_path) -> None:
+def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_path, capsys) -> None:
     import shutil
 
     from tests.support.trainedrun import trained_run
@@ -222,11 +223,29 @@ def test_latest_checkpoint_when_there_is_no_final_model(tmp_path_factory, tmp_pa
     run_dir, _ = trained_run(tmp_path_factory)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
+    # An earlier checkpoint of the finished run, asked for: said as such, not as an unfinished run.
+    earlier = evaluate.evaluate_run(copy, split="test", simulate_devices=1, checkpoint="8")
+    assert run_files.eval_labels(earlier)[0] == (
+        "EARLIER CHECKPOINT: checkpoint ckpt-00000008 at step 8 of 16 (512 samples, epoch 0 of 1): an earlier "
+        "checkpoint (the run's final model is model.keras); these are a partly trained model's scores")
     (copy / "model.keras").unlink()
     result = evaluate.evaluate_run(copy, split="test", simulate_devices=1)
     assert result["model"] == "ckpt-00000016" and result["positions"] == 100
+    assert result["checkpoint"]["finished"]
+    assert not any("UNFINISHED" in line for line in run_files.eval_labels(result))
     one_tower = evaluate.evaluate_run(run_dir, split="test", simulate_devices=1)
     assert result["loss"] == pytest.approx(one_tower["loss"])
+    # A run stopped half-way: evaluate and report say which checkpoint and that the run is unfinished.
+    for name in ("ckpt-00000016", "ckpt-00000012"):
+        shutil.rmtree(copy / "checkpoints" / name)
+    unfinished = ("UNFINISHED RUN: checkpoint ckpt-00000008 at step 8 of 16 (512 samples, epoch 0 of 1): the run "
+                  "is unfinished")
+    assert cli.main(["evaluate", "--run-dir", str(copy), "--split", "test", "--simulate-devices", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"WARNING: {unfinished}; these are a partly trained model's scores\n")
+    assert cli.main(["report", "--run-dir", str(copy)]) == 0
+    assert f"{unfinished} (`train --resume` continues it)" in capsys.readouterr().out
+    assert "**UNFINISHED RUN**: checkpoint ckpt-00000008 at step 8 of 16" in (copy / "report.md").read_text()
 
 
 @pytest.mark.slow

@@ -74,6 +74,14 @@ def test_evaluate_on_another_dataset_with_and_without_games_the_run_trained_on(
     assert not table[2].startswith("data ")                  # the run's own data: no line naming other data
     write_metrics(run)
     assert str(other.root.resolve()) not in report.write_report(run).read_text()
+    # The other records converted as a test-only set (convert --test-fraction 1): its test split is scored.
+    assert cli.main(["convert", str(tmp_path / "other"), "--out", str(tmp_path / "held"), "--test-fraction", "1",
+                     "--workers", "1", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--run-dir", str(run), "--data", str(tmp_path / "held")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("split test: ") for line in lines) and not lines[0].startswith("WARNING: IN-")
+    assert lines[-1] == f"wrote {run_files.eval_path(run, 'test', tmp_path / 'held')}"
 
     # The run's records converted again with another split: refused, saying how many games it trained on.
     trained = keys(again, "validation") & keys(data, "train")

@@ -105,6 +105,19 @@ def test_one_shard(dataset, capsys: pytest.CaptureFixture) -> None:
     assert len(capsys.readouterr().out.splitlines()) == info.positions
 
 
+def test_several_paths_are_inspected_each_in_turn(dataset, capsys: pytest.CaptureFixture) -> None:
+    out, _ = dataset
+    shard = out / shards.read_manifest(out).split("test")[0].path
+    assert cli.main(["inspect", str(out), str(shard)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"{out}: ") and f"\n\n{shard}: " in text
+    assert cli.main(["inspect", str(out), str(out / "nope")]) == 2
+    assert capsys.readouterr().err.strip() == (f"shogi-dnn inspect: error: {out / 'nope'}: no such dataset folder, "
+                                               "shard or record file (one of 2 paths)")
+    assert cli.main(["inspect", str(out), str(shard), "--json"]) == 2
+    assert "--json takes one PATH (2 given)" in capsys.readouterr().err
+
+
 def test_errors_are_one_line(dataset, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out, _ = dataset
     for target in (tmp_path / "missing", tmp_path):

@@ -134,6 +134,11 @@ def test_summary_is_one_table_with_positions_and_games(tmp_path, capsys) -> None
     assert table[4] == "model ahead of material: accuracy +0.0600, log loss -0.0500"
     assert cli.main(["report", "--run-dir", str(run), "--summary", "test"]) == 2
     assert "eval-test.json: not found: run `shogi-dnn evaluate" in capsys.readouterr().err
+    (run / "eval-test@heldout-1a2b3c4d.json").write_text(json.dumps({**EVAL, "split": "test"}))
+    assert cli.main(["report", "--run-dir", str(run), "--summary", "test"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "first (--summary shows the run's own dataset; other datasets' test evaluations are in "
+        "eval-test@heldout-1a2b3c4d.json)")
 
 
 def interval_eval() -> dict:
@@ -264,3 +269,22 @@ def test_report_counts_have_thousands_separators(tmp_path) -> None:
     assert "22,027 positions (21,513 decisive, 514 draws)" in text
     assert "| `CPU:0` | 22,027 | 0.6000 | 0.6500 |" in text
     assert "bootstrap over 1,668 games" in text
+
+
+def test_report_and_summary_label_an_in_sample_evaluation(tmp_path) -> None:
+    write_metrics(tmp_path, gpus=1)
+    (tmp_path / "run.json").write_text(json.dumps({"data_dir": "/data", "devices": ["CPU:0"],
+                                                   "num_replicas": 1}))
+    dataset = {"data_dir": "/data", "manifest": "ab" * 32,
+               "splits": {"train": {"games": 16, "positions": 80, "digest": "0"},
+                          "validation": {"games": 3, "positions": 20, "digest": "1"}}}
+    scored = {**EVAL, "games": 19, "dataset": dataset, "data_check": {"status": "same", "detail": ""}}
+    (tmp_path / "eval-all.json").write_text(json.dumps({**scored, "split": "all"}))
+    (tmp_path / "eval-validation.json").write_text(json.dumps({**scored, "games": 3}))
+    label = ("IN-SAMPLE: 16 of these 19 games are the run's training games (split all): not a held-out "
+             "figure; score --split validation or test, or a held-out set with --data")
+    text = report.write_report(tmp_path).read_text()
+    assert text.count("IN-SAMPLE") == 1
+    assert text.index(label) > text.index("## Evaluation: all") and "## Evaluation: validation" in text
+    assert summary.summary_table(tmp_path, "all").splitlines()[0] == f"WARNING: {label}"
+    assert "IN-SAMPLE" not in summary.summary_table(tmp_path, "validation")

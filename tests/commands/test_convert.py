@@ -77,3 +77,14 @@ def test_summary_plurals() -> None:
     assert "2 files read" in text and "1,886 games found" in text and "242,655 positions / 3 shards" in text
     assert "2 errors" in text and "2 workers" in text
 
+
+
+def test_test_fraction_1_converts_a_test_only_set(caplog, tmp_path: Path) -> None:
+    from shogi_dnn.dataset import shards
+
+    code, _ = run(caplog, [str(GOOD), "--out", str(tmp_path / "held"), "--test-fraction", "1"])
+    manifest = shards.read_manifest(tmp_path / "held")
+    assert code == 0 and {s.split for s in manifest.shards} == {"test"} and manifest.split("test")
+    code, _ = run(caplog, [str(GOOD), "--out", str(tmp_path / "x"), "--val-fraction", "0.6",
+                           "--test-fraction", "0.5"])
+    assert code == 2 and not (tmp_path / "x").exists()

@@ -231,3 +231,18 @@ def test_convert_overwrite_of_a_dataset_a_train_reads_is_refused(tmp_path: Path,
         _, train_err = proc.communicate(timeout=120)
     assert proc.returncode == 0, train_err[-3000:]
     assert main(convert) == 0
+
+
+def test_resume_into_a_folder_that_is_not_a_run_is_refused_and_writes_nothing(dataset: Path,
+                                                                               tmp_path: Path) -> None:
+    typo = tmp_path / "rnus" / "mine"
+    err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(dataset), "--run-dir", str(typo),
+                                    "--resume"])
+    assert err.strip() == (f"shogi-dnn train: error: --resume: {typo}: no such run directory: nothing to resume; "
+                           "check the path, or leave out --resume to start a new run")
+    assert not (tmp_path / "rnus").exists()
+    (tmp_path / "empty").mkdir()
+    err = refusal_in_fresh_process(["train", "--config", SMOKE, "--data", str(dataset),
+                                    "--run-dir", str(tmp_path / "empty"), "--resume"])
+    assert "not a run (none of run.json, checkpoints, writer.lock): nothing to resume" in err
+    assert not any((tmp_path / "empty").iterdir())

@@ -139,19 +139,24 @@ def test_policy_head_exports_both_outputs(tmp_path, positions, mirror_average) -
 
 
 @pytest.mark.slow
-def test_command_fixed_batch_and_readme_example(tmp_path, positions) -> None:
-    """`shogi-dnn export` on a run (default paths, a fixed batch), then the README's example verbatim."""
+def test_command_fixed_batch_and_readme_example(tmp_path, positions, caplog) -> None:
+    """`shogi-dnn export` on a run (default paths, a fixed batch; tf2onnx's lines only with --verbose), then
+    the README's example verbatim."""
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("tf2onnx")
     from shogi_dnn import cli
 
     run_dir = make_random_run(tmp_path / "RUN", tmp_path / "data", devices=1)
-    assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx"]) == 0
+    with caplog.at_level("INFO"):
+        assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx"]) == 0
+    assert not [r.getMessage() for r in caplog.records if r.name.startswith("tf2onnx")]
     assert (run_dir / "export" / "model.onnx").is_file()
     assert (run_dir / "export" / "model.onnx.json").is_file()
     fixed = tmp_path / "fixed.onnx"
-    assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx", "--batch", "4",
-                     "--no-mirror-average", "--out", str(fixed)]) == 0
+    with caplog.at_level("INFO"):
+        assert cli.main(["export", "--run-dir", str(run_dir), "--format", "onnx", "--batch", "4",
+                         "--no-mirror-average", "--out", str(fixed), "--verbose"]) == 0
+    assert any(r.getMessage().startswith("Using opset") for r in caplog.records if r.name.startswith("tf2onnx"))
     session = ort.InferenceSession(str(fixed), providers=["CPUExecutionProvider"])
     assert [i.shape for i in session.get_inputs()] == [[4, 81], [4, 14]]
     board, hands = positions
