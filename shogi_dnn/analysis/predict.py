@@ -4,11 +4,14 @@ A position is given as USI/SFEN text (`startpos moves 7g7f ...`, `sfen <sfen> [m
 SFEN); the model's probability is always the side to move's (who that is, Black or White, is said
 with it). A game record (any format kifu reads) gives a curve: the probability before the first move
 and after every move, turned to Black's view as shogi GUIs draw it (p(black) = p(to move) when Black is
-to move, else 1 - p(to move)), with the moves where it swings most marked, and the game's context: which
+to move, else 1 - p(to move)), with the moves where it swings most marked (by changes that survive the
+reply: persistent_changes), the moves in one notation in the table and on the graph (KIF or USI), and the
+game's context: which
 game of the file (`--game N`), its recorded result and ending, and whether the run trained on it
 (find_in_dataset: the run's dataset's games tables, matched by source file and line or by positions).
 `model` is anything called as a Keras model is; `predict --mirror-average` passes
-training.model.mirror_averaged(model) (this module stays free of TensorFlow).
+training.model.mirror_averaged(model) (this module stays free of TensorFlow). The curve's values are the
+network's own, or what game_curve's `values` gives (engine/game_values.py: a short search per position).
 
 A model with a policy head (its output a dict: "value" [B, 1] and "policy" [B, 2187] logits) adds, per
 position, the network's TOP_MOVES most likely moves among the legal ones (policy.legal_label_mask), in USI
@@ -19,7 +22,8 @@ next; the table marks the one that was played (*).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +38,8 @@ from shogi_dnn.kifu.sfen import parse_line
 
 PREDICT_BATCH = 512
 SWINGS = 3
+NOTATIONS = ("kif", "usi")        # how moves are written in the table and on the graph (kif: ▲７六歩(77))
+RAW = "the network's value (no search)"
 TOP_MOVES = 3                     # the network's moves shown per position (a model with a policy head)
 POSITION_NAME = "<position>"
 
@@ -233,31 +239,78 @@ def position_side(sfen: str) -> int:
     return rules.WHITE if sfen.split()[1] == "w" else rules.BLACK
 
 
+def persistent_changes(p_black: np.ndarray) -> np.ndarray:
+    """[P] change of Black's probability by each move that survives the reply (0 at the start).
+
+    Move i's change is counted from the values before it (p[i-1] and p[i-2]) to the values after it and
+    after the reply (p[i] and p[i+1]): the smallest of those four differences when all four have the same
+    sign, else 0. A capture and its recapture (up at i, back at i+1) both get 0; a blunder that is not
+    answered back keeps its size. The first move has only p[0] before it, the last only p[-1] after it.
+    """
+    p = np.asarray(p_black, np.float64)
+    out = np.zeros(len(p))
+    last = len(p) - 1
+    for i in range(1, len(p)):
+        diffs = np.array([p[a] - p[b] for a in (i, min(i + 1, last)) for b in (i - 1, max(i - 2, 0))])
+        if (diffs > 0).all() or (diffs < 0).all():
+            out[i] = diffs[np.argmin(np.abs(diffs))]
+    return out
+
+
+def turns(p_black: np.ndarray) -> int:
+    """Times the curve changes direction (up then down, or down then up; flat steps are skipped)."""
+    steps = np.sign(np.diff(np.asarray(p_black, np.float64)))
+    steps = steps[steps != 0]
+    return int(np.count_nonzero(steps[1:] != steps[:-1]))
+
+
+def move_labels(positions: GamePositions, notation: str = "kif") -> tuple[str, ...]:
+    """Each position's move as the table and the graph write it: KIF with the mover's mark (`▲７六歩(77)`)
+    or USI (`7g7f`); '' for the start."""
+    if notation not in NOTATIONS:
+        raise ValueError(f"unknown notation {notation!r} (one of {', '.join(NOTATIONS)})")
+    return positions.notation if notation == "kif" and positions.notation else positions.moves
+
+
+def pad(text: str, width: int) -> str:
+    """`text` padded with spaces to `width` terminal columns (a full-width character takes two)."""
+    return text + " " * max(0, width - _columns(text))
+
+
 @dataclasses.dataclass(frozen=True)
 class GameCurve:
     """Win probabilities over a game. ply [P] int; p_to_move and p_black [P] float64; top: per position
-    the network's preferred moves (top_moves; () for a model without a policy head)."""
+    the network's preferred moves (top_moves; () for a model without a policy head); search: how the
+    values were found (RAW, or the search's description)."""
 
     positions: GamePositions
     p_to_move: np.ndarray
     p_black: np.ndarray
     top: tuple[tuple[TopMove, ...], ...] = ()
+    search: str = RAW
 
     def swings(self, count: int = SWINGS) -> list[int]:
-        """Indices of the `count` positions whose move changed Black's probability most (by size)."""
-        change = np.abs(np.diff(self.p_black))
-        return sorted((np.argsort(-change, kind="stable")[:count] + 1).tolist())
+        """Indices of the (at most) `count` positions whose move changed Black's probability most by a
+        change that survives the reply (persistent_changes), in ply order."""
+        change = np.abs(persistent_changes(self.p_black))
+        order = [int(i) for i in np.argsort(-change, kind="stable")[:count] if change[i] > 0]
+        return sorted(order)
 
 
-def game_curve(model, record: GameRecord) -> GameCurve:
-    """Probability before the first move and after every move, for the side to move and for Black."""
+def game_curve(model, record: GameRecord,
+               values: Callable[[GamePositions], np.ndarray] | None = None, search: str = RAW) -> GameCurve:
+    """Probability before the first move and after every move, for the side to move and for Black.
+
+    `values` (the positions -> [P] P(the side to move wins), e.g. a search's; None: the network's own
+    value) gives the curve, described by `search`; the top moves are the network's policy either way.
+    """
     positions = game_positions(record)
     logits, policy_logits = predict_outputs(model, positions.board, positions.hands)
-    p = scoring.sigmoid(logits)
+    p = scoring.sigmoid(logits) if values is None else np.asarray(values(positions), np.float64)
     p_black = np.where(positions.turn == rules.BLACK, p, 1.0 - p)
     top = () if policy_logits is None else tuple(top_moves(positions, i, policy_logits[i])
                                                  for i in range(len(policy_logits)))
-    return GameCurve(positions, p, p_black, top)
+    return GameCurve(positions, p, p_black, top, RAW if values is None else search)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,42 +395,57 @@ COLUMNS_NOTE = ("each row is the position after its move; p(to move): the model'
                 "as the graph draws it")
 
 
+SWING_NOTE = ("swing: the moves whose change of p(black) survives the reply most (a capture and its "
+              "recapture do not count)")
 TOP_NOTE = (f"next: the move played from the position; network's top {TOP_MOVES}: its most likely "
             "legal moves there with their probability among the legal moves (* = the move played)")
 
 
-def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = ()) -> str:
-    """Table: ply, move, side to move, p(side to move), p(Black), change, a mark on the big swings; with
-    a record, its result as the last row; `notes` (which game, the run's split) and the columns'
-    meaning above it. With the network's moves (curve.top), two more columns: the move played next and
-    the network's top moves there."""
+def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = (),
+                 notation: str = "kif") -> str:
+    """Table: ply, move (in `notation`, as the graph writes it), side to move, p(side to move), p(Black),
+    change, a mark on the big swings (GameCurve.swings); with a record, its result as the last row;
+    `notes` (which game, the run's split), how the values were found and the columns' meaning above it.
+    With the network's moves (curve.top), two more columns: the move played next and the network's top
+    moves there."""
     swings = set(curve.swings())
-    lines = [*notes, COLUMNS_NOTE, *([TOP_NOTE] if curve.top else []), ""]
-    head = f"{'ply':>4}  {'move':<7} {'to move':<7} {'p(to move)':>10} {'p(black)':>9} {'change':>7}"
-    lines.append(head + (f"  {'next':<7} network's top {TOP_MOVES}" if curve.top else ""))
+    labels = move_labels(curve.positions, notation)
+    width = max([7] + [_columns(m) for m in labels])
+    lines = [*notes, f"values: {curve.search}; the curve turns {turns(curve.p_black)} times", COLUMNS_NOTE,
+             SWING_NOTE, *([TOP_NOTE] if curve.top else []), ""]
+    head = (f"{'ply':>4}  {pad('move', width)} {'to move':<7} {'p(to move)':>10} {'p(black)':>9} "
+            f"{'change':>7}")
+    lines.append(head + (f"  {pad('next', width)} network's top {TOP_MOVES}" if curve.top else ""))
     moves = curve.positions.moves
-    for i, move in enumerate(moves):
+    for i in range(len(moves)):
         change = curve.p_black[i] - curve.p_black[i - 1] if i else 0.0
         side = side_name(curve.positions.turn[i]).lower()
         mark = "  <- swing" if i in swings else ""
-        row = (f"{i:>4}  {move or '-':<7} {side:<7} {curve.p_to_move[i]:>10.3f} {curve.p_black[i]:>9.3f} "
-               f"{change:>+7.3f}")
+        row = (f"{i:>4}  {pad(labels[i] or '-', width)} {side:<7} {curve.p_to_move[i]:>10.3f} "
+               f"{curve.p_black[i]:>9.3f} {change:>+7.3f}")
         if curve.top:
             played = moves[i + 1] if i + 1 < len(moves) else ""
-            row += f"  {played or '-':<7} " + ", ".join(
-                f"{m.notation} {m.usi}{'*' if m.usi == played else ''} {m.p:.2f}" for m in curve.top[i])
+            shown = labels[i + 1] if i + 1 < len(moves) else ""
+            row += f"  {pad(shown or '-', width)} " + ", ".join(
+                f"{m.notation if notation == 'kif' else m.usi}{'*' if m.usi == played else ''} {m.p:.2f}"
+                for m in curve.top[i])
         lines.append(row + mark)
     if record is not None:
         lines.append(f"{'end':>4}  result: {result_text(record)}")
     return "\n".join(lines)
 
 
+def _columns(text: str) -> int:
+    """Terminal columns of `text` (a full-width character takes two)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 def plot_curve(curve: GameCurve, path: str | Path, title: str = "", record: GameRecord | None = None,
-               notes: Sequence[str] = ()) -> Path:
+               notes: Sequence[str] = (), notation: str = "kif") -> Path:
     """The game's win-rate graph from Black's view (0..100%), big swings marked; PNG written atomically."""
     from shogi_dnn import plotting
 
-    return plotting.save_png(curve_figure(curve, title, record, notes), path)
+    return plotting.save_png(curve_figure(curve, title, record, notes, notation), path)
 
 
 # Offsets (points) and alignment tried in turn for a swing's label until it lies inside the axes, overlaps
@@ -392,11 +460,12 @@ _END_OFFSETS = [(-8, -14, "right"), (-8, 8, "right"), (-8, -28, "right"), (-8, 2
 
 
 def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None,
-                 notes: Sequence[str] = ()):
+                 notes: Sequence[str] = (), notation: str = "kif"):
     """The graph of plot_curve as a matplotlib Figure: the title (with the record's result and `notes`
-    below it), the swings' labels (ply and KIF move) placed inside the axes so that none overlaps another
-    or crosses the curve (the offsets of _LABEL_OFFSETS in turn; a line joins a moved label to its point),
-    and the recorded ending marked at the last ply, its label off the curve too (_END_OFFSETS)."""
+    below it), the swings' labels (ply and move in `notation`, as the table writes it) placed inside the
+    axes so that none overlaps another or crosses the curve (the offsets of _LABEL_OFFSETS in turn; a line
+    joins a moved label to its point), and the recorded ending marked at the last ply, its label off the
+    curve too (_END_OFFSETS)."""
     # matplotlib only for a record's graph: a position's answer does not wait for it
     from shogi_dnn import plotting
 
@@ -418,7 +487,7 @@ def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = 
     labels = _Labels(fig, ax, curve_line, marked)
     if record is not None:
         _mark_end(ax, labels, record, len(plies) - 1, 100 * curve.p_black[-1])
-    _place_swing_labels(ax, labels, curve)
+    _place_swing_labels(ax, labels, curve, notation)
     return fig
 
 
@@ -521,10 +590,10 @@ class _Labels:
             self.leaders.append(best[2])
 
 
-def _place_swing_labels(ax, labels: _Labels, curve: GameCurve) -> None:
-    """Each swing: a red point and its label (ply and KIF move) placed by `labels`."""
-    notation = curve.positions.notation or curve.positions.moves
+def _place_swing_labels(ax, labels: _Labels, curve: GameCurve, notation: str = "kif") -> None:
+    """Each swing: a red point and its label (ply and move in `notation`) placed by `labels`."""
+    moves = move_labels(curve.positions, notation)
     for i in curve.swings():
         y = 100 * curve.p_black[i]
         ax.plot(i, y, "o", color="tab:red", ms=5)
-        labels.place(f"{i} {notation[i]}", (i, y), _LABEL_OFFSETS, color="tab:red")
+        labels.place(f"{i} {moves[i]}", (i, y), _LABEL_OFFSETS, color="tab:red")

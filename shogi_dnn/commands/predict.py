@@ -1,9 +1,12 @@
 """`shogi-dnn predict [--run-dir RUN] [--checkpoint NAME] [--game N] [--out PNG] [--data DIR]
-[--no-mirror-average] POSITION|RECORD`: the win probability of a USI/SFEN position for its side to move
-(named: Black or White), or of every position of a game record: a table (the probability for the side to
-move and for Black) plus a PNG win-rate graph from Black's view, the biggest swings marked, with the
-game's context: which game of the file, its recorded result and ending, and whether the run trained on
-it (its split in the run's dataset, or "not in the run's data"). The probability is the mean over the
+[--no-mirror-average] [--search none|quiescence|nodes=N] [--notation kif|usi] POSITION|RECORD`: the win
+probability of a USI/SFEN position for its side to move (named: Black or White), or of every position of
+a game record: a table (the probability for the side to move and for Black) plus a PNG win-rate graph
+from Black's view, each position valued through a short search (--search, engine/game_values.py; capture
+quiescence by default, `none`: the network's own value), the biggest swings that survive the reply marked,
+the moves in one notation in both (--notation: KIF by default), with the game's context: which game of
+the file, its recorded result and ending, and whether the run trained on it (its split in the run's
+dataset, or "not in the run's data"). The probability is the mean over the
 position and its left-right mirror (--no-mirror-average: the model alone). Without --run-dir: the network
 packaged with shogi-dnn (shogi_dnn/packaged; the graph goes to the working folder, and the note says
 whether the game is one it trained on)."""
@@ -20,6 +23,7 @@ import numpy as np
 from shogi_dnn import packaged
 from shogi_dnn.analysis import predict, run_model
 from shogi_dnn.dataset import game_keys
+from shogi_dnn.engine import game_values, players
 from shogi_dnn.errors import ShogiDnnError
 from shogi_dnn.folders import run_files
 
@@ -40,10 +44,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
                         help="the probability is the mean over the position and its left-right mirror "
                              "(on by default)")
+    parser.add_argument("--search", default=game_values.DEFAULT, metavar="MODE",
+                        help="how a game's positions are valued: 'quiescence' (the network's value after the "
+                             "captures in reach, the default), 'nodes=N' (a PUCT search of N positions each, "
+                             "slower) or 'none' (the network's value)")
+    parser.add_argument("--notation", choices=predict.NOTATIONS, default="kif",
+                        help="the moves of a game's table and graph: kif (▲７六歩(77), the default) or usi "
+                             "(7g7f)")
     parser.add_argument("target", nargs="+",
                         help="'startpos moves ...', 'sfen ... [moves ...]', a bare SFEN, "
                              "or a record file (CSA, KIF, KI2, SFEN lines)")
     return parser.parse_args(argv)
+
+
+def search_mode(text: str) -> game_values.SearchMode:
+    """--search's value. Raises ShogiDnnError "--search: unknown search ..." for a bad one."""
+    try:
+        return game_values.parse_mode(text)
+    except ValueError as exc:
+        raise ShogiDnnError(f"--search: {exc}") from None
 
 
 def is_record_argument(target: list[str]) -> bool:
@@ -79,8 +98,18 @@ def packaged_notes(record, positions) -> tuple[str, str]:
     return (f"not one of the {trained.games:,} games {packaged.NAME} trained on", "not a training game")
 
 
+def searcher(model, name: str, own: bool, args: argparse.Namespace) -> players.Evaluator:
+    """The evaluator a game's search asks: the packaged network's ONNX export (mirror-averaged, the same
+    values, several times faster than Keras a call) when that network is the model as loaded, else the
+    loaded model."""
+    if not own and args.mirror_average:
+        return players.OnnxEvaluator(packaged.model_file("onnx"))
+    return game_values.ModelEvaluator(model, name)
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    mode = search_mode(args.search)
     own = args.run_dir is not None
     run_dir = run_files.check_run_dir(args.run_dir) if own else packaged.model_file("keras").parent
     text = " ".join(args.target)
@@ -108,12 +137,13 @@ def main(argv: list[str]) -> int:
         side = predict.side_name(predict.position_side(sfen))
         print(f"{sfen}\nwin probability for the side to move ({side}){averaged}: {p:.3f}")
         return 0
-    curve = predict.game_curve(model, record)
+    values = None if mode.kind == "none" else game_values.curve_values(searcher(model, name, own, args), mode)
+    curve = predict.game_curve(model, record, values, mode.describe())
     split, split_short = (dataset_notes(run_dir, args.data, record, curve.positions) if own
                           else packaged_notes(record, curve.positions))
-    print(predict.format_curve(curve, record, [choice.describe(), split]))
+    print(predict.format_curve(curve, record, [choice.describe(), split], args.notation))
     names = f"{record.black or 'Black'} vs {record.white or 'White'}"
     predict.plot_curve(curve, out, f"{names} ({choice.path.name}, game {choice.index} of {choice.total})",
-                       record, [split_short])
+                       record, [split_short, mode.short()], args.notation)
     print(f"\nwrote {out}")
     return 0

@@ -54,11 +54,14 @@ def test_game_curve_is_from_blacks_view(run) -> None:
     assert curve.positions.moves[1] == "7g7f" and curve.positions.sfens[1] == AFTER_7G7F
     assert curve.p_to_move[1] == pytest.approx(predict.predict_position(model, "startpos moves 7g7f")[1])
     swings = curve.swings(3)
-    change = np.abs(np.diff(curve.p_black))
-    assert sorted(change[np.array(swings) - 1]) == pytest.approx(sorted(change)[-3:])
+    change = np.abs(predict.persistent_changes(curve.p_black))
+    assert 0 < len(swings) <= 3 and all(change[swings] > 0)
+    assert sorted(change[swings]) == pytest.approx(sorted(change)[-len(swings):])
     table = predict.format_curve(curve).splitlines()
-    assert table[0] == predict.COLUMNS_NOTE and table[1] == "" and table[2].split()[0] == "ply"
-    assert len(table) == 85 and sum("<- swing" in line for line in table) == 3
+    assert table[0] == f"values: {predict.RAW}; the curve turns {predict.turns(curve.p_black)} times"
+    assert table[1] == predict.COLUMNS_NOTE and table[2] == predict.SWING_NOTE
+    assert table[3] == "" and table[4].split()[0] == "ply"
+    assert len(table) == 87 and sum(line.endswith("<- swing") for line in table) == len(swings)
 
 
 def test_cli_position_and_record(run, tmp_path, capsys) -> None:
@@ -98,6 +101,27 @@ def test_bad_input_is_one_line(run, tmp_path, capsys) -> None:
     assert err[5] == "shogi-dnn predict: error: no such file: games/typo.csa"
 
 
+def test_cli_search_and_notation(run, tmp_path, capsys) -> None:
+    """The default search (quiescence) changes the values of `--search none`; --notation usi writes the
+    moves in USI; a bad --search is one line."""
+    run_dir, _ = run
+    png = str(tmp_path / "game.png")
+    tables = {}
+    for option in (["--search", "none"], [], ["--notation", "usi"]):
+        assert cli.main(["predict", "--run-dir", str(run_dir), "--out", png, *option, str(RECORD)]) == 0
+        tables[" ".join(option)] = capsys.readouterr().out.splitlines()
+    raw, default, usi = tables["--search none"], tables[""], tables["--notation usi"]
+    assert f"values: {predict.RAW};" in raw[2] and "values: capture quiescence (2 plies" in default[2]
+
+    def column(table: list[str], k: int) -> list[str]:
+        return [line.removesuffix("<- swing").split()[k] for line in table if line[:4].strip().isdigit()]
+    assert column(raw, 1)[:2] == column(default, 1)[:2] == ["-", "▲７六歩(77)"]
+    assert column(usi, 1)[:2] == ["-", "7g7f"] and column(usi, -2) == column(default, -2)
+    assert len(column(raw, -2)) == 82 and column(raw, -2) != column(default, -2)     # p(black) differs
+    assert cli.main(["predict", "--run-dir", str(run_dir), "--search", "deep", str(RECORD)]) == 2
+    assert "unknown search 'deep'" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("folder", ["my games", "棋譜\u3000集"])       # a space, a full-width space
 def test_a_record_path_with_a_space_is_a_record(run, tmp_path, capsys, folder: str) -> None:
     # Such a path was read as a position, and the error blamed the SFEN.
@@ -125,13 +149,21 @@ def test_trained_model_on_known_positions(tmp_path_factory) -> None:
     assert predict.predict_position(model, "4k4/9/4P4/9/4R4/9/9/9/4K4 w - 1")[1] < 0.2
 
 
+class RawSwings(predict.GameCurve):
+    """A curve whose marked swings are its biggest one-move changes, a half-exchange included: the labels'
+    worst case (adjacent swings on a sawtooth)."""
+
+    def swings(self, count: int = predict.SWINGS) -> list[int]:
+        return sorted((np.argsort(-np.abs(np.diff(self.p_black)), kind="stable")[:count] + 1).tolist())
+
+
 def test_swing_labels_do_not_overlap() -> None:
     """Adjacent big swings (the sawtooth of an untrained model) get labels that do not overlap."""
     record = predict.read_game(RECORD)
     positions = predict.game_positions(record)
     p_black = np.where(np.arange(82) % 2 == 0, 0.8, 0.2)     # every ply a big swing: the worst case
     p_black[40:46] = [0.5, 0.9, 0.1, 0.95, 0.05, 0.5]
-    curve = predict.GameCurve(positions, p_black, p_black)
+    curve = RawSwings(positions, p_black, p_black)
     fig = predict.curve_figure(curve, "test")
     renderer = fig.canvas.get_renderer()
     boxes = [predict._text_box(t, renderer) for t in fig.axes[0].texts]
@@ -148,7 +180,7 @@ def test_swing_and_end_labels_stay_inside_the_frame(p_end: float) -> None:
     p_black = np.full(82, 0.5)
     p_black[[80, 81]] = [1 - p_end, p_end]           # changes 0.49 and 0.98, ending in a corner
     p_black[1] = 0.95                                   # 0.45 (and back at ply 2: the first of a tie wins)
-    curve = predict.GameCurve(positions, p_black, p_black)
+    curve = RawSwings(positions, p_black, p_black)
     fig = predict.curve_figure(curve, "test", record, ["in the run's train split"])
     renderer = fig.canvas.get_renderer()
     ax = fig.axes[0]
@@ -199,7 +231,7 @@ def test_leader_lines_cross_no_other_leader_and_keep_off_other_points() -> None:
     p_black = np.where(np.arange(len(positions.moves) + 1) % 2 == 0, 0.45, 0.55)
     p_black[50:64] = [0.417, 0.553, 0.412, 0.545, 0.411, 0.57, 0.402, 0.597, 0.413, 0.577, 0.432, 0.554,
                       0.432, 0.509]
-    curve = predict.GameCurve(positions, p_black, p_black)
+    curve = RawSwings(positions, p_black, p_black)
     assert curve.swings() == [56, 57, 58]
     fig = predict.curve_figure(curve, "test", record)
     renderer, ax = fig.canvas.get_renderer(), fig.axes[0]
@@ -344,11 +376,13 @@ def test_policy_model_shows_its_top_moves(policy_run, mirror: bool) -> None:
     np.testing.assert_allclose(curve.p_to_move[:1], scoring.sigmoid(np.asarray(
         model_lib.value_logits(model, start.board[:1], start.hands[:1], mirror), np.float64)), rtol=1e-6)
     table = predict.format_curve(curve, record).splitlines()
-    assert table[1] == predict.TOP_NOTE and "network's top 3" in table[3]
-    row = table[4]                                          # the start position: next is 7g7f
-    assert row.split()[6] == "7g7f" and curve.top[0][0].notation in row
+    assert table[3] == predict.TOP_NOTE and "network's top 3" in table[5]
+    row = table[6]                                          # the start position: next is 7g7f
+    assert row.split()[6] == "▲７六歩(77)" and curve.top[0][0].notation in row
     played = [i for i, top in enumerate(curve.top[:-1]) if any(m.usi == start.moves[i + 1] for m in top)]
-    assert all("*" in table[4 + i] for i in played)
+    assert all("*" in table[6 + i] for i in played)
+    row = predict.format_curve(curve, record, notation="usi").splitlines()[6]
+    assert row.split()[6] == "7g7f" and curve.top[0][0].usi in row and "▲" not in row
 
 
 def test_value_model_table_is_unchanged(run) -> None:
