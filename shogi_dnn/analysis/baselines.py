@@ -335,11 +335,11 @@ def fit_baselines(train_paths: Sequence[str | Path], l2: float = L2,
     total, label_sum = 0, 0.0
     evals = evalfit.EvalStats()
     for batch in iter_batches(train_paths, (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN,
-                                            shards.KEY_PLY, shards.KEY_EVAL)):
+                                            shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME)):
         win = batch[shards.KEY_WIN].astype(np.float64)
         total += win.size
         label_sum += float(win.sum())
-        evals.add(batch[shards.KEY_EVAL], win, batch[shards.KEY_PLY])
+        evals.add(batch[shards.KEY_EVAL], win, batch[shards.KEY_PLY], batch[shards.KEY_GAME])
         rows, inverse = np.unique(material_features(batch[shards.KEY_BOARD], batch[shards.KEY_HANDS]),
                                   axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
@@ -427,7 +427,8 @@ def score_baselines_by_game(baselines: Baselines, paths: Sequence[str | Path]
     rows["material"].update(piece_values=baselines.piece_values(), bias=baselines.bias)
     rows["piece_square"].update(l2=baselines.piece_square.l2, passes=baselines.piece_square.passes)
     if baselines.engine is not None and evaluated:
-        rows["engine"].update(scale=baselines.engine.scale, coverage=evaluated / rows["engine"]["positions"],
+        rows["engine"].update(scale=baselines.engine.scale, fit=baselines.engine.fit_text(),
+                              fit_used=baselines.engine.enough, coverage=evaluated / rows["engine"]["positions"],
                               train_coverage=baselines.engine.coverage,
                               evaluated={"positions": evaluated,
                                          "games": games["engine_evaluated"].summary()["games"],
