@@ -46,6 +46,7 @@ from shogi_dnn.analysis import scoring
 from shogi_dnn.errors import RunError, ShardFormatError
 from shogi_dnn.dataset.features import EVAL_NONE, HAND_SIZE, NUM_HAND_TYPES, NUM_PIECE_CODES
 from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE
+from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,9 @@ FEATURE_NAMES = tuple([SFEN_PIECE[t] for t in BOARD_KINDS] + [f"{SFEN_PIECE[t]}*
 READ_ROWS = 65536            # positions read per slice when streaming a shard
 L2 = 1.0                     # ridge penalty on the piece values (not the bias): keeps tiny fits finite
 PROB_CLIP = 1e-6
-# Baselines.to_dict's layout (2: piece_square and engine): part of evaluate's cache key
-BASELINES_VERSION = 2
+# Baselines.to_dict's layout (2: piece_square and engine; 3: the engine fit's games and interval):
+# part of evaluate's cache key
+BASELINES_VERSION = 3
 # 28 piece codes a square can hold (0, empty, is the reference)
 BOARD_CODES = NUM_PIECE_CODES - 1
 SQUARE_COLUMNS = NUM_SQUARES * BOARD_CODES        # 2268 one-hot (square, code) columns
@@ -428,7 +430,8 @@ def score_baselines_by_game(baselines: Baselines, paths: Sequence[str | Path]
     rows["piece_square"].update(l2=baselines.piece_square.l2, passes=baselines.piece_square.passes)
     if baselines.engine is not None and evaluated:
         rows["engine"].update(scale=baselines.engine.scale, fit=baselines.engine.fit_text(),
-                              fit_used=baselines.engine.enough, coverage=evaluated / rows["engine"]["positions"],
+                              fit_used=baselines.engine.enough,
+                              coverage=evaluated / rows["engine"]["positions"],
                               train_coverage=baselines.engine.coverage,
                               evaluated={"positions": evaluated,
                                          "games": games["engine_evaluated"].summary()["games"],
@@ -462,6 +465,8 @@ def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[Baselines, str]:
                     return Baselines.from_dict(cached["baselines"]), str(source)
                 except (KeyError, TypeError, ValueError):
                     log.warning("%s: unreadable cached baselines: fitting them again", cache)
+        log.info("fitting the baselines on %s's training split (%s; cached in %s)", source,
+                 plural(sum(s.positions for s in train), "position"), run_files.BASELINES_JSON)
         fitted = fit_baselines([manifest.shard_path(s) for s in train])
         run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
         return fitted, str(source)

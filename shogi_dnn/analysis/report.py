@@ -224,7 +224,8 @@ def _engine_line(result: dict[str, Any]) -> list[str]:
     how = ("fitted on the training split" if fit is None else
            f"fitted on the training split: {fit}" if engine.get("fit_used") else
            f"the default: too few games in the training split for its fit, {fit}")
-    return [(f"engine: sigmoid(eval / a), a = {engine.get('scale', 0):.0f} cp/logit {how}; evaluations on {engine.get('coverage', 0):.1%} of these positions "
+    return [(f"engine: sigmoid(eval / a), a = {engine.get('scale', 0):.0f} cp/logit {how}; evaluations on "
+             f"{engine.get('coverage', 0):.1%} of these positions "
              f"({evaluated.get('positions', 0):,} positions, {evaluated.get('games', '?')} games: the "
              "evaluated rows), p = 0.5 elsewhere")]
 

@@ -79,10 +79,12 @@ class EvalStats:
         self.total = 0                            # every position seen, evaluated or not
         self.with_eval = 0                        # positions with an evaluation, with or without a result
         self.games: set[int] = set()              # ids of the games with an evaluated position and a result
-        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # (eval index, win, game) for the
-        self.kept_rows = 0                                                # bootstrap, BOOTSTRAP_POSITIONS at most
+        # (eval index, win, game) of the first BOOTSTRAP_POSITIONS positions, for the bootstrap
+        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.kept_rows = 0
 
-    def add(self, evals: np.ndarray, win: np.ndarray, ply: np.ndarray, game: np.ndarray | None = None) -> None:
+    def add(self, evals: np.ndarray, win: np.ndarray, ply: np.ndarray,
+            game: np.ndarray | None = None) -> None:
         """Add a batch: evals [N] int16 (EVAL_NONE = none), win [N] float (1/0/0.5), ply [N] int, game [N]
         int game ids (None: each position its own game)."""
         evals = np.asarray(evals).reshape(-1)
@@ -333,9 +335,9 @@ def resolve_eval_target(cfg: TrainConfig, manifest: shards.Manifest) -> EvalTarg
 
 
 def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, ...]]:
-    """(eval [N] int16, win [N] float32, ply [N] int16, game [N] int32) of every position, a shard at a time. A shard
-    without the optional `eval` dataset (no position of it has one) is only counted: nothing of it is
-    decompressed."""
+    """(eval [N] int16, win [N] float32, ply [N] int16, game [N] int32) of every position, a shard at a
+    time. A shard without the optional `eval` dataset (no position of it has one) is only counted: nothing
+    of it is decompressed."""
     for path in paths:
         with shards.open_shard(path) as f:
             if shards.KEY_EVAL not in f:
