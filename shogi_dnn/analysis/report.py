@@ -99,8 +99,8 @@ def _eval_scale_lines(run: dict[str, Any]) -> list[str]:
     how = ("set by train.eval_scale" if target.get("set_scale") else "the fit" if fit.enough else
            f"the default: the fit saw fewer than {evalfit.MIN_FIT_GAMES} games or "
            f"{evalfit.MIN_FIT_POSITIONS:,} positions")
-    return [f"- evaluation targets: λ = {target.get('weight', 0):g}, a = {target.get('scale', 0):.0f} "
-            f"cp/logit ({how}); fitted on results: {fit.fit_text()[len('a = '):]}"]
+    return [(f"- evaluation targets: λ = {target.get('weight', 0):g}, a = {target.get('scale', 0):.0f} "
+             f"cp/logit ({how}); fitted on results: {fit.fit_text()[len('a = '):]}")]
 
 
 def _history_lines(run: dict[str, Any]) -> list[str]:

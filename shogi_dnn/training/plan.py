@@ -360,20 +360,20 @@ def estimate_plan(manifest: shards.Manifest, cfg: Config, gpu: gpus_lib.Gpu, dev
 def format_estimate(e: Estimate) -> str:
     """The estimate as a few lines: inputs, rate, epoch, run and cost intervals, and the rule's caveat."""
     precision = "float32 (TF32)" if e.peak_flops == 1e12 * e.gpu.float32_tflops else "mixed precision"
-    lines = [f"{e.devices} x {e.gpu.name} ({e.peak_flops / 1e12:,.1f} TFLOP/s peak, {precision}; "
-             f"{e.gpu.source}), {e.flops_per_position / 1e9:,.3f} GFLOP per training position",
-             f"{e.train_positions:,} training positions, {e.updates_per_epoch:,} updates of "
-             f"{e.update_batch:,} per epoch, {e.epochs} epoch(s)",
-             f"positions/s: {e.rate[0]:,.0f} - {e.rate[1]:,.0f} (GPUs at {100 * gpus_lib.MFU_LOW:.0f}-"
-             f"{100 * gpus_lib.MFU_HIGH:.0f}% of peak: {e.gpu_rate[0]:,.0f} - {e.gpu_rate[1]:,.0f}"
-             + (f"; input pipeline at most {e.pipeline_rate:,.0f}" if e.pipeline_rate else
-                "; input pipeline not bounded: give --cpus") + ")",
-             f"epoch: {format_duration(e.epoch_seconds[0])} - {format_duration(e.epoch_seconds[1])}, "
-             f"run: {format_duration(e.run_seconds[0])} - {format_duration(e.run_seconds[1])}"
-             + ("" if e.run_cost is None else
-                f", cost: {_money(e.run_cost[0])} - {_money(e.run_cost[1])} at "
-                f"{_money(e.price_per_hour)}/hour"),
+    pipeline = (f"; input pipeline at most {e.pipeline_rate:,.0f}" if e.pipeline_rate else
+                "; input pipeline not bounded: give --cpus")
+    cost = ("" if e.run_cost is None else
+            f", cost: {_money(e.run_cost[0])} - {_money(e.run_cost[1])} at {_money(e.price_per_hour)}/hour")
+    lines = [(f"{e.devices} x {e.gpu.name} ({e.peak_flops / 1e12:,.1f} TFLOP/s peak, {precision}; "
+              f"{e.gpu.source}), {e.flops_per_position / 1e9:,.3f} GFLOP per training position"),
+             (f"{e.train_positions:,} training positions, {e.updates_per_epoch:,} updates of "
+              f"{e.update_batch:,} per epoch, {e.epochs} epoch(s)"),
+             (f"positions/s: {e.rate[0]:,.0f} - {e.rate[1]:,.0f} (GPUs at {100 * gpus_lib.MFU_LOW:.0f}-"
+              f"{100 * gpus_lib.MFU_HIGH:.0f}% of peak: {e.gpu_rate[0]:,.0f} - {e.gpu_rate[1]:,.0f}"
+              f"{pipeline})"),
+             (f"epoch: {format_duration(e.epoch_seconds[0])} - {format_duration(e.epoch_seconds[1])}, "
+              f"run: {format_duration(e.run_seconds[0])} - {format_duration(e.run_seconds[1])}{cost}"),
              "",
-             "An estimate from published peaks (the interval is the utilisation's, not a measurement's): "
-             "measure with `shogi-dnn bench scaling` on the rented machine and re-plan with --scaling-fit."]
+             ("An estimate from published peaks (the interval is the utilisation's, not a measurement's): "
+              "measure with `shogi-dnn bench scaling` on the rented machine and re-plan with --scaling-fit.")]
     return "\n".join(lines)
