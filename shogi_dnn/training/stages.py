@@ -13,7 +13,6 @@ stream of a stage is a function of (group shards and rows, stream seed) and the 
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any
 
@@ -280,26 +279,15 @@ class StagePlan:
                            f"(different --data or data.num_groups?)")
 
 
-NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")     # one folder per GPU the NVIDIA driver sees
-
-
 def towers_without_tensorflow(simulate_devices: int | None, devices: str | None,
                               workers: int | None) -> int | None:
-    """The towers make_strategy will build, counted without TensorFlow: --simulate-devices N, --devices
-    LIST, else the NVIDIA driver's GPUs (CUDA_VISIBLE_DEVICES applied) or one CPU; None with several
-    workers (each counts its own GPUs) or when the count is unclear."""
+    """The towers make_strategy will build when the command line says (--simulate-devices N, --devices
+    LIST); None otherwise (every visible GPU, or several workers): then only what holds for any count is
+    checked before TensorFlow, and the rest once the strategy exists."""
     if workers is not None:
         return None
     if simulate_devices is not None:
         return simulate_devices if simulate_devices > 0 else None
     if devices:
         return len([d for d in devices.split(",") if d.strip()]) or None
-    try:
-        gpus = len(list(NVIDIA_GPUS.iterdir()))
-    except OSError:
-        gpus = 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and gpus:
-        listed = [d for d in visible.split(",") if d.strip()]
-        gpus = 0 if any(d.strip().startswith("-") for d in listed[:1]) else min(gpus, len(listed))
-    return gpus or 1
+    return None
