@@ -46,7 +46,8 @@ DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dn
              "shogi_dnn.analysis.tower_diagnosis", "shogi_dnn.analysis.eval_rows",
              "shogi_dnn.analysis.summary", "shogi_dnn.analysis.tactics", "shogi_dnn.analysis.data_check",
              "shogi_dnn.analysis.scoring", "shogi_dnn.training.schedule", "shogi_dnn.training.throughput",
-             "shogi_dnn.training.plan", "shogi_dnn.training.memory", "shogi_dnn.plotting")
+             "shogi_dnn.training.plan", "shogi_dnn.training.memory", "shogi_dnn.training.gpus",
+             "shogi_dnn.plotting")
 TENSORFLOW = ("tensorflow", "keras", "tensorboard")
 
 

@@ -46,6 +46,7 @@ from shogi_dnn.dataset.features import EVAL_NONE, HAND_SIZE, NUM_HAND_TYPES, NUM
 from shogi_dnn.errors import RunError, ShardFormatError
 from shogi_dnn.folders import run_files
 from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, SFEN_PIECE
+from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,9 @@ FEATURE_NAMES = tuple([SFEN_PIECE[t] for t in BOARD_KINDS] + [f"{SFEN_PIECE[t]}*
 READ_ROWS = 65536            # positions read per slice when streaming a shard
 L2 = 1.0                     # ridge penalty on the piece values (not the bias): keeps tiny fits finite
 PROB_CLIP = 1e-6
-# Baselines.to_dict's layout (2: piece_square and engine): part of evaluate's cache key
-BASELINES_VERSION = 2
+# Baselines.to_dict's layout (2: piece_square and engine; 3: the engine fit's games and interval):
+# part of evaluate's cache key
+BASELINES_VERSION = 3
 # 28 piece codes a square can hold (0, empty, is the reference)
 BOARD_CODES = NUM_PIECE_CODES - 1
 SQUARE_COLUMNS = NUM_SQUARES * BOARD_CODES        # 2268 one-hot (square, code) columns
@@ -335,11 +337,11 @@ def fit_baselines(train_paths: Sequence[str | Path], l2: float = L2,
     total, label_sum = 0, 0.0
     evals = evalfit.EvalStats()
     for batch in iter_batches(train_paths, (shards.KEY_BOARD, shards.KEY_HANDS, shards.KEY_WIN,
-                                            shards.KEY_PLY, shards.KEY_EVAL)):
+                                            shards.KEY_PLY, shards.KEY_EVAL, shards.KEY_GAME)):
         win = batch[shards.KEY_WIN].astype(np.float64)
         total += win.size
         label_sum += float(win.sum())
-        evals.add(batch[shards.KEY_EVAL], win, batch[shards.KEY_PLY])
+        evals.add(batch[shards.KEY_EVAL], win, batch[shards.KEY_PLY], batch[shards.KEY_GAME])
         rows, inverse = np.unique(material_features(batch[shards.KEY_BOARD], batch[shards.KEY_HANDS]),
                                   axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
@@ -427,7 +429,9 @@ def score_baselines_by_game(baselines: Baselines, paths: Sequence[str | Path]
     rows["material"].update(piece_values=baselines.piece_values(), bias=baselines.bias)
     rows["piece_square"].update(l2=baselines.piece_square.l2, passes=baselines.piece_square.passes)
     if baselines.engine is not None and evaluated:
-        rows["engine"].update(scale=baselines.engine.scale, coverage=evaluated / rows["engine"]["positions"],
+        rows["engine"].update(scale=baselines.engine.scale, fit=baselines.engine.fit_text(),
+                              fit_used=baselines.engine.enough,
+                              coverage=evaluated / rows["engine"]["positions"],
                               train_coverage=baselines.engine.coverage,
                               evaluated={"positions": evaluated,
                                          "games": games["engine_evaluated"].summary()["games"],
@@ -461,6 +465,8 @@ def fitted_baselines(run_dir: Path, data_dir: Path) -> tuple[Baselines, str]:
                     return Baselines.from_dict(cached["baselines"]), str(source)
                 except (KeyError, TypeError, ValueError):
                     log.warning("%s: unreadable cached baselines: fitting them again", cache)
+        log.info("fitting the baselines on %s's training split (%s; cached in %s)", source,
+                 plural(sum(s.positions for s in train), "position"), run_files.BASELINES_JSON)
         fitted = fit_baselines([manifest.shard_path(s) for s in train])
         run_files.write_json_atomic(cache, {"key": key, "baselines": fitted.to_dict()}, allow_nan=False)
         return fitted, str(source)

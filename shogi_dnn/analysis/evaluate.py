@@ -52,7 +52,6 @@ from typing import Any
 import keras
 import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
 from shogi_dnn import config
 from shogi_dnn.analysis import baselines, data_check, eval_rows, scoring, tactics
@@ -64,6 +63,7 @@ from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster, pipeline, schedule
 from shogi_dnn.training import model as model_lib
 from shogi_dnn.training.devices import make_strategy
+from shogi_dnn.wording import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Se
     total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
     pipeline.take_read_error()            # clear: only this pass's errors count
     try:
-        for batch in tqdm(dist, total=total, desc="evaluate", unit="batch", leave=False):
+        for batch in progress_bar(dist, total=total, desc="evaluate", unit="batch"):
             _score_batch(strategy, step, batch, scores)
     except tf.errors.OpError:      # a damaged chunk: the pipeline's one-line error, not TensorFlow's
         error = pipeline.take_read_error()

@@ -40,7 +40,7 @@ from shogi_dnn.analysis.tower_diagnosis import (
     train_records,
     validation_records,
 )
-from shogi_dnn.dataset import identity
+from shogi_dnn.dataset import evalfit, identity
 from shogi_dnn.errors import RunError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import throughput
@@ -84,6 +84,7 @@ def render_markdown(run_dir: Path, records: Sequence[dict[str, Any]], evals: dic
              *_history_lines(run),
              (f"- towers: {run.get('num_replicas', '?')} "
               f"({', '.join(device_label(d) for d in run.get('devices', [])) or '?'})"),
+             *_eval_scale_lines(run),
              *_progress_lines(run_dir)]
     lines += _training_lines(records)
     lines += _tower_lines(records, flags)
@@ -117,6 +118,20 @@ def _dataset_text(run: dict[str, Any]) -> str:
         return f" ({identity.DatasetIdentity.from_dict(run[run_files.KEY_DATASET]).describe()})"
     except (KeyError, ValueError):
         return ""
+
+
+def _eval_scale_lines(run: dict[str, Any]) -> list[str]:
+    """The evaluation target's line: a as trained, and the fit on results with its interval, games and
+    positions (none for a run without evaluation targets)."""
+    target = run.get("eval_target") or {}
+    if not target.get("fit"):
+        return []
+    fit = evalfit.EvalFit.from_dict(target["fit"])
+    how = ("set by train.eval_scale" if target.get("set_scale") else "the fit" if fit.enough else
+           f"the default: the fit saw fewer than {evalfit.MIN_FIT_GAMES} games or "
+           f"{evalfit.MIN_FIT_POSITIONS:,} positions")
+    return [(f"- evaluation targets: λ = {target.get('weight', 0):g}, a = {target.get('scale', 0):.0f} "
+             f"cp/logit ({how}); fitted on results: {fit.fit_text()[len('a = '):]}")]
 
 
 def _history_lines(run: dict[str, Any]) -> list[str]:
@@ -236,8 +251,12 @@ def _engine_line(result: dict[str, Any]) -> list[str]:
     if not engine or "evaluated" not in engine:
         return []
     evaluated = engine["evaluated"]
-    return [(f"engine: sigmoid(eval / a), a = {engine.get('scale', 0):.0f} cp/logit fitted on the training "
-             f"split; evaluations on {engine.get('coverage', 0):.1%} of these positions "
+    fit = engine.get("fit")
+    how = ("fitted on the training split" if fit is None else
+           f"fitted on the training split: {fit}" if engine.get("fit_used") else
+           f"the default: too few games in the training split for its fit, {fit}")
+    return [(f"engine: sigmoid(eval / a), a = {engine.get('scale', 0):.0f} cp/logit {how}; evaluations on "
+             f"{engine.get('coverage', 0):.1%} of these positions "
              f"({evaluated.get('positions', 0):,} positions, {evaluated.get('games', '?')} games: the "
              "evaluated rows), p = 0.5 elsewhere")]
 

@@ -52,6 +52,7 @@ from shogi_dnn.annotate.worker import ChunkResult, Labeller, Stopped, label_chun
 from shogi_dnn.dataset import identity, shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.folders import locks, run_files
+from shogi_dnn.wording import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -195,10 +196,9 @@ def _label_all(plan: Plan, out: Path, engine: str, report: AnnotateReport, progr
     todo = collections.deque(c for c in plan.chunks if c.index not in done)
     if done:
         log.info("%s: resuming: %d of %d chunks were done before", out, len(done), len(plan.chunks))
-    from tqdm import tqdm
-    bar = tqdm(total=sum(c.size for c in plan.chunks), initial=sum(c.size for c in plan.chunks
-                                                                  if c.index in done),
-               unit="position", disable=not progress, dynamic_ncols=True, smoothing=0.1)
+    bar = progress_bar(total=sum(c.size for c in plan.chunks),
+                       initial=sum(c.size for c in plan.chunks if c.index in done), unit="position",
+                       enabled=progress)
     started = time.perf_counter()
     stop, results = threading.Event(), queue.Queue()
     lock = threading.Lock()

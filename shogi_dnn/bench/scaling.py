@@ -33,6 +33,7 @@ from shogi_dnn.config import Config, load_config
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import throughput
+from shogi_dnn.wording import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -255,14 +256,13 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
 def sweep(config: Config, devices: Sequence[int], batches: Sequence[int], steps: int, warmup: int,
           repeats: int, device_names: Sequence[str]) -> list[Point]:
     """Measure every (device count, per-replica batch); Ctrl-C stops early and keeps what was measured."""
-    from tqdm import tqdm
 
     from shogi_dnn.training.devices import make_strategy
 
     points: list[Point] = []
     todo = [(n, b) for n in devices for b in batches]
     try:
-        with tqdm(todo, desc="bench scaling", unit="point", leave=False) as progress:
+        with progress_bar(todo, desc="bench scaling", unit="point") as progress:
             for n, b in progress:
                 progress.set_postfix_str(f"{n} dev x {b}")
                 strategy = (make_strategy(simulate_devices=n) if device_names[0].startswith("/cpu")

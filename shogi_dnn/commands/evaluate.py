@@ -6,9 +6,12 @@ RUN/eval-<split>@<folder>-<hash>.json, which report does not read) and print a t
 from __future__ import annotations
 
 import argparse
+import logging
 
 from shogi_dnn.analysis import data_check
 from shogi_dnn.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 EVAL_SPLITS = data_check.SPLITS
 
@@ -46,6 +49,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    log.info("evaluate: checking %s and its data, then loading TensorFlow and the model (10-20 s), fitting "
+             "the baselines (once per run) and scoring the %s split", args.run_dir, args.split)
     # The run, its model and the data are checked (and the data held as a reader) before TensorFlow loads.
     with data_check.checked_split(args.run_dir, args.data, args.split, args.checkpoint, args.verify_shards,
                                   args.allow_trained_games) as checked:

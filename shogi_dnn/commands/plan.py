@@ -1,8 +1,9 @@
-"""`shogi-dnn plan --data DIR --config TOML [--set ...] (--scaling-fit FIT | --fit devices=N,v0=..,t=.. ...)
-[--price-per-hour P | N=P ...] [--devices 1,2,4,8] [--pipeline-rate POS_PER_S [--target-cores N
---this-cores M]] [--json] [--plot PNG]`: time and cost of one epoch and of the configured run on each device
-count, from the dataset's manifest, the config and a throughput fit (`bench scaling`), before renting.
-No TensorFlow."""
+"""`shogi-dnn plan --data DIR --config TOML [--set ...] (--scaling-fit FIT | --fit devices=N,v0=..,t=.. ...
+| --gpu NAME [--gpus N] [--cpus N]) [--price-per-hour P | N=P ...] [--devices 1,2,4,8] [--pipeline-rate
+POS_PER_S [--target-cores N --this-cores M]] [--json] [--plot PNG]`: time and cost of one epoch and of the
+configured run on each device count, from the dataset's manifest, the config and a throughput fit (`bench
+scaling`), or before any fit an interval from a named GPU's published peaks (training/gpus.py), before
+renting. No TensorFlow."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from shogi_dnn.config import load_config
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
-from shogi_dnn.training import plan, throughput
+from shogi_dnn.training import gpus, plan, throughput
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -40,6 +41,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--this-cores", type=int, default=0,
                         help="CPU cores the pipeline rate was measured with (default: this machine's, "
                              "when --target-cores is given)")
+    parser.add_argument("--gpu", default=None, metavar="NAME",
+                        help="no fit yet: estimate from the published peaks of this GPU "
+                             f"({', '.join(g.name for g in gpus.GPUS.values())})")
+    parser.add_argument("--gpus", type=int, default=1, metavar="N", help="with --gpu: how many (default 1)")
+    parser.add_argument("--cpus", type=int, default=0, metavar="N",
+                        help="with --gpu: CPU cores of the machine (the input pipeline's ceiling)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON instead of the table")
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="write time and cost against device count")
@@ -50,9 +57,10 @@ def read_fits(args: argparse.Namespace) -> dict[int, throughput.ThroughputFit]:
     fits = dict(throughput.load_fits(args.scaling_fit)) if args.scaling_fit else {}
     for spec in args.fit:
         fits.update(throughput.load_fits(spec))
-    if not fits:
+    if not fits and not args.gpu:
         raise ConfigError("give a throughput fit: --scaling-fit FIT.json (from `shogi-dnn bench scaling`) or "
-                          "--fit devices=N,v0=POSITIONS_PER_S,t=SECONDS (repeatable)")
+                          "--fit devices=N,v0=POSITIONS_PER_S,t=SECONDS (repeatable); before any "
+                          "measurement, --gpu NAME [--gpus N] estimates from published figures")
     return fits
 
 
@@ -70,8 +78,16 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     config = load_config(Path(args.config), args.set)
     fits = read_fits(args)
-    devices = parse_devices(args.devices)
     per_device, per_count = plan.parse_prices(args.price_per_hour)
+    if args.gpu and not fits:
+        gpu = gpus.find_gpu(args.gpu)
+        if args.cpus < 0:
+            raise ConfigError(f"--cpus {args.cpus}: must be >= 0")
+        estimate = plan.estimate_plan(shards.read_manifest(args.data), config, gpu, args.gpus,
+                                      plan.machine_price(args.gpus, per_device, per_count), args.cpus)
+        print(json.dumps(estimate.to_dict(), indent=2) if args.json else plan.format_estimate(estimate))
+        return 0
+    devices = parse_devices(args.devices)
     pipeline = None
     if args.pipeline_rate is not None:
         if not args.pipeline_rate > 0:

@@ -24,7 +24,7 @@ from shogi_dnn.config import Config, load_config
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.folders import locks, run_files
-from shogi_dnn.training import bind_shim, cluster, memory, throughput
+from shogi_dnn.training import bind_shim, cluster, memory, stages, throughput
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and cluster_spec is None:
         refuse_nothing_to_resume(run_dir)               # a mistyped --run-dir: no new run from zero
     run_files.refuse_foreign_folder(run_dir)            # run files among others (/etc): none written
+    manifest = shards.read_manifest(args.data)          # batch and group problems: one line, no folder
+    stages.check_before_start(config, sum(s.positions for s in manifest.split("train")),
+                              stages.towers_without_tensorflow(args.simulate_devices, args.devices,
+                                                               None if cluster_spec is None else
+                                                               len(cluster_spec.addresses)))
+    created = not run_dir.exists()
+    try:
+        return _locked_train(args, argv, config, cluster_spec, fits, run_dir)
+    except BaseException:
+        if created and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()                             # a refused run leaves no empty folder behind
+        raise
+
+
+def _locked_train(args: argparse.Namespace, argv: list[str] | None, config: Config,
+                  cluster_spec: cluster.Cluster | None, fits: dict[int, throughput.ThroughputFit] | None,
+                  run_dir: Path) -> int:
+    """main's work under the run directory's writer lock and as one of the dataset's readers."""
     with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
-        shards.read_manifest(args.data)                 # no dataset there: one line, no TensorFlow
         if not args.resume and cluster_spec is None:    # a finished run: likewise (a cluster's workers
             run_files.refuse_existing_run(run_dir)      # must agree: resume.start_run checks that)
         command = shlex.join(["shogi-dnn", "train", *(sys.argv[1:] if argv is None else argv)])

@@ -76,7 +76,7 @@ from shogi_dnn.errors import ConfigError, KifuError
 from shogi_dnn.folders import locks, run_files
 from shogi_dnn.kifu import names
 from shogi_dnn.rules import resolve_backend
-from shogi_dnn.wording import plural
+from shogi_dnn.wording import plural, progress_bar
 
 # The job's public names, re-exported so that callers need only `shogi_dnn.convert.run`.
 __all__ = ["DRAWS", "RATING_OF", "REPORT_NAME", "STATE_NAME", "ConvertReport", "ConvertSettings",
@@ -149,11 +149,10 @@ def _already_complete(out: Path, state: ConvertState) -> dict[str, Any] | None:
 
 
 class _Progress:
-    """tqdm bar over files with games/positions in the postfix (silent when disabled)."""
+    """A progress bar (progress.bar) over files with games/positions in the postfix (silent when disabled)."""
 
     def __init__(self, total: int | None, enabled: bool) -> None:
-        from tqdm import tqdm
-        self.bar = tqdm(total=total, unit="file", disable=not enabled, dynamic_ncols=True, leave=True)
+        self.bar = progress_bar(total=total, unit="file", enabled=enabled, leave=True)
 
     def update(self, report: ConvertReport, writer: DatasetWriter) -> None:
         self.bar.update(1)

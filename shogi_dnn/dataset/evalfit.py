@@ -23,7 +23,12 @@ evaluations the fit keeps:
 Table of EvalFit.to_dict() (stored in a run's run.json under "eval_fit" and printed by the trainer):
 
   key         type          meaning
-  scale       float         a fitted on every evaluated training position (centipawns per logit)
+  scale       float         a used: `fitted` when the fit saw enough games and positions (MIN_FIT_GAMES,
+                            MIN_FIT_POSITIONS), else DEFAULT_SCALE
+  fitted      float         a fitted on every evaluated training position (centipawns per logit)
+  interval    [2] float     95% bootstrap interval of `fitted` over games (BOOTSTRAP_RESAMPLES resamples of
+                            the first BOOTSTRAP_POSITIONS positions' games); [] when under two games
+  games       int           games with an evaluated position that the fit saw
   positions   int           evaluated positions the fit saw (clipped evals, draws as 0.5)
   coverage    float         share of the training positions that carry an evaluation
   ply_edges   [R] int       lower edge of each ply range
@@ -52,6 +57,10 @@ PLY_RANGE_WIDTH = 20
 PLY_EDGES = tuple(range(0, 220, PLY_RANGE_WIDTH))  # 0, 20, ..., 200: the last range is [200, inf)
 MIN_RANGE_POSITIONS = 200                         # a range with fewer keeps the global scale
 DEFAULT_SCALE = 756.0                             # dlshogi's a: the fallback when nothing can be fitted
+MIN_FIT_GAMES = 50                                # fewer evaluated games: a stays DEFAULT_SCALE (a warning)
+MIN_FIT_POSITIONS = 2000                          # fewer evaluated positions: likewise
+BOOTSTRAP_RESAMPLES = 100
+BOOTSTRAP_POSITIONS = 1_000_000                   # positions kept (in stream order) for the interval
 LN2 = math.log(2.0)
 
 
@@ -69,9 +78,15 @@ class EvalStats:
         self.label = np.zeros((len(PLY_EDGES), width), np.float64)
         self.total = 0                            # every position seen, evaluated or not
         self.with_eval = 0                        # positions with an evaluation, with or without a result
+        self.games: set[int] = set()              # ids of the games with an evaluated position and a result
+        # (eval index, win, game) of the first BOOTSTRAP_POSITIONS positions, for the bootstrap
+        self.kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.kept_rows = 0
 
-    def add(self, evals: np.ndarray, win: np.ndarray, ply: np.ndarray) -> None:
-        """Add a batch: evals [N] int16 (EVAL_NONE = none), win [N] float (1/0/0.5), ply [N] int."""
+    def add(self, evals: np.ndarray, win: np.ndarray, ply: np.ndarray,
+            game: np.ndarray | None = None) -> None:
+        """Add a batch: evals [N] int16 (EVAL_NONE = none), win [N] float (1/0/0.5), ply [N] int, game [N]
+        int game ids (None: each position its own game)."""
         evals = np.asarray(evals).reshape(-1)
         self.total += evals.size
         self.with_eval += int(np.count_nonzero(evals != EVAL_NONE))
@@ -84,8 +99,17 @@ class EvalStats:
         flat = r * self.count.shape[1] + e
         size = self.count.size
         self.count += np.bincount(flat, minlength=size).reshape(self.count.shape)
-        self.label += np.bincount(flat, weights=np.asarray(win, np.float64).reshape(-1)[has],
-                                  minlength=size).reshape(self.count.shape)
+        labels = np.asarray(win, np.float64).reshape(-1)[has]
+        self.label += np.bincount(flat, weights=labels, minlength=size).reshape(self.count.shape)
+        if game is None:          # no game ids: positions stand for games (ids past any real one)
+            ids = np.arange(self.evaluated - e.size, self.evaluated, dtype=np.int64) + (1 << 40)
+        else:
+            ids = np.asarray(game, np.int64).reshape(-1)[has]
+        self.games.update(np.unique(ids).tolist())
+        room = BOOTSTRAP_POSITIONS - self.kept_rows
+        if room > 0:
+            self.kept.append((e[:room].astype(np.int16), labels[:room].astype(np.float32), ids[:room]))
+            self.kept_rows += min(room, e.size)
 
     @property
     def evaluated(self) -> int:
@@ -141,6 +165,9 @@ class EvalFit:
     gains: tuple[float, ...]
     trust: tuple[float, ...]
     counts: tuple[int, ...]
+    fitted: float = 0.0
+    games: int = 0
+    interval: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -150,7 +177,28 @@ class EvalFit:
         return cls(float(data["scale"]), int(data["positions"]), float(data["coverage"]),
                    tuple(int(v) for v in data["ply_edges"]), tuple(float(v) for v in data["scales"]),
                    tuple(float(v) for v in data["gains"]), tuple(float(v) for v in data["trust"]),
-                   tuple(int(v) for v in data["counts"]))
+                   tuple(int(v) for v in data["counts"]), float(data.get("fitted", data["scale"])),
+                   int(data.get("games", 0)), tuple(float(v) for v in data.get("interval", ())))
+
+    @property
+    def enough(self) -> bool:
+        """Whether the fit saw MIN_FIT_GAMES games and MIN_FIT_POSITIONS positions (then scale = fitted)."""
+        return self.games >= MIN_FIT_GAMES and self.positions >= MIN_FIT_POSITIONS
+
+    def fit_text(self) -> str:
+        """'a = 512 cp/logit (95% interval 480-550 over 1,234 games, 56,789 positions)'."""
+        interval = (f"95% interval {self.interval[0]:.0f}-{self.interval[1]:.0f} over "
+                    if len(self.interval) == 2 else "")
+        return (f"a = {self.fitted:.0f} cp/logit ({interval}{self.games:,} games, "
+                f"{self.positions:,} positions)")
+
+    def warning(self) -> str | None:
+        """One line when the fit saw too little to be used (scale is then DEFAULT_SCALE), else None."""
+        if self.enough:
+            return None
+        return (f"the evaluation scale fitted on results ({self.fit_text()}) rests on fewer than "
+                f"{MIN_FIT_GAMES} games or {MIN_FIT_POSITIONS:,} positions: using the default "
+                f"a = {DEFAULT_SCALE:.0f} cp/logit (set train.eval_scale to choose one)")
 
     def trust_text(self) -> str:
         """The trust by ply range for a log line: '0+:0.03 20+:0.16 ...' (ranges with positions only)."""
@@ -161,7 +209,9 @@ def fit_stats(stats: EvalStats) -> EvalFit | None:
     """EvalFit of an aggregate; None when no position carries an evaluation."""
     if stats.evaluated == 0:
         return None
-    scale = fit_scale(stats.count.sum(axis=0), stats.label.sum(axis=0))
+    fitted = fit_scale(stats.count.sum(axis=0), stats.label.sum(axis=0))
+    games = len(stats.games)
+    scale = fitted if games >= MIN_FIT_GAMES and stats.evaluated >= MIN_FIT_POSITIONS else DEFAULT_SCALE
     scales, gains, counts = [], [], []
     for r in range(len(PLY_EDGES)):
         n = int(stats.count[r].sum())
@@ -171,14 +221,39 @@ def fit_stats(stats: EvalStats) -> EvalFit | None:
     best = max(gains)
     trust = [g / best if best > 0 else 0.0 for g in gains]
     return EvalFit(scale, stats.evaluated, stats.with_eval / max(stats.total, 1), PLY_EDGES,
-                   tuple(scales), tuple(gains), tuple(trust), tuple(counts))
+                   tuple(scales), tuple(gains), tuple(trust), tuple(counts), fitted, games,
+                   bootstrap_interval(stats))
 
 
-def fit_batches(batches: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> EvalFit | None:
-    """EvalFit of (evals [N] int16, win [N] float, ply [N] int) batches; None without any evaluation."""
+def bootstrap_interval(stats: EvalStats, resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = 0) -> tuple[float, ...]:
+    """(low, high): the 2.5% and 97.5% quantiles of a refitted on games resampled with replacement (the
+    kept positions' games, Poisson(1) weights); () with fewer than two games."""
+    if not stats.kept:
+        return ()
+    e = np.concatenate([k[0] for k in stats.kept]).astype(np.int64)
+    win = np.concatenate([k[1] for k in stats.kept]).astype(np.float64)
+    _, game = np.unique(np.concatenate([k[2] for k in stats.kept]), return_inverse=True)
+    games = int(game.max()) + 1
+    if games < 2:
+        return ()
+    rng = np.random.default_rng(seed)
+    width = 2 * FIT_CLIP + 1
+    fits = []
+    for _ in range(resamples):
+        weight = rng.poisson(1.0, games).astype(np.float64)[game]
+        fits.append(fit_scale(np.bincount(e, weights=weight, minlength=width),
+                              np.bincount(e, weights=weight * win, minlength=width)))
+    low, high = np.quantile(fits, [0.025, 0.975])
+    return (float(low), float(high))
+
+
+def fit_batches(batches: Iterable[tuple[np.ndarray, ...]]) -> EvalFit | None:
+    """EvalFit of (evals [N] int16, win [N] float, ply [N] int[, game [N] int]) batches; None without any
+    evaluation."""
     stats = EvalStats()
-    for evals, win, ply in batches:
-        stats.add(evals, win, ply)
+    for evals, win, ply, *game in batches:
+        stats.add(evals, win, ply, game[0] if game else None)
     return fit_stats(stats)
 
 
@@ -220,8 +295,9 @@ class EvalTarget:
                     "evaluation targets off (train.eval_weight = 0): results only")
         coverage = f"evaluations on {self.fit.coverage:.1%} of training positions"   # fit: λ > 0 (resolved)
         trust = "" if self.trust is None else f", trust by ply {self.fit.trust_text()}"   # trust is fit.trust
+        how = "fitted" if self.fitted_scale else "set" if self.set_scale else "default: too few games"
         return (f"{coverage}, λ = {self.weight:g}, a = {self.scale:.0f} cp/logit"
-                f" ({'fitted' if self.fitted_scale else 'set'}; fitted on results: {self.fit.scale:.0f})"
+                f" ({how}; fitted on results: {self.fit.fit_text()[len('a = '):]})"
                 f", weighting {self.weighting}{trust}")
 
     @classmethod
@@ -232,10 +308,13 @@ class EvalTarget:
 
     @property
     def fitted_scale(self) -> bool:
-        return self.fit is not None and self.scale == self.fit.scale
+        return self.fit is not None and self.fit.enough and not self.set_scale
+
+    set_scale: bool = False                       # train.eval_scale > 0 chose a
 
     def to_dict(self) -> dict[str, Any]:
         return {"weight": self.weight, "requested": self.requested, "scale": self.scale,
+                "set_scale": self.set_scale,
                 "weighting": self.weighting, "trust": None if self.trust is None else list(self.trust),
                 "fit": None if self.fit is None else self.fit.to_dict()}
 
@@ -251,18 +330,21 @@ def resolve_eval_target(cfg: TrainConfig, manifest: shards.Manifest) -> EvalTarg
         return dataclasses.replace(EvalTarget.results_only(cfg), requested=cfg.eval_weight)
     scale = cfg.eval_scale if cfg.eval_scale > 0 else fit.scale
     trust = fit.trust if cfg.eval_weighting == "trust" else None
-    return EvalTarget(cfg.eval_weight, scale, trust, cfg.eval_weighting, fit, cfg.eval_weight)
+    return EvalTarget(cfg.eval_weight, scale, trust, cfg.eval_weighting, fit, cfg.eval_weight,
+                      cfg.eval_scale > 0)
 
 
-def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(eval [N] int16, win [N] float32, ply [N] int16) of every position, a shard at a time. A shard
-    without the optional `eval` dataset (no position of it has one) is only counted: nothing of it is
-    decompressed."""
+def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, ...]]:
+    """(eval [N] int16, win [N] float32, ply [N] int16, game [N] int32) of every position, a shard at a
+    time. A shard without the optional `eval` dataset (no position of it has one) is only counted: nothing
+    of it is decompressed."""
     for path in paths:
         with shards.open_shard(path) as f:
             if shards.KEY_EVAL not in f:
                 n = int(f[shards.KEY_WIN].shape[0])
-                yield np.full(n, EVAL_NONE, np.int16), np.zeros(n, np.float32), np.zeros(n, np.int16)
+                yield (np.full(n, EVAL_NONE, np.int16), np.zeros(n, np.float32), np.zeros(n, np.int16),
+                       np.zeros(n, np.int32))
                 continue
-            rows = shards.read_rows(f, 0, None, [shards.KEY_EVAL, shards.KEY_WIN, shards.KEY_PLY])
-        yield rows[shards.KEY_EVAL], rows[shards.KEY_WIN], rows[shards.KEY_PLY]
+            rows = shards.read_rows(f, 0, None, [shards.KEY_EVAL, shards.KEY_WIN, shards.KEY_PLY,
+                                                 shards.KEY_GAME])
+        yield rows[shards.KEY_EVAL], rows[shards.KEY_WIN], rows[shards.KEY_PLY], rows[shards.KEY_GAME]

@@ -81,6 +81,28 @@ def parameter_count(cfg: ModelConfig) -> int:
     return body + head + hidden + 1 + policy
 
 
+def forward_macs(cfg: ModelConfig) -> int:
+    """Multiply-accumulates of one position's forward pass: every convolution (81 squares x kernel area x
+    inputs x outputs) and dense layer (inputs x outputs) of build_model(cfg); batch norm, ReLU, pooling
+    and the residual sums (a few operations per activation) are left out."""
+    filters, hidden = cfg.filters, cfg.value_hidden
+    body = SQUARES * 9 * (PLANES[cfg.features] * filters + 2 * cfg.blocks * filters * filters)
+    if cfg.block == "se":
+        squeeze = max(1, filters // cfg.se_ratio)
+        body += cfg.blocks * (filters * squeeze + squeeze * 2 * filters)
+    elif cfg.block == "gpool":
+        body += cfg.blocks * 2 * filters * filters
+    head = filters * hidden if cfg.value_head == "pool" else SQUARES * filters + SQUARES * hidden
+    policy = SQUARES * (filters * filters + filters * POLICY_DIRECTIONS) if cfg.policy_head else 0
+    return body + head + hidden + policy
+
+
+def training_flops(cfg: ModelConfig) -> int:
+    """Floating-point operations to train on one position: 2 per multiply-accumulate, the backward pass
+    twice the forward (gradients of the inputs and of the weights): 6 x forward_macs."""
+    return 6 * forward_macs(cfg)
+
+
 @dataclasses.dataclass(frozen=True)
 class MemoryEstimate:
     """Bytes one device needs to train (see the module docstring); `total` includes HEADROOM."""

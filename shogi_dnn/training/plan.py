@@ -30,7 +30,8 @@ from shogi_dnn import config as config_lib
 from shogi_dnn.config import Config
 from shogi_dnn.dataset import shards
 from shogi_dnn.errors import ConfigError
-from shogi_dnn.training import schedule, throughput
+from shogi_dnn.training import gpus as gpus_lib
+from shogi_dnn.training import memory, schedule, throughput
 from shogi_dnn.training.throughput import ThroughputFit
 from shogi_dnn.wording import duration_unit, format_duration
 
@@ -294,3 +295,86 @@ def plan_figure(plan: Plan):
     ax.set_title(f"time per epoch of {plan.train_positions:,} positions "
                  f"({plan.epochs} epoch(s) per run)")
     return fig
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """`plan --gpu`: a run's time and cost on N named GPUs from published peaks (gpus.py's rule), each
+    an interval (low, high); costs None without a price."""
+
+    gpu: gpus_lib.Gpu
+    devices: int
+    flops_per_position: int
+    peak_flops: float
+    gpu_rate: tuple[float, float]
+    pipeline_rate: float | None
+    rate: tuple[float, float]
+    train_positions: int
+    updates_per_epoch: int
+    update_batch: int
+    epochs: int
+    epoch_seconds: tuple[float, float]
+    run_seconds: tuple[float, float]
+    price_per_hour: float | None
+    run_cost: tuple[float, float] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["gpu"] = dataclasses.asdict(self.gpu)
+        return data
+
+
+def estimate_plan(manifest: shards.Manifest, cfg: Config, gpu: gpus_lib.Gpu, devices: int = 1,
+                  price_per_hour: float | None = None, cpus: int = 0) -> Estimate:
+    """Time and cost of the configured run on `devices` GPUs `gpu` before any measurement (gpus.py's
+    rule; `cpus` > 0 adds the input pipeline's ceiling).
+
+    Raises:
+        ConfigError: a device count < 1, a global batch not divisible by the devices, or a sample group
+            smaller than one update.
+    """
+    if devices < 1:
+        raise ConfigError(f"--gpus {devices}: must be >= 1")
+    groups = group_positions(manifest, cfg)
+    update_batch = config_lib.global_batch(cfg, devices) * cfg.train.micro_batches
+    updates = 0
+    for positions in groups:
+        if positions < update_batch:
+            raise ConfigError(f"{devices} GPU(s): a sample group has {positions} positions, fewer than one "
+                              f"update ({update_batch} = global batch x micro-batches)")
+        n = positions // update_batch
+        updates += min(n, cfg.train.max_steps_per_stage) if cfg.train.max_steps_per_stage > 0 else n
+    flops = memory.training_flops(cfg.model)
+    low, high = gpus_lib.gpu_rate(gpu, flops, cfg.model.mixed_precision, devices)
+    pipeline = cpus * gpus_lib.PIPELINE_PER_CORE if cpus > 0 else None
+    rate = (min(low, pipeline), min(high, pipeline)) if pipeline else (low, high)
+    positions = updates * update_batch
+    epoch = (positions / rate[1], positions / rate[0])
+    run = (epoch[0] * cfg.train.epochs, epoch[1] * cfg.train.epochs)
+    cost = (None if price_per_hour is None else
+            (price_per_hour * run[0] / 3600, price_per_hour * run[1] / 3600))
+    return Estimate(gpu, devices, flops, gpu.peak_flops(cfg.model.mixed_precision), (low, high), pipeline,
+                    rate, sum(groups), updates, update_batch, cfg.train.epochs, epoch, run, price_per_hour,
+                    cost)
+
+
+def format_estimate(e: Estimate) -> str:
+    """The estimate as a few lines: inputs, rate, epoch, run and cost intervals, and the rule's caveat."""
+    precision = "float32 (TF32)" if e.peak_flops == 1e12 * e.gpu.float32_tflops else "mixed precision"
+    pipeline = (f"; input pipeline at most {e.pipeline_rate:,.0f}" if e.pipeline_rate else
+                "; input pipeline not bounded: give --cpus")
+    cost = ("" if e.run_cost is None else
+            f", cost: {_money(e.run_cost[0])} - {_money(e.run_cost[1])} at {_money(e.price_per_hour)}/hour")
+    lines = [(f"{e.devices} x {e.gpu.name} ({e.peak_flops / 1e12:,.1f} TFLOP/s peak, {precision}; "
+              f"{e.gpu.source}), {e.flops_per_position / 1e9:,.3f} GFLOP per training position"),
+             (f"{e.train_positions:,} training positions, {e.updates_per_epoch:,} updates of "
+              f"{e.update_batch:,} per epoch, {e.epochs} epoch(s)"),
+             (f"positions/s: {e.rate[0]:,.0f} - {e.rate[1]:,.0f} (GPUs at {100 * gpus_lib.MFU_LOW:.0f}-"
+              f"{100 * gpus_lib.MFU_HIGH:.0f}% of peak: {e.gpu_rate[0]:,.0f} - {e.gpu_rate[1]:,.0f}"
+              f"{pipeline})"),
+             (f"epoch: {format_duration(e.epoch_seconds[0])} - {format_duration(e.epoch_seconds[1])}, "
+              f"run: {format_duration(e.run_seconds[0])} - {format_duration(e.run_seconds[1])}{cost}"),
+             "",
+             ("An estimate from published peaks (the interval is the utilisation's, not a measurement's): "
+              "measure with `shogi-dnn bench scaling` on the rented machine and re-plan with --scaling-fit.")]
+    return "\n".join(lines)

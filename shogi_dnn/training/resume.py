@@ -79,6 +79,9 @@ def start_run(parts: RunParts, options: StartOptions) -> TrainState:
              config_mod.scaled_lr(parts.config.optim, steps.update_batch),
              plural(parts.plan.num_groups, "sample group"), plural(parts.plan.epochs, "epoch"))
     log.info("%s", parts.eval_target.describe())
+    fit = parts.eval_target.fit
+    if fit is not None and not parts.eval_target.set_scale and fit.warning():
+        log.warning("%s", fit.warning())
     return state
 
 

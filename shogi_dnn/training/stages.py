@@ -96,14 +96,60 @@ class Stage:
 
 def check_group_size(positions: int, num_groups: int, update_batch: int) -> None:
     """Every sample group must hold at least one update: one line saying what to change otherwise."""
-    if num_groups >= 1 and positions // num_groups < update_batch:
-        most = positions // update_batch
-        fix = (f"set data.num_groups to at most {most}" if most >= 1
-               else f"lower train.global_batch (or train.micro_batches) to at most {positions}")
-        raise ConfigError(f"data.num_groups = {num_groups} sample groups of at least one update "
-                          f"({update_batch} positions = global batch x micro-batches) need "
-                          f"{num_groups * update_batch:,} training positions, the dataset has "
-                          f"{positions:,}: {fix}, or convert more games")
+    problem = group_size_problem(positions, num_groups, update_batch)
+    if problem:
+        raise ConfigError(problem)
+
+
+def group_size_problem(positions: int, num_groups: int, update_batch: int, towers: int = 1,
+                       micro_batches: int = 1) -> str | None:
+    """What to change so that every sample group holds at least one update (None: nothing). Each way out
+    it names is complete: applied alone, the check passes (the global batch a multiple of `towers`)."""
+    if num_groups < 1 or positions // num_groups >= update_batch:
+        return None
+    need = (f"data.num_groups = {num_groups} sample groups of at least one update ({update_batch:,} "
+            f"positions = global batch x micro-batches) need {num_groups * update_batch:,} training "
+            f"positions, the dataset has {positions:,}")
+    fixes = []
+    if positions // update_batch >= 1:
+        fixes.append(f"set data.num_groups to at most {positions // update_batch}")
+    for groups in sorted({num_groups, 1}, reverse=True):
+        batch = positions // groups // micro_batches // towers * towers   # a multiple of the towers
+        if batch < towers:
+            continue
+        change = f"set train.global_batch = {batch}"
+        if micro_batches > 1:
+            change += f" (x {micro_batches} micro-batches = {batch * micro_batches:,} positions an update)"
+        if groups != num_groups:
+            if fixes and fixes[0].startswith("set data.num_groups"):
+                continue                  # data.num_groups alone already does it
+            change = f"set data.num_groups = 1 and {change[len('set '):]}"
+        fixes.append(change)
+    fixes.append("convert more games")
+    return f"{need}: {', or '.join(fixes)}"
+
+
+def check_before_start(config: Config, positions: int, towers: int | None) -> None:
+    """Every batch and sample-group problem of a run on `positions` training positions over `towers`
+    towers (None: unknown, only what holds for any count is checked), in one ConfigError line naming
+    every change, before TensorFlow loads."""
+    problems = []
+    train = config.train
+    if towers is not None and train.global_batch and train.global_batch % towers:
+        fixed = max(towers, train.global_batch // towers * towers)
+        problems.append(f"train.global_batch = {train.global_batch} is not divisible by {towers} towers: "
+                        f"set it to a multiple of {towers} (e.g. {fixed})")
+    if train.global_batch:
+        global_batch = train.global_batch if towers is None or not train.global_batch % towers else \
+            max(towers, train.global_batch // towers * towers)
+    else:
+        global_batch = train.per_replica_batch * (towers or 1)
+    problem = group_size_problem(positions, config.data.num_groups, global_batch * train.micro_batches,
+                                 towers or 1, train.micro_batches)
+    if problem:
+        problems.append(problem)
+    if problems:
+        raise ConfigError("; and ".join(problems))
 
 
 # Stages a run with more than one read lane may plan: their updates depend on each stage's seed (the
@@ -231,3 +277,17 @@ class StagePlan:
             raise RunError(f"checkpoint is at group {state.group}, but this dataset's epoch {state.epoch} "
                            f"stage {state.stage} is group {self.group_of(state.epoch, state.stage)} "
                            f"(different --data or data.num_groups?)")
+
+
+def towers_without_tensorflow(simulate_devices: int | None, devices: str | None,
+                              workers: int | None) -> int | None:
+    """The towers make_strategy will build when the command line says (--simulate-devices N, --devices
+    LIST); None otherwise (every visible GPU, or several workers): then only what holds for any count is
+    checked before TensorFlow, and the rest once the strategy exists."""
+    if workers is not None:
+        return None
+    if simulate_devices is not None:
+        return simulate_devices if simulate_devices > 0 else None
+    if devices:
+        return len([d for d in devices.split(",") if d.strip()]) or None
+    return None

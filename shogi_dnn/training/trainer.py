@@ -25,7 +25,6 @@ from typing import Any, NoReturn
 
 import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
 from shogi_dnn.config import Config
 from shogi_dnn.dataset import identity, shards
@@ -45,6 +44,7 @@ from shogi_dnn.training.optimizer import current_lr, swap_average
 from shogi_dnn.training.resume import StartOptions, start_run
 from shogi_dnn.training.run_log import TowerSums, eta_fields, summarise
 from shogi_dnn.training.stages import Stage, TrainState
+from shogi_dnn.wording import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,8 @@ class Trainer:
         interval = _Interval()
         desc = run_log.position_label(stage.epoch, stage.index, stage.group)   # as the console line says it
         with stage_input(holder, self.releases) as batches, \
-                tqdm(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
-                     disable=None, leave=False, dynamic_ncols=True) as bar:
+                progress_bar(total=stage.updates, initial=stage.updates - remaining, desc=desc, unit="step",
+                             redirected="silent") as bar:
             for done in range(1, remaining + 1):
                 try:
                     interval.outputs.append(self.update(batches[0]))

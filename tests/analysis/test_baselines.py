@@ -7,7 +7,7 @@ import pytest
 
 from shogi_dnn import rules
 from shogi_dnn.analysis import baselines
-from shogi_dnn.dataset import features, shards
+from shogi_dnn.dataset import evalfit, features, shards
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from tests.support.evaldata import material_dataset, split_paths
 
@@ -193,7 +193,8 @@ def test_engine_scale_is_the_likelihood_maximum_and_scores_cover_evaluated_posit
     grid = np.arange(20.0, 3000.0, 0.5)                       # brute force: the log-likelihood at every a
     loglik = [np.sum(y * (e / a) - np.logaddexp(0, e / a)) for a in grid]
     best = grid[int(np.argmax(loglik))]
-    assert fitted.engine is not None and fitted.engine.scale == pytest.approx(best, abs=0.5)
+    assert fitted.engine is not None and fitted.engine.fitted == pytest.approx(best, abs=0.5)
+    assert fitted.engine.games == 40 and fitted.engine.scale == evalfit.DEFAULT_SCALE    # under 50 games
     assert fitted.engine.coverage == pytest.approx(has.mean())
 
     scores, games = baselines.score_baselines_by_game(fitted, split_paths(manifest, "validation"))

@@ -113,7 +113,8 @@ def test_train_refuses_a_batch_too_big_for_the_device_before_building(
     pytest.importorskip("tensorflow")
     from shogi_dnn.training import assembly
 
-    make_dataset(tmp_path / "data", train=[300, 260], validation=[120], chunk_rows=64)
+    # two sample groups of at least one update of 4,096 (checked before TensorFlow loads)
+    make_dataset(tmp_path / "data", train=[4200, 4200], validation=[120], chunk_rows=256)
     monkeypatch.setattr(memory, "host_memory", lambda: (2**30, "available RAM (test)"))
 
     def never(*args, **kwargs):

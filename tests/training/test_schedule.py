@@ -36,7 +36,7 @@ def test_group_size_error_is_one_line_saying_what_to_change():
         check_group_size(4 * 128 - 1, 4, 128)
     message = str(info.value)
     assert "\n" not in message and "data.num_groups = 4" in message and "set data.num_groups to at most 3" in message
-    with pytest.raises(ConfigError, match="lower train.global_batch .* to at most 100"):
+    with pytest.raises(ConfigError, match="set train.global_batch = 100, or convert more games"):
         check_group_size(100, 1, 128)
 
 
