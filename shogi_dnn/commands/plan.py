@@ -27,7 +27,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scaling-fit", default=None,
                         help="the JSON of `shogi-dnn bench scaling` (or inline v0=..,t=..[,devices=N])")
     parser.add_argument("--fit", action="append", default=[], metavar="devices=N,v0=V,t=T",
-                        help="a declared fit for N devices (repeatable), e.g. the published "
+                        help="a declared fit for N devices (repeatable), e.g. "
                              "devices=1,v0=258,t=0.054 and devices=2,v0=514,t=0.15")
     parser.add_argument("--price-per-hour", action="append", default=[], metavar="P|N=P",
                         help="P: price per device-hour; N=P: price of the N-device machine per hour "

@@ -5,8 +5,7 @@ One optimizer step of N devices on a global batch B (= N x per-replica batch b) 
     time_per_step = B / v0 + t        throughput v = B / (B / v0 + t)  ->  v0 as B grows
 
 where v0 is the ideal throughput (positions/s) of the part of the step that grows with the batch, over
-all N devices, and t the fixed cost per step (launches, gradient all-reduce, the update). Published fits:
-one GPU v0 = 258, t = 0.054 s; two GPUs without peer-to-peer v0 = 514, t = 0.15 s.
+all N devices, and t the fixed cost per step (launches, gradient all-reduce, the update).
 
 The time is linear in B, so v0 and t come from a least-squares line through measured (B, seconds per
 step) points. Timing noise is roughly proportional to the time, so the line minimises *relative*
@@ -30,8 +29,6 @@ import numpy as np
 from shogi_dnn.errors import ConfigError
 
 SATURATION = 0.9          # "saturated": the batch reaches this fraction of v0
-PUBLISHED_1GPU = (258.0, 0.054)     # (v0 positions/s, t seconds): one GPU
-PUBLISHED_2GPU_NO_P2P = (514.0, 0.15)   # two GPUs without peer-to-peer
 
 
 @dataclasses.dataclass(frozen=True)
