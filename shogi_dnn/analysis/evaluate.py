@@ -54,7 +54,7 @@ import numpy as np
 import tensorflow as tf
 
 from shogi_dnn import config
-from shogi_dnn.analysis import baselines, data_check, eval_rows, scoring, tactics
+from shogi_dnn.analysis import baselines, data_check, eval_rows, run_model, scoring, tactics
 from shogi_dnn.analysis.tower_diagnosis import device_kind
 from shogi_dnn.dataset import policy, shards
 from shogi_dnn.dataset.features import EVAL_NONE
@@ -218,7 +218,7 @@ def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> di
     return {**rows, **more}
 
 
-def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool = False):
+def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool):
     """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval,
     free_capture} of each tower's rows
     (mirror_average: the logit of the mean probability over each board and its mirror, model.value_logits);
@@ -260,7 +260,7 @@ class ModelScores:
 
 
 def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Sequence[Path],
-                 global_batch: int, mirror_average: bool = False,
+                 global_batch: int, mirror_average: bool,
                  free: np.ndarray | None = None) -> ModelScores:
     """One Scorer per tower over every row of the shards, and the sums per game (progress bar over global
     batches); free: [N] bool free-capture flags of the rows in file order (free_capture_rows)."""
@@ -308,9 +308,10 @@ def _score_batch(strategy: tf.distribute.Strategy, step, batch, scores: ModelSco
 
 def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str = "validation",
                  checkpoint: str | None = None, simulate_devices: int | None = None,
-                 global_batch: int | None = None, mirror_average: bool = False,
-                 verify_shards: bool = False, allow_changed_data: bool = False) -> dict[str, Any]:
-    """Evaluate a run on a split and write RUN/eval-<split>.json. Returns the JSON as a dict.
+                 global_batch: int | None = None, mirror_average: bool = run_model.MIRROR_AVERAGE,
+                 verify_shards: bool = False, allow_changed_data: bool = False,
+                 out: str | Path | None = None) -> dict[str, Any]:
+    """Evaluate a run on a split and write RUN/eval-<split>.json (or `out`). Returns the JSON as a dict.
 
     global_batch: positions per step over all towers (default eval_global_batch; rounded up to the towers).
     mirror_average: score the mean probability over each position and its left-right mirror (the model
@@ -319,15 +320,19 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
     size, counts, schema and shapes is always made before the model is loaded).
     allow_changed_data: score a split holding games the run trained on (or, for a run without its trained
     games, other data than its own: check_data), the result labelled (data_check).
+    out: the JSON's path instead of the run's own (data_check.CheckedSplit.result_path), whose file is then
+    left as it is.
     """
     with data_check.checked_split(run_dir, data, split, checkpoint, verify_shards,
                                   allow_changed_data) as checked:
-        return evaluate_checked(checked, split, checkpoint, simulate_devices, global_batch, mirror_average)
+        return evaluate_checked(checked, split, checkpoint, simulate_devices, global_batch, mirror_average,
+                                out)
 
 
 def evaluate_checked(checked: data_check.CheckedSplit, split: str, checkpoint: str | None = None,
                      simulate_devices: int | None = None, global_batch: int | None = None,
-                     mirror_average: bool = False) -> dict[str, Any]:
+                     mirror_average: bool = run_model.MIRROR_AVERAGE,
+                     out: str | Path | None = None) -> dict[str, Any]:
     """evaluate_run on a split that data_check.checked_split has checked (and holds as a reader)."""
     run_dir, data_dir, paths, check = checked.run_dir, checked.data_dir, checked.paths, checked.check
     strategy = run_strategy(run_dir, simulate_devices)
@@ -360,7 +365,7 @@ def evaluate_checked(checked: data_check.CheckedSplit, split: str, checkpoint: s
     if result["model"] != run_files.MODEL_FILE:       # a checkpoint: how far the run had got there
         progress = run_files.checkpoint_progress(run_dir, run_files.find_checkpoint(run_dir, checkpoint))
         result["checkpoint"] = progress.to_dict()
-    run_files.write_json_atomic(checked.result_path(split), result, allow_nan=False)
+    run_files.write_json_atomic(Path(out) if out else checked.result_path(split), result, allow_nan=False)
     return result
 
 

@@ -1,6 +1,8 @@
 """Loading a run's model for inference, with no more than that needs: TensorFlow, Keras and the model's
 layers (training/model.py), plus the checkpoint reader only when the run has no final model.keras.
-`predict` imports this instead of evaluate.py (no input pipeline, strategies or baselines): its cold start."""
+`predict` imports this instead of evaluate.py (no input pipeline, strategies or baselines): its cold start.
+MIRROR_AVERAGE is the one default of mirror averaging (docs/model.md#mirror-averaging) for every command and
+function that scores positions with a run's model."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ from typing import Any
 
 from shogi_dnn.errors import RunError
 from shogi_dnn.folders import run_files
+
+# Whether a run's model is scored as the mean over each position and its left-right mirror unless told
+# otherwise: evaluate, predict, export and usi, their commands and their Python functions alike.
+MIRROR_AVERAGE = True
 
 
 def load_run_model(run_dir: Path, checkpoint: str | None = None) -> Any:
@@ -29,6 +35,18 @@ def load_run_model(run_dir: Path, checkpoint: str | None = None) -> Any:
         raise RunError(f"{run_dir}: no {run_files.MODEL_FILE} and checkpoints are not readable "
                        f"by this version ({exc})") from exc
     return checkpoints.restore_model(Path(run_dir), checkpoint)
+
+
+def load_predictor(run_dir: Path, checkpoint: str | None = None,
+                   mirror_average: bool = MIRROR_AVERAGE) -> Any:
+    """The run's model as `shogi-dnn predict` calls it (analysis/predict.py): mirror-averaged
+    (training.model.mirror_averaged) unless `mirror_average` is False."""
+    model = load_run_model(run_dir, checkpoint)
+    if not mirror_average:
+        return model
+    from shogi_dnn.training.model import mirror_averaged
+
+    return mirror_averaged(model)
 
 
 def model_name(run_dir: Path, checkpoint: str | None = None) -> str:

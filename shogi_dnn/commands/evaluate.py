@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from shogi_dnn.analysis import data_check
+from shogi_dnn.analysis import data_check, run_model
 from shogi_dnn.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="a checkpoint of the run (default: the final model)")
     parser.add_argument("--simulate-devices", type=int, default=None, metavar="N",
                         help="split the CPU into N logical devices and evaluate on N towers")
-    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction,
+                        default=run_model.MIRROR_AVERAGE,
                         help="the model's probability is the mean over each position and its left-right "
                              "mirror (two model runs per position; on by default: lower log loss and Brier "
                              "on every run measured, docs/accuracy.md)")

@@ -12,6 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
+from shogi_dnn.analysis import run_model
 from shogi_dnn.errors import RunError
 from shogi_dnn.folders import run_files
 
@@ -34,7 +35,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "docs/engine.md has its speed and accuracy)")
     parser.add_argument("--data", default=None,
                         help="the dataset whose positions calibrate --quantize int8 (default: the run's)")
-    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction,
+                        default=run_model.MIRROR_AVERAGE,
                         help="output the mean over the position and its left-right mirror, as evaluate and "
                              "predict do (on by default; --no-mirror-average: the model alone)")
     return parser.parse_args(argv)

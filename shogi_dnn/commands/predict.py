@@ -41,7 +41,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="PNG of a record's graph (default: RUN/predict-<name>.png)")
     parser.add_argument("--data", default=None, help="the run's dataset folder, to say whether the game was "
                                                      "trained on (default: run.json's data_dir)")
-    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction,
+                        default=run_model.MIRROR_AVERAGE,
                         help="the probability is the mean over the position and its left-right mirror "
                              "(on by default)")
     parser.add_argument("--search", default=game_values.DEFAULT, metavar="MODE",
@@ -126,11 +127,8 @@ def main(argv: list[str]) -> int:
     name = run_model.model_name(run_dir, args.checkpoint) if own else packaged.describe()
     print(f"predict: loading {name} "
           f"(TensorFlow starts, a few seconds), then {what}", file=sys.stderr, flush=True)
-    model = run_model.load_run_model(run_dir, args.checkpoint)  # TensorFlow only once the input is known good
-    if args.mirror_average:
-        from shogi_dnn.training.model import mirror_averaged
-
-        model = mirror_averaged(model)
+    # TensorFlow only once the input is known good
+    model = run_model.load_predictor(run_dir, args.checkpoint, args.mirror_average)
     if choice is None:
         sfen, p = predict.predict_position(model, text)
         averaged = " (mirror-averaged)" if args.mirror_average else ""

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from shogi_dnn import packaged
+from shogi_dnn.analysis import run_model
 from shogi_dnn.engine import players, protocol
 from shogi_dnn.errors import RunError
 from shogi_dnn.rules import BACKENDS, resolve_backend
@@ -43,7 +44,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                      "(default: the run's data_dir)")
     parser.add_argument("--backend", default="auto", choices=("auto", *BACKENDS), help="move generator")
     parser.add_argument("--name", default=None, help="the engine's `id name` (default: shogi-dnn <player>)")
-    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--mirror-average", action=argparse.BooleanOptionalAction,
+                        default=run_model.MIRROR_AVERAGE,
                         help="a Keras model's probability is the mean over the position and its mirror "
                              "(an ONNX export has it baked in)")
     return parser.parse_args(argv)

@@ -39,7 +39,7 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
-from shogi_dnn.analysis import baselines, scoring
+from shogi_dnn.analysis import baselines, run_model, scoring
 from shogi_dnn.dataset import evalfit, features, policy
 from shogi_dnn.errors import RunError
 from shogi_dnn.folders import run_files
@@ -152,7 +152,8 @@ class KerasEvaluator:
     """A run's Keras model. `mirror_average`: the mean over the position and its left-right mirror. A model
     with two outputs (value logit [B, 1], policy logits [B, 2187], told apart by their width) has a policy."""
 
-    def __init__(self, run_dir: Path, checkpoint: str | None = None, mirror_average: bool = True) -> None:
+    def __init__(self, run_dir: Path, checkpoint: str | None = None,
+                 mirror_average: bool = run_model.MIRROR_AVERAGE) -> None:
         self.run_dir = Path(run_dir)
         self.checkpoint = checkpoint
         self.mirror_average = mirror_average
@@ -179,7 +180,6 @@ class KerasEvaluator:
     def load(self) -> None:
         if self._function is not None:
             return
-        from shogi_dnn.analysis import run_model
         model = run_model.load_run_model(self.run_dir, self.checkpoint)      # TensorFlow from here
         import tensorflow as tf
 
@@ -368,7 +368,8 @@ def fixed_material() -> MaterialEvaluator:
     return MaterialEvaluator(fixed)
 
 
-def make_evaluator(kind: str, model: Path, checkpoint: str | None = None, mirror_average: bool = True,
+def make_evaluator(kind: str, model: Path, checkpoint: str | None = None,
+                   mirror_average: bool = run_model.MIRROR_AVERAGE,
                    data_dir: Path | None = None) -> Evaluator:
     """The evaluator of a player: `kind` "network" (a run directory, or an .onnx file) or "material"
     (a run directory: baselines fitted on its training split, cached in RUN/baselines.json).

@@ -29,7 +29,8 @@ def planted(tmp_path_factory):
                                                 "test": (50, 0.5, False)},
                                 eval_share={"train": 0.8, "validation": 0.7})
     run_dir = make_random_run(root / "run", root / "data", devices=2, per_replica_batch=16)
-    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)   # 7 steps, the last partial
+    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32,   # 7 steps, the last partial
+                                   mirror_average=False)
     return manifest, run_dir, result
 
 
@@ -295,7 +296,7 @@ def test_a_multi_worker_run_is_evaluated_on_this_machines_devices(planted, tmp_p
         (copy / "run.json").write_text(json.dumps(info))
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="shogi_dnn.analysis.evaluate"):
-            got = evaluate.evaluate_run(copy, split="validation", global_batch=32)
+            got = evaluate.evaluate_run(copy, split="validation", global_batch=32, mirror_average=False)
         assert len(got["per_gpu"]) == per_worker
         assert got["loss"] == pytest.approx(result["loss"], abs=1e-5)
         assert any("evaluating on this machine's CPU:0" in r.getMessage() for r in caplog.records)

@@ -94,8 +94,8 @@ def test_a_position_and_its_mirror_get_the_same_averaged_prediction(planted, cap
 
 def test_evaluate_with_and_without_mirror_averaging(planted) -> None:
     manifest, run_dir, net = planted
-    plain = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)
-    averaged = evaluate.evaluate_run(run_dir, split="validation", global_batch=32, mirror_average=True)
+    plain = evaluate.evaluate_run(run_dir, split="validation", global_batch=32, mirror_average=False)
+    averaged = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)     # the default
     assert plain["mirror_average"] is False and averaged["mirror_average"] is True
     assert json.loads((run_dir / "eval-validation.json").read_text())["mirror_average"] is True
     for result in (plain, averaged):      # both valid: every row, per-GPU rows adding up, finite scores
@@ -122,3 +122,25 @@ def test_evaluate_with_and_without_mirror_averaging(planted) -> None:
     assert json.loads((run_dir / "eval-validation.json").read_text())["mirror_average"] is False
     assert cli.main(["evaluate", "--run-dir", str(run_dir)]) == 0          # on by default
     assert json.loads((run_dir / "eval-validation.json").read_text())["mirror_average"] is True
+
+
+def test_functions_and_commands_share_one_default() -> None:
+    """The Python functions a notebook calls average as the commands do unless told otherwise."""
+    import inspect
+
+    from shogi_dnn.analysis import run_model
+    from shogi_dnn.commands import evaluate as evaluate_command
+    from shogi_dnn.commands import export as export_command
+    from shogi_dnn.commands import predict as predict_command
+    from shogi_dnn.commands import usi as usi_command
+    from shogi_dnn.engine import players
+
+    functions = (evaluate.evaluate_run, evaluate.evaluate_checked, run_model.load_predictor,
+                 players.make_evaluator, players.KerasEvaluator)
+    defaults = {f.__qualname__: inspect.signature(f).parameters["mirror_average"].default for f in functions}
+    parsed = {"evaluate": evaluate_command.parse_args(["--run-dir", "r"]),
+              "predict": predict_command.parse_args(["startpos"]),
+              "export": export_command.parse_args(["--run-dir", "r", "--format", "onnx"]),
+              "usi": usi_command.parse_args([])}
+    defaults.update({name: args.mirror_average for name, args in parsed.items()})
+    assert defaults == dict.fromkeys(defaults, run_model.MIRROR_AVERAGE) and run_model.MIRROR_AVERAGE is True

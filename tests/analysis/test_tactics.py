@@ -189,7 +189,7 @@ def test_evaluate_writes_the_free_capture_block(tmp_path) -> None:
                                 {"train": (200, 0.7, False), "validation": (120, 0.5, False)},
                                 eval_share={"train": 0.8, "validation": 0.6})
     run_dir = make_random_run(tmp_path / "run", tmp_path / "data", devices=2, per_replica_batch=16)
-    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32)
+    result = evaluate.evaluate_run(run_dir, split="validation", global_batch=32, mirror_average=False)
     block = json.loads((run_dir / "eval-validation.json").read_text())["free_capture"]
     assert set(block) == {"positions", "share", "mean_value", "free", "other", "bootstrap"}
     for group in ("free", "other"):
@@ -207,7 +207,7 @@ def test_evaluate_writes_the_free_capture_block(tmp_path) -> None:
     logits = np.concatenate([model({"board": b["board"], "hands": b["hands"]}).numpy().reshape(-1)
                              for b in batches])
     p = 1 / (1 + np.exp(-logits))
-    assert result["mirror_average"] is False              # evaluate_run's default: the plain prediction
+    assert result["mirror_average"] is False              # the plain prediction, as computed here
     engine = 1 / (1 + np.exp(-fitted.engine_logits(rows["eval"])))
     evaluated = rows["eval"] != EVAL_NONE
     assert block["positions"] == int(free.sum()) and block["share"] == pytest.approx(free.mean())
