@@ -3,7 +3,7 @@ PYTHON ?= python3
 RUN ?= runs/sample
 DATA ?= runs/demo-data
 
-.PHONY: install demo demo-engine check test bench clean
+.PHONY: install demo demo-engine notebook check test bench clean
 
 install:
 	$(PYTHON) -m pip install -q -e ".[test]"
@@ -47,6 +47,14 @@ ENGINE_GAME = 64
 
 demo-engine: install
 	$(call DEMO_STEPS,$(ENGINE_ARCHIVE),$(ENGINE_DATA),$(ENGINE_RUN),$(ENGINE_GAME_FILE),$(ENGINE_GAME))
+
+# notebooks/walkthrough.ipynb on the demo's run (after `make demo`), executed without a browser; it writes only
+# into $(RUN)/walkthrough/, the executed copy included (`jupyter lab notebooks/walkthrough.ipynb` to browse).
+notebook:
+	$(PYTHON) -m pip install -q -e ".[notebook]"
+	SHOGI_DNN_RUN=$(RUN) $(PYTHON) -m jupyter nbconvert --to notebook --execute notebooks/walkthrough.ipynb \
+	    --output-dir $(RUN)/walkthrough
+	@echo "notebook: executed copy in $(RUN)/walkthrough/walkthrough.ipynb (plots, eval-validation.json, game.png beside it)"
 
 # The static checks (pyproject.toml: [tool.ruff.lint], [tool.mypy]), then the tests.
 check: install
