@@ -141,6 +141,9 @@ class TrainConfig:
     epochs: int = _within(1, MAX_EPOCHS, zero_ok=False, note=" (the most epochs a run may plan)")
     # data order and weight initialisation
     seed: int = _within(1)
+    # threads of each TensorFlow op on the CPU (0 = TensorFlow's default, one per core); a CPU op splits its
+    # sums by this count, so a fixed count gives the same numbers on machines with other core counts
+    cpu_threads: int = _within(0)
     # console/metrics.jsonl/TensorBoard interval, in optimizer steps
     log_every_steps: int = _within(10, zero_ok=False)
     # extra checkpoints inside a stage (0 = only after each stage)

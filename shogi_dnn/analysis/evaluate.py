@@ -62,7 +62,7 @@ from shogi_dnn.errors import RunError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster, pipeline, schedule
 from shogi_dnn.training import model as model_lib
-from shogi_dnn.training.devices import make_strategy
+from shogi_dnn.training.devices import fix_cpu_threads, make_strategy
 from shogi_dnn.wording import progress_bar
 
 log = logging.getLogger(__name__)
@@ -335,6 +335,7 @@ def evaluate_checked(checked: data_check.CheckedSplit, split: str, checkpoint: s
                      out: str | Path | None = None) -> dict[str, Any]:
     """evaluate_run on a split that data_check.checked_split has checked (and holds as a reader)."""
     run_dir, data_dir, paths, check = checked.run_dir, checked.data_dir, checked.paths, checked.check
+    fix_cpu_threads(run_files.read_config(run_dir).train.cpu_threads)      # the run's, as it trained
     strategy = run_strategy(run_dir, simulate_devices)
     with strategy.scope():
         model = load_run_model(run_dir, checkpoint)

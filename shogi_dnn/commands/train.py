@@ -171,7 +171,7 @@ def _is_process_command(argv: list[str] | None) -> bool:
 def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Cluster | None,
            fits: dict[int, throughput.ThroughputFit] | None, run_dir: Path, command: str) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
-    from shogi_dnn.training.devices import make_strategy  # TensorFlow is imported only from here on
+    from shogi_dnn.training.devices import fix_cpu_threads, make_strategy  # TensorFlow only from here on
     from shogi_dnn.training.interrupts import StopFlag
     from shogi_dnn.training.trainer import Trainer
 
@@ -183,6 +183,7 @@ def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Clust
     # Signals are caught from here on: one while a worker waits for the others ends the wait at once
     # (cluster.WaitStopped); one while the model is built or a checkpoint restored stops the run after
     # its first update, with a checkpoint and the resume command, like any other.
+    fix_cpu_threads(config.train.cpu_threads)              # before the strategy starts TensorFlow
     with stop.catch_signals():
         strategy = make_strategy(simulate_devices=args.simulate_devices, devices=devices,
                                  cluster=cluster_spec, cluster_timeout=args.cluster_timeout, stop=stop)

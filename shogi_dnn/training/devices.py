@@ -65,6 +65,21 @@ def make_strategy(simulate_devices: int | None = None, devices: Sequence[str] | 
     return tf.distribute.MirroredStrategy(devices=names, cross_device_ops=cross_ops)
 
 
+def fix_cpu_threads(threads: int) -> None:
+    """Run each TensorFlow op on the CPU on `threads` threads (train.cpu_threads; 0: TensorFlow's default).
+
+    Call before TensorFlow initialises (before any strategy, device list or op); later, a warning says
+    that the process keeps the threads it started with.
+    """
+    if threads <= 0 or tf.config.threading.get_intra_op_parallelism_threads() == threads:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:      # the runtime already started in this process (a test, a notebook)
+        log.warning("train.cpu_threads = %d: TensorFlow already runs in this process with its own thread "
+                    "count, so CPU numbers may differ in the last digits from a fresh process", threads)
+
+
 def benchmark_devices(max_devices: int) -> list[str]:
     """The devices a benchmark measures on: the first max_devices GPUs, else max_devices logical CPUs
     (split now: call before TensorFlow initialises, i.e. before any model or strategy is built).

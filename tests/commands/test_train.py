@@ -246,3 +246,25 @@ def test_resume_into_a_folder_that_is_not_a_run_is_refused_and_writes_nothing(da
                                     "--run-dir", str(tmp_path / "empty"), "--resume"])
     assert "not a run (none of run.json, checkpoints, writer.lock): nothing to resume" in err
     assert not any((tmp_path / "empty").iterdir())
+
+
+@pytest.mark.slow
+def test_cpu_threads_give_the_same_run_whatever_the_machines_default(dataset: Path, tmp_path: Path) -> None:
+    """train.cpu_threads fixes the threads of each CPU op: two runs whose TensorFlow default differs (1 and 3
+    threads, TF_NUM_INTRAOP_THREADS: as on a 1-core and a 3-core machine) end with the same bits. Without
+    the key they differ in the last digits of the first losses."""
+    from shogi_dnn.analysis import run_model
+
+    losses, weights = [], []
+    for default in (1, 3):
+        run = tmp_path / f"run{default}"
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3",
+               "TF_NUM_INTRAOP_THREADS": str(default)}
+        done = subprocess.run([sys.executable, "-m", "shogi_dnn", "train", "--config", SMOKE, "--data",
+                               str(dataset), "--run-dir", str(run), "--set", "train.cpu_threads=2"],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        losses.append([r["loss"] for r in run_files.read_metrics(run)])
+        weights.append(run_model.load_run_model(run).get_weights())
+    assert losses[0] == losses[1] and len(losses[0]) > 4
+    assert all(np.array_equal(a, b) for a, b in zip(*weights))
