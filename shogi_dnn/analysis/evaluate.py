@@ -205,11 +205,12 @@ def add_engine_sums(sums: tactics.CalibrationSums, paths: Sequence[Path], fitted
 
 
 def eval_dataset(paths: Sequence[Path], global_batch: int, free: np.ndarray | None = None,
-                 policy_labels: bool = False) -> tf.data.Dataset:
+                 policy_labels: bool = False, errors: pipeline.ReadErrors | None = None) -> tf.data.Dataset:
     """pipeline.make_eval_dataset with each row's game rating (and position_extras' other columns) zipped in
-    (same file order); policy_labels: with the moves' labels (pipeline)."""
+    (same file order); policy_labels: with the moves' labels; errors: its read errors (pipeline)."""
     extras = tf.data.Dataset.from_tensor_slices(position_extras(paths, free)).batch(global_batch)
-    rows = pipeline.make_eval_dataset(paths, global_batch=global_batch, policy_labels=policy_labels)
+    rows = pipeline.make_eval_dataset(paths, global_batch=global_batch, policy_labels=policy_labels,
+                                      errors=errors)
     return tf.data.Dataset.zip((rows, extras)).map(_merge_columns)
 
 
@@ -271,18 +272,19 @@ def score_towers(strategy: tf.distribute.Strategy, model: keras.Model, paths: Se
     if with_policy:
         log.info("policy: top-1/top-5 over the legal moves of %s positions, found on the host (about 3,000 "
                  "positions/s a core)", f"{schedule.count_positions(paths):,}")
-    dist = strategy.experimental_distribute_dataset(eval_dataset(paths, global_batch, free, with_policy))
+    errors = pipeline.ReadErrors()
+    dataset = eval_dataset(paths, global_batch, free, with_policy, errors)
+    dist = strategy.experimental_distribute_dataset(dataset)
     total = -(-schedule.count_positions(paths) // global_batch)     # the last batch may be partial
-    pipeline.take_read_error()            # clear: only this pass's errors count
     try:
         for batch in progress_bar(dist, total=total, desc="evaluate", unit="batch"):
             _score_batch(strategy, step, batch, scores)
     except tf.errors.OpError:      # a damaged chunk: the pipeline's one-line error, not TensorFlow's
-        error = pipeline.take_read_error()
+        error = errors.take()
         if error is None:
             raise
         raise error from None
-    error = pipeline.take_read_error()    # the pipeline ended early on a damaged chunk: never a partial score
+    error = errors.take()                 # the pipeline ended early on a damaged chunk: never a partial score
     if error is not None:
         raise error
     return scores

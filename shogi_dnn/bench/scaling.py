@@ -220,7 +220,7 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     from shogi_dnn.training.devices import check_model_fits, local_values
     from shogi_dnn.training.model import build_model
     from shogi_dnn.training.optimizer import build_optimizer
-    from shogi_dnn.training.steps import make_train_step
+    from shogi_dnn.training.steps import UpdateSpec, make_train_step
 
     n = strategy.num_replicas_in_sync
     global_batch = n * per_replica_batch
@@ -230,9 +230,9 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     # Throughput only: a decaying lr costs the same per step, and a bench has no run length to decay over.
     optim = dataclasses.replace(config.optim, lr_decay="none")
     optimizer = build_optimizer(optim, global_batch, strategy=strategy, model=model)
-    step = make_train_step(strategy, model, optimizer, global_batch=global_batch, micro_batches=1,
-                           clip_global_norm=config.optim.clip_global_norm,
-                           time_towers=config.train.time_towers)
+    step = make_train_step(strategy, model, optimizer,
+                           UpdateSpec(global_batch, clip_global_norm=config.optim.clip_global_norm,
+                                      time_towers=config.train.time_towers))
     rows = synthetic_batch(global_batch, config.train.seed)
     if config.model.policy_head:            # a move label per row (label 0: any label costs the same)
         rows["policy"] = np.zeros(global_batch, np.int32)

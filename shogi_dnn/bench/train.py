@@ -224,15 +224,14 @@ class TowerRunner:
 
     def __init__(self, strategy, paths: Sequence[Path], cfg: Config, global_batch: int,
                  in_graph: bool) -> None:
-        from shogi_dnn.training.steps import make_iterator_step, make_train_step
+        from shogi_dnn.training.steps import UpdateSpec, make_iterator_step, make_train_step
 
         self.method = TOWERS_IN_GRAPH if in_graph else TOWERS
         self.strategy = strategy
         model, optimizer = _build(strategy, cfg, global_batch)
-        train_step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
-                                     micro_batches=1, clip_global_norm=cfg.optim.clip_global_norm,
-                                     time_towers=cfg.train.time_towers,
-                                     jit_compile=cfg.train.jit_compile)
+        spec = UpdateSpec(global_batch, 1, cfg.optim.clip_global_norm, cfg.train.time_towers,
+                          cfg.train.jit_compile)
+        train_step = make_train_step(strategy, model, optimizer, spec)
 
         def step(iterator):
             return train_step(next(iterator))

@@ -171,8 +171,10 @@ def _is_process_command(argv: list[str] | None) -> bool:
 def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Cluster | None,
            fits: dict[int, throughput.ThroughputFit] | None, run_dir: Path, command: str) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")         # before TensorFlow loads: no C++ INFO lines
-    from shogi_dnn.training.devices import fix_cpu_threads, make_strategy  # TensorFlow only from here on
+    from shogi_dnn.training.assembly import assemble_run  # TensorFlow is imported only from here on
+    from shogi_dnn.training.devices import fix_cpu_threads, make_strategy
     from shogi_dnn.training.interrupts import StopFlag
+    from shogi_dnn.training.resume import StartOptions
     from shogi_dnn.training.trainer import Trainer
 
     for name in ("tensorflow", "absl"):                    # nor TF's Python INFO lines (after TF set them up)
@@ -190,12 +192,10 @@ def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Clust
         if fits:
             log_batch_advice(config, strategy.num_replicas_in_sync, fits)
         try:
-            trainer = Trainer(config, Path(args.data), run_dir, strategy, resume=args.resume,
-                              resume_command=resume_command(args), stop=stop,
-                              strict_resume=args.resume_strict,
-                              verify_shards=args.verify_shards, price_per_hour=args.price_per_hour,
-                              data_changed=args.data_changed, command=command)
-            trainer.run()
+            parts = assemble_run(config, Path(args.data), run_dir, strategy, verify_shards=args.verify_shards)
+            options = StartOptions(args.resume, args.resume_strict, args.data_changed, resume_command(args),
+                                   command, args.price_per_hour)
+            Trainer(parts, options, stop).run()
         except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
             if cluster_spec is not None and cluster.is_peer_lost(exc):
                 raise RunError(cluster.peer_lost_message(exc, cluster_spec)) from exc

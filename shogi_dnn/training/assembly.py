@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,12 +31,12 @@ from shogi_dnn.dataset import evalfit, identity, shards
 from shogi_dnn.dataset.evalfit import EvalTarget
 from shogi_dnn.training import cluster, devices
 from shogi_dnn.training.checkpoints import CheckpointManager
-from shogi_dnn.training.losses import Batch
+from shogi_dnn.training.losses import Batch, LossSpec, Sums
 from shogi_dnn.training.model import build_model
 from shogi_dnn.training.optimizer import build_optimizer
 from shogi_dnn.training.run_log import MetricsLog
 from shogi_dnn.training.stages import StagePlan
-from shogi_dnn.training.steps import Sums, make_eval_step, make_iterator_step, make_train_step
+from shogi_dnn.training.steps import UpdateSpec, make_eval_step, make_iterator_step, make_train_step
 from shogi_dnn.wording import plural
 
 log = logging.getLogger(__name__)
@@ -45,23 +46,30 @@ log = logging.getLogger(__name__)
 class StepParts:
     """The model and the steps that train and evaluate it, built under `strategy`.
 
-    global_batch: positions per micro-batch over all towers; update_batch: per optimizer update
-    (global_batch x micro_batches). train_step(b1, ..., bk) takes k distributed batches; update(iterator)
-    fetches them itself (the loop's update); eval_step(batch) updates nothing. Each returns per-replica sums.
+    spec: the update's batches (global_batch per micro-batch over all towers, update_batch per optimizer
+    update) and loss. train_step(b1, ..., bk) takes k distributed batches; update(iterator) fetches them
+    itself (the loop's update); eval_step(batch) updates nothing. Each returns per-replica sums.
     """
 
     strategy: tf.distribute.Strategy
     model: keras.Model
     optimizer: keras.optimizers.Optimizer
+    spec: UpdateSpec
     train_step: Callable[..., Sums]
     update: Callable[[Iterator[Batch]], Sums]
     eval_step: Callable[[Batch], Sums]
-    global_batch: int
-    micro_batches: int
+
+    @property
+    def global_batch(self) -> int:
+        return self.spec.global_batch
+
+    @property
+    def micro_batches(self) -> int:
+        return self.spec.micro_batches
 
     @property
     def update_batch(self) -> int:
-        return self.global_batch * self.micro_batches
+        return self.spec.update_batch
 
 
 def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_target: EvalTarget | None = None,
@@ -78,23 +86,16 @@ def build_step_parts(config: Config, strategy: tf.distribute.Strategy, eval_targ
     Raises:
         ConfigError: a global batch the towers cannot split, cosine decay without total_steps.
     """
-    target = eval_target or EvalTarget.results_only(config.train)
-    global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
-    micro_batches = config.train.micro_batches
+    loss = LossSpec.for_run(config.train, eval_target or EvalTarget.results_only(config.train), no_result)
+    spec = UpdateSpec.for_run(config, config_mod.global_batch(config, strategy.num_replicas_in_sync), loss)
     with strategy.scope():
         model = build_model(config.model, seed=config.train.seed)
-    optimizer = build_optimizer(config.optim, global_batch, total_steps, strategy=strategy, model=model,
-                                micro_batches=micro_batches,
+    optimizer = build_optimizer(config.optim, spec.global_batch, total_steps, strategy=strategy, model=model,
+                                micro_batches=spec.micro_batches,
                                 loss_scale=config.model.mixed_precision == "mixed_float16")
-    train_step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
-                                 micro_batches=micro_batches, clip_global_norm=config.optim.clip_global_norm,
-                                 time_towers=config.train.time_towers, eval_weight=target.weight,
-                                 eval_scale=target.scale, eval_trust=target.trust,
-                                 jit_compile=config.train.jit_compile,
-                                 policy_weight=config.train.policy_weight,
-                                 no_result_weight=config.train.no_result_weight if no_result else None)
-    return StepParts(strategy, model, optimizer, train_step, make_iterator_step(train_step, micro_batches),
-                     make_eval_step(strategy, model), global_batch, micro_batches)
+    train_step = make_train_step(strategy, model, optimizer, spec)
+    return StepParts(strategy, model, optimizer, spec, train_step,
+                     make_iterator_step(train_step, spec.micro_batches), make_eval_step(strategy, model))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +103,8 @@ class RunParts:
     """A run's parts: its data, plan, evaluation target, steps, checkpoints and metrics log.
 
     plan: the stages and their planned updates (StagePlan.total_updates is the lr decay's horizon,
-    updates_left the ETA's). devices: every tower of every worker (cluster.device_names).
+    updates_left the ETA's). devices: every tower of every worker (cluster.device_names). started: when
+    assembly began (time.perf_counter seconds): a run's elapsed time and cost count its start-up.
     """
 
     config: Config
@@ -117,6 +119,7 @@ class RunParts:
     metrics: MetricsLog
     devices: list[str]
     validation_paths: list[Path]
+    started: float
 
     @property
     def is_chief(self) -> bool:
@@ -133,6 +136,7 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
         ShardFormatError: a missing, truncated or foreign shard.
         ConfigError: a model or batch that cannot fit a tower, a plan the dataset cannot fill.
     """
+    started = time.perf_counter()
     data_dir = Path(data_dir).resolve()
     manifest = shards.read_manifest(data_dir)
     # Every shard this run reads (training and validation) against the manifest, before anything is
@@ -155,7 +159,7 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     metrics = MetricsLog(run_dir, write_files=cluster.is_chief(strategy))   # the chief alone writes metrics
     return RunParts(config, data_dir, run_dir, manifest, dataset, plan, eval_target, steps,
                     checkpoints, metrics, cluster.device_names(strategy),
-                    [manifest.shard_path(s) for s in manifest.split("validation")])
+                    [manifest.shard_path(s) for s in manifest.split("validation")], started)
 
 
 def no_result_positions(manifest: shards.Manifest, config: Config) -> int:

@@ -69,18 +69,27 @@ MAX_OPEN_SHARDS = 64                 # HDF5 files a reader keeps open at once
 
 Batch = dict[str, np.ndarray]
 
-# Read errors of shards, remembered where tf.data cannot carry them: a generator's exception reaches the
-# consumer as a TensorFlow error with a traceback in its text (and in TensorFlow's log). ShardReader
-# records the one-line ShardFormatError here; the datasets' generators then end early (no traceback);
-# the trainer and evaluate take it (take_read_error) when the dataset ends or fails, and report it.
-_read_errors: collections.deque[ShardFormatError] = collections.deque(maxlen=16)
 
+class ReadErrors:
+    """The shard read errors of the datasets made with it, kept where tf.data cannot carry them.
 
-def take_read_error() -> ShardFormatError | None:
-    """The first shard read error recorded since the last call (None: none), clearing the record."""
-    first = _read_errors[0] if _read_errors else None
-    _read_errors.clear()
-    return first
+    A generator's exception reaches the consumer as a TensorFlow error with a traceback in its text (and
+    in TensorFlow's log); a dataset given a ReadErrors records the one-line ShardFormatError here and
+    ends early instead, and its consumer takes the error when the dataset ends or fails. A dataset made
+    without one raises the error through tf.data.
+    """
+
+    def __init__(self) -> None:
+        self._errors: collections.deque[ShardFormatError] = collections.deque(maxlen=16)
+
+    def record(self, error: ShardFormatError) -> None:
+        self._errors.append(error)      # from tf.data's generator thread: deque appends are atomic
+
+    def take(self) -> ShardFormatError | None:
+        """The first error recorded since the last call (None: none), clearing the record."""
+        first = self._errors[0] if self._errors else None
+        self._errors.clear()
+        return first
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -102,19 +111,13 @@ class ShardReader:
         labels: `policy` [n] int32)."""
         parts: dict[str, list[np.ndarray]] = {key: [] for key in self._stored}
         for chunk in chunks:
-            try:
-                f = self._file(chunk.shard)
-            except ShardFormatError as exc:
-                _read_errors.append(exc)
-                raise
+            f = self._file(chunk.shard)
             for key in self._stored:
                 try:
                     parts[key].append(shards.read_stored(f, key, chunk.start, chunk.stop))
                 except (OSError, RuntimeError, ValueError, KeyError) as exc:   # a chunk's checksum or filter
-                    error = shards.read_error(self._paths[chunk.shard], key, chunk.start, chunk.stop, exc,
-                                              _chunk_rows(f, key))
-                    _read_errors.append(error)
-                    raise error from None
+                    raise shards.read_error(self._paths[chunk.shard], key, chunk.start, chunk.stop, exc,
+                                            _chunk_rows(f, key)) from None
         stored = {key: np.concatenate(arrays) for key, arrays in parts.items()}
         rows = shards.unpack_rows(stored, KEYS)
         if self._policy:
@@ -253,7 +256,8 @@ def _from_stacks(generate, batch: int | None, policy_labels: bool = False) -> tf
 def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, shuffle_buffer: int,
                        mirror: bool, skip_samples: int = 0, lanes: int = 0,
                        input_context: tf.distribute.InputContext | None = None,
-                       rows: tuple[int, int] | None = None, policy_labels: bool = False) -> tf.data.Dataset:
+                       rows: tuple[int, int] | None = None, policy_labels: bool = False,
+                       errors: ReadErrors | None = None) -> tf.data.Dataset:
     """One shuffled pass over a sample group's shards, in global batches (drop_remainder).
 
     Args:
@@ -269,6 +273,7 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
             its per-replica slices.
         rows: (start, stop): only these rows of the shards concatenated (a sample group); default all.
         policy_labels: add the `policy` labels (module docstring); the stream is the same.
+        errors: where a shard read error goes (the dataset then ends early); None: raised through tf.data.
     Returns:
         Dataset of dicts: board [B, 81] uint8, hands [B, 14] uint8, win [B] float32, ply [B] int16,
         eval [B] int16 (the record's evaluation, side to move's view; features.EVAL_NONE where none),
@@ -298,12 +303,20 @@ def make_train_dataset(paths: Sequence[Path], *, global_batch: int, seed: int, s
             for stack in _merge_lanes(streams, global_batch // lanes, batches):
                 # this worker's share [k, global_batch / workers] -> consecutive per-replica batches
                 yield {key: value.reshape((-1, batch, *value.shape[2:])) for key, value in stack.items()}
-        except ShardFormatError:
-            return      # recorded (take_read_error): the consumer sees the data end and reports it
+        except ShardFormatError as exc:
+            _end_on(exc, errors)
         finally:
             reader.close()
 
     return _from_stacks(generate, batch, policy_labels)
+
+
+def _end_on(error: ShardFormatError, errors: ReadErrors | None) -> None:
+    """A generator's read error: recorded in `errors` (the consumer sees the data end and reports it), or
+    raised without one."""
+    if errors is None:
+        raise error
+    errors.record(error)
 
 
 def _check_batch(global_batch: int, input_context: tf.distribute.InputContext | None) -> None:
@@ -338,7 +351,7 @@ def iter_sequential(paths: Sequence[Path], start: int, stop: int,
 
 def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions: int = 0,
                       input_context: tf.distribute.InputContext | None = None,
-                      policy_labels: bool = False) -> tf.data.Dataset:
+                      policy_labels: bool = False, errors: ReadErrors | None = None) -> tf.data.Dataset:
     """All rows of the shards in file order (no shuffle), in batches; the last may be partial.
 
     Args:
@@ -348,6 +361,7 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
             a worker or tower that runs out first gets empty batches from tf.distribute, so every row
             is evaluated once and the towers' sums add up to the whole split).
         policy_labels: add the `policy` labels (as make_train_dataset).
+        errors: where a shard read error goes (as make_train_dataset).
     Returns:
         Dataset of dicts as make_train_dataset's, batch dimension None (global batches without an input
         context, per-replica batches with one).
@@ -365,8 +379,8 @@ def make_eval_dataset(paths: Sequence[Path], *, global_batch: int, max_positions
         try:
             yield from _stack_batches(iter_sequential(paths, start, stop, policy_labels), batch,
                                       keep_partial=True)
-        except ShardFormatError:
-            return      # recorded (take_read_error): the consumer sees the data end and reports it
+        except ShardFormatError as exc:
+            _end_on(exc, errors)
 
     return _from_stacks(generate, None, policy_labels)
 

@@ -43,7 +43,8 @@ class StartOptions:
 
     resume: continue from the newest readable checkpoint (--resume); strict: refuse a corrupt newest one
     instead of falling back (--resume-strict); data_changed: accept other data (--data-changed);
-    resume_command: the command line that continues the run; command: the one that started it.
+    resume_command: the command line that continues the run; command: the one that started it;
+    price_per_hour: the machines' price per hour, for the logged cost (--price-per-hour; 0: none).
     """
 
     resume: bool = False
@@ -51,6 +52,7 @@ class StartOptions:
     data_changed: bool = False
     resume_command: str = ""
     command: str = ""
+    price_per_hour: float = 0.0
 
 
 def start_run(parts: RunParts, options: StartOptions) -> TrainState:

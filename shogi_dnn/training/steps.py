@@ -24,12 +24,13 @@ Results equal the plain step's to float tolerance, not bit for bit (XLA fuses an
 model.fit uses no XLA on a CPU-only machine nor under a tf.distribute strategy (jit_compile="auto"); on
 CPU XLA measured slower than the plain graph (docs/benchmarks.md), hence off by default.
 
-The loss and the metric sums the steps return (METRIC_KEYS) are losses.py's; a train step may add
-BUSY_KEY, the tower's own compute seconds (tower timing below).
+The loss (a LossSpec, part of the UpdateSpec) and the metric sums the steps return (METRIC_KEYS) are
+losses.py's; a train step may add BUSY_KEY, the tower's own compute seconds (tower timing below).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -37,61 +38,70 @@ from collections.abc import Callable, Iterator, Sequence
 import keras
 import tensorflow as tf
 
-from shogi_dnn.config import TrainConfig
-from shogi_dnn.training.losses import Batch, add_sums, example_losses, metric_keys
+from shogi_dnn.config import Config
+from shogi_dnn.training.losses import Batch, LossSpec, Sums, add_sums, example_losses, metric_keys
 from shogi_dnn.training.model import has_policy_head
 
 log = logging.getLogger(__name__)
 
-Sums = dict[str, tf.Tensor]   # per-replica sums of one step: METRIC_KEYS (and BUSY_KEY)
 BUSY_KEY = "busy_s"   # train steps only, besides METRIC_KEYS: the tower's own compute seconds (not a metric
                       # of the model; code iterating METRIC_KEYS, e.g. the eval step, never sees it)
 
 
-def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
-                    optimizer: keras.optimizers.Optimizer, *, global_batch: int, micro_batches: int = 1,
-                    clip_global_norm: float = 0.0, time_towers: bool = False, eval_weight: float = 0.0,
-                    eval_scale: float = TrainConfig.eval_scale, eval_trust: Sequence[float] | None = None,
-                    jit_compile: bool = False, policy_weight: float = TrainConfig.policy_weight,
-                    no_result_weight: float | None = None) -> Callable[..., Sums]:
-    """One optimizer update from `micro_batches` distributed batches: step(b1, ..., bk).
+@dataclasses.dataclass(frozen=True)
+class UpdateSpec:
+    """One optimizer update's settings besides the model and its optimizer (make_train_step)."""
 
-    eval_weight, eval_scale, eval_trust: λ, the resolved a (> 0) and the per-ply-range trust or None
-    (losses.example_losses; λ = 0 = results only). policy_weight: the policy loss's factor (a model with
-    a policy head); no_result_weight: None, or the loss factor of positions without a game result
-    (losses.head_losses; their sums then include losses.RESULTS_KEY).
+    global_batch: int                  # positions per micro-batch over all towers
+    micro_batches: int = 1             # micro-batches whose gradients make one update
+    clip_global_norm: float = 0.0      # the all-reduced gradient's global-norm cap (0: none)
+    time_towers: bool = False          # add BUSY_KEY, each tower's compute seconds
+    jit_compile: bool = False          # XLA for each micro-batch's forward and backward pass
+    loss: LossSpec = dataclasses.field(default_factory=LossSpec)   # the per-example loss
+
+    @classmethod
+    def for_run(cls, config: Config, global_batch: int, loss: LossSpec) -> UpdateSpec:
+        """A run's update: optim.clip_global_norm and train.micro_batches/time_towers/jit_compile."""
+        return cls(global_batch, config.train.micro_batches, config.optim.clip_global_norm,
+                   config.train.time_towers, config.train.jit_compile, loss)
+
+    @property
+    def update_batch(self) -> int:
+        """Positions per optimizer update: global_batch x micro_batches."""
+        return self.global_batch * self.micro_batches
+
+
+def make_train_step(strategy: tf.distribute.Strategy, model: keras.Model,
+                    optimizer: keras.optimizers.Optimizer, spec: UpdateSpec) -> Callable[..., Sums]:
+    """One optimizer update from `spec.micro_batches` distributed batches: step(b1, ..., bk).
 
     Each b is an element of strategy.experimental_distribute_dataset over global batches of
-    `global_batch` positions. Returns per-replica metric sums (METRIC_KEYS) over the k micro-batches,
-    and with time_towers BUSY_KEY: the tower's own compute seconds of the update (batch available ->
-    local gradients; left out when op determinism is enabled, which forbids tf.timestamp).
-
-    jit_compile: compile each micro-batch's forward and backward pass with XLA (train.jit_compile; see
-    the module docstring for what stays outside).
+    `spec.global_batch` positions. Returns per-replica metric sums (losses.metric_keys) over the k
+    micro-batches, and with spec.time_towers BUSY_KEY: the tower's own compute seconds of the update
+    (batch available -> local gradients; left out when op determinism is enabled, which forbids
+    tf.timestamp). spec.jit_compile: see the module docstring for what stays outside XLA.
     """
-    update_batch = global_batch * micro_batches
+    jit_compile = spec.jit_compile
     if jit_compile and has_sync_batch_norm(model):
         log.info("train.jit_compile ignored: synchronised batch norm all-reduces inside the forward pass")
         jit_compile = False
     variables = model.trainable_variables
-    losses_of = functools.partial(example_losses, model, training=True, eval_weight=eval_weight,
-                                  eval_scale=eval_scale, eval_trust=eval_trust, policy_weight=policy_weight,
-                                  no_result_weight=no_result_weight)
+    losses_of = functools.partial(example_losses, model, training=True, spec=spec.loss)
 
     def replica_update(*batches: Batch) -> Sums:
-        timed = time_towers and tower_timing_available()
+        timed = spec.time_towers and tower_timing_available()
         start = tower_start_time(batches) if timed else None
-        grads, total = tower_gradients(losses_of, optimizer, variables, batches, update_batch,
+        grads, total = tower_gradients(losses_of, optimizer, variables, batches, spec.update_batch,
                                        first_after=[start] if timed else [], jit_compile=jit_compile)
         if timed:
             total = {**total, BUSY_KEY: tower_busy_seconds(start, grads)}
-        apply_all_reduced(optimizer, variables, grads, clip_global_norm)
+        apply_all_reduced(optimizer, variables, grads, spec.clip_global_norm)
         return total
 
     @tf.function
     def step(*batches: Batch) -> Sums:
-        if len(batches) != micro_batches:
-            raise ValueError(f"train step takes {micro_batches} micro-batches, got {len(batches)}")
+        if len(batches) != spec.micro_batches:
+            raise ValueError(f"train step takes {spec.micro_batches} micro-batches, got {len(batches)}")
         return strategy.run(replica_update, args=batches)
 
     return step

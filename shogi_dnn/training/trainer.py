@@ -20,18 +20,16 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 import tensorflow as tf
 
-from shogi_dnn.config import Config
 from shogi_dnn.dataset import identity, shards
 from shogi_dnn.errors import RunError, ShardFormatError, ShogiDnnError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import cluster, pipeline, run_log
-from shogi_dnn.training.assembly import RunParts, assemble_run
+from shogi_dnn.training.assembly import RunParts
 from shogi_dnn.training.checkpoints import save_model
 from shogi_dnn.training.interrupts import (
     RELEASE_WAIT_DONE,
@@ -66,25 +64,22 @@ class _Interval:
 
 
 class Trainer:
-    """Trains one run: assemble its parts (assembly.assemble_run), then call run().
+    """Trains one run from its parts (assembly.assemble_run): call run().
 
-    update: the loop's update(iterator) (StepParts.update); an attribute so that a test can wrap it.
+    options: how the run starts (fresh or resumed, the command lines, the price); stop: the command's stop
+    flag, which catches signals from start-up on. update: the loop's update(iterator) (StepParts.update);
+    an attribute so that a test can wrap it.
     """
 
-    def __init__(self, config: Config, data_dir: Path, run_dir: Path, strategy: tf.distribute.Strategy, *,
-                 resume: bool = False, resume_command: str = "", stop: StopFlag | None = None,
-                 strict_resume: bool = False, verify_shards: bool = False, price_per_hour: float = 0.0,
-                 data_changed: bool = False, command: str = "") -> None:
-        self.started, self.price_per_hour = time.perf_counter(), price_per_hour   # ETA and cost (run_log)
-        self.parts: RunParts = assemble_run(config, data_dir, run_dir, strategy, verify_shards=verify_shards)
-        self.options = StartOptions(resume, strict_resume, data_changed, resume_command, command)
-        self.config, self.strategy, self.run_dir = config, strategy, self.parts.run_dir
+    def __init__(self, parts: RunParts, options: StartOptions | None = None,
+                 stop: StopFlag | None = None) -> None:
+        self.parts, self.options = parts, options or StartOptions()
+        self.config, self.strategy, self.run_dir = parts.config, parts.steps.strategy, parts.run_dir
         self.plan, self.checkpoints = self.parts.plan, self.parts.checkpoints
         self.metrics, self.steps = self.parts.metrics, self.parts.steps
         self.update, self.update_batch = self.steps.update, self.steps.update_batch
-        self.stop = stop or StopFlag()   # given by the command: it catches signals from start-up on
+        self.stop = stop or StopFlag()
         self.releases: list[threading.Thread] = []     # stage input teardowns (stage_input)
-        pipeline.take_read_error()               # clear: only this run's read errors count
 
     def run(self) -> TrainResult:
         """Train every remaining stage; validate and checkpoint after each. Returns early on a signal.
@@ -131,8 +126,10 @@ class Trainer:
 
         The stage's input iterator is held only by a one-item list, torn down in the background when the
         stage returns (interrupts.stage_input: its teardown can take 50+ s after a Ctrl-C)."""
+        errors = pipeline.ReadErrors()     # the stage input's shard read errors
         try:                 # the stage opens its shards here: one unreadable now is a read error as well
-            remaining, holder = stage.remaining(state.position), self._stage_batches(stage, state.position)
+            remaining = stage.remaining(state.position)
+            holder = self._stage_batches(stage, state.position, errors)
         except ShardFormatError as exc:
             self._read_failed(exc, state, None)
         interval = _Interval()
@@ -144,7 +141,7 @@ class Trainer:
                 try:
                     interval.outputs.append(self.update(batches[0]))
                 except tf.errors.OpError as exc:
-                    self._data_error(exc, state, interval)
+                    self._data_error(exc, errors, state, interval)
                 state = state.advance(1, self.update_batch)
                 bar.update()
                 if state.step % self.config.train.log_every_steps == 0 or done == remaining:
@@ -158,8 +155,9 @@ class Trainer:
                     return state, False
         return state, True
 
-    def _stage_batches(self, stage: Stage, skip: int) -> list[Any]:
-        """[the stage's distributed input iterator from position `skip`], in a list that alone holds it.
+    def _stage_batches(self, stage: Stage, skip: int, errors: pipeline.ReadErrors) -> list[Any]:
+        """[the stage's distributed input iterator from position `skip`], in a list that alone holds it;
+        its shard read errors go to `errors`.
 
         One path on one machine or several: each worker's pipeline reads only its read lanes and yields
         its share of every global batch as per-replica batches (contiguous, tower 0 first)."""
@@ -168,7 +166,8 @@ class Trainer:
             lambda ctx: pipeline.make_train_dataset(
                 stage.paths, global_batch=global_batch, seed=stage.seed, skip_samples=skip,
                 shuffle_buffer=stage.shuffle_buffer, mirror=mirror, lanes=stage.lanes,
-                input_context=ctx, rows=stage.rows, policy_labels=self.config.model.policy_head)))]
+                input_context=ctx, rows=stage.rows, policy_labels=self.config.model.policy_head,
+                errors=errors)))]
 
     def _remaining_updates(self, state: TrainState) -> tuple[int, int, int]:
         """Updates left in the current stage, epoch and run (from the plan, no data read)."""
@@ -185,11 +184,12 @@ class Trainer:
         join_releases(self.releases, RELEASE_WAIT_STOPPED)
         return TrainResult(state, interrupted=True)
 
-    def _data_error(self, exc: tf.errors.OpError, state: TrainState, interval: _Interval | None) -> None:
-        """A failed input pipeline: a shard read error (pipeline.take_read_error) becomes one line, after
+    def _data_error(self, exc: tf.errors.OpError, errors: pipeline.ReadErrors, state: TrainState,
+                    interval: _Interval | None) -> None:
+        """A failed input pipeline: a shard read error (recorded in `errors`) becomes one line, after
         saving a checkpoint of the last good step where possible (one worker: a cluster's workers could not
         agree on it any more); any other TensorFlow error is raised as it is."""
-        error = pipeline.take_read_error()
+        error = errors.take()
         if error is None:
             raise exc
         self._read_failed(error, state, interval)
@@ -272,7 +272,7 @@ class Trainer:
                            lr=current_lr(self.steps.optimizer))
         record.update(eta_fields(self._remaining_updates(state), self.update_batch,
                                  record.get("positions_per_s"),
-                                 time.perf_counter() - self.started, self.price_per_hour))
+                                 time.perf_counter() - self.parts.started, self.options.price_per_hour))
         self.metrics.write(record)
         return _Interval()
 
@@ -284,23 +284,24 @@ class Trainer:
         # Not cut short by a stop request: the pass is bounded (data.validation_positions), every worker
         # must make the same collectives, and the stage's record would otherwise be lost for good (the
         # checkpoint that follows is past it).
-        start = time.perf_counter()
+        start, errors = time.perf_counter(), pipeline.ReadErrors()
         # Each worker reads only its share of the rows (pipeline.make_eval_dataset with an input context).
         dataset = self.strategy.distribute_datasets_from_function(
             lambda ctx: pipeline.make_eval_dataset(self.parts.validation_paths,
                                                    global_batch=self.steps.global_batch,
                                                    max_positions=self.config.data.validation_positions,
                                                    input_context=ctx,
-                                                   policy_labels=self.config.model.policy_head))
+                                                   policy_labels=self.config.model.policy_head,
+                                                   errors=errors))
         averaged = swap_average(self.steps.optimizer)  # validate the weights' average (optim.ema)
         try:
             outputs = [self.steps.eval_step(batch) for batch in dataset]
         except tf.errors.OpError as exc:
-            self._data_error(exc, state, _Interval())   # the stage is trained: its end is a good checkpoint
+            self._data_error(exc, errors, state, _Interval())   # the stage is trained: a good checkpoint
         finally:
             if averaged:
                 swap_average(self.steps.optimizer)      # training goes on from the trained weights
-        failed = pipeline.take_read_error()             # the pipeline ended early on a damaged chunk
+        failed = errors.take()                          # the pipeline ended early on a damaged chunk
         if failed is not None:
             self._read_failed(failed, state, _Interval())
         sums = TowerSums.collect(self.strategy, outputs)               # waits for the pass

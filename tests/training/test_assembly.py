@@ -16,7 +16,7 @@ from shogi_dnn.config import from_dict
 from shogi_dnn.dataset.evalfit import EvalTarget
 from shogi_dnn.training.assembly import StepParts, build_step_parts
 from shogi_dnn.training.devices import local_values, make_strategy
-from shogi_dnn.training.losses import METRIC_KEYS
+from shogi_dnn.training.losses import METRIC_KEYS, LossSpec
 from tests.training.test_steps import random_batch
 
 CONFIG = from_dict({"model": {"blocks": 1, "filters": 8, "value_hidden": 8},
@@ -69,3 +69,14 @@ def test_micro_batches_and_the_eval_step() -> None:
     evaluated = parts.eval_step(next(iter(parts.strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensors(random_batch(16, seed=5))))))
     assert local_values(parts.strategy, evaluated["count"]) == [8.0, 8.0]
+
+
+def test_the_loss_spec_is_built_once_from_the_config_and_the_target() -> None:
+    config = dataclasses.replace(CONFIG, train=dataclasses.replace(CONFIG.train, policy_weight=0.25,
+                                                                   no_result_weight=0.5))
+    target = EvalTarget(0.5, 300.0, (1.0, 0.5), "trust", None, 0.5)
+    parts = build_step_parts(config, make_strategy(simulate_devices=1), eval_target=target, no_result=True)
+    assert parts.spec.loss == LossSpec(0.5, 300.0, (1.0, 0.5), 0.25, 0.5)
+    assert parts.spec.loss.masks_results
+    plain = build_step_parts(config, make_strategy(simulate_devices=1))   # no positions without a result
+    assert plain.spec.loss == LossSpec(0.0, 756.0, None, 0.25, None)

@@ -86,12 +86,13 @@ def weights(path: Path) -> list[np.ndarray]:
 def one_machine_run(data: Path, run: Path) -> list[np.ndarray]:
     """The same training on one process with 4 towers (conftest's logical CPUs), uninterrupted."""
     from shogi_dnn.config import load_config
+    from shogi_dnn.training.assembly import assemble_run
     from shogi_dnn.training.devices import make_strategy
     from shogi_dnn.training.trainer import Trainer
 
     # The cluster reads 2 lanes (data.read_lanes = 0: one per worker); one machine reads the same 2 lanes.
     config = load_config(PRESET, SETTINGS + ["data.read_lanes=2"])
-    Trainer(config, data, run, make_strategy(simulate_devices=4)).run()
+    Trainer(assemble_run(config, data, run, make_strategy(simulate_devices=4))).run()
     return weights(run / "model.keras")
 
 

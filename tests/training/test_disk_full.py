@@ -17,10 +17,8 @@ tf = pytest.importorskip("tensorflow")
 from shogi_dnn.errors import DiskFullError
 from shogi_dnn.folders import run_files
 from shogi_dnn.training import checkpoints
-from shogi_dnn.training.devices import make_strategy
-from shogi_dnn.training.trainer import Trainer
 from tests.support.shardgen import make_dataset
-from tests.training.test_trainer import deterministic, tiny_config  # noqa: F401 - fixture
+from tests.training.test_trainer import deterministic, make_trainer, tiny_config  # noqa: F401 - fixture
 
 ENOSPC = OSError(errno.ENOSPC, "No space left on device")
 
@@ -33,7 +31,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(data: Path, run_dir: Path, resume: bool = False) -> list[np.ndarray]:
-    trainer = Trainer(tiny_config(), data, run_dir, make_strategy(simulate_devices=1), resume=resume)
+    trainer = make_trainer(tiny_config(), data, run_dir, 1, resume=resume)
     trainer.run()
     return [v.numpy() for v in trainer.steps.model.weights]
 

@@ -20,9 +20,9 @@ from shogi_dnn.convert.run import ConvertSettings, run_convert
 from shogi_dnn.dataset import evalfit, features, shards
 from shogi_dnn.training import pipeline, schedule
 from shogi_dnn.training.devices import local_values, make_strategy
-from shogi_dnn.training.losses import METRIC_KEYS, example_losses, trust_by_ply
+from shogi_dnn.training.losses import METRIC_KEYS, LossSpec, example_losses, trust_by_ply
 from shogi_dnn.training.optimizer import build_optimizer
-from shogi_dnn.training.steps import make_train_step
+from shogi_dnn.training.steps import UpdateSpec, make_train_step
 from tests.support.evalrecords import EVAL_CSA_EXPECTED, write_eval_csa
 from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset, split_paths
@@ -93,8 +93,8 @@ def _fixed_model(inputs, training):
 
 def _losses(eval_weight: float, batch=BATCH, eval_scale: float = 756.0):
     batch = {k: tf.constant(v) for k, v in batch.items()}
-    losses, sums = example_losses(_fixed_model, batch, training=False, eval_weight=eval_weight,
-                                  eval_scale=eval_scale)
+    losses, sums = example_losses(_fixed_model, batch, training=False,
+                                  spec=LossSpec(eval_weight=eval_weight, eval_scale=eval_scale))
     return losses.numpy(), {k: v.numpy() for k, v in sums.items()}
 
 
@@ -137,7 +137,7 @@ def _train_once(batch: dict[str, np.ndarray], **kwargs) -> tuple[list[np.ndarray
         model = tiny_model()
     cfg = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, lr_scaling="none")
     optimizer = build_optimizer(cfg, len(batch["win"]), strategy=strategy, model=model)
-    step = make_train_step(strategy, model, optimizer, global_batch=len(batch["win"]), **kwargs)
+    step = make_train_step(strategy, model, optimizer, UpdateSpec(len(batch["win"]), loss=LossSpec(**kwargs)))
     data = tf.data.Dataset.from_tensor_slices({k: v[None] for k, v in batch.items()})
     out = step(next(iter(strategy.experimental_distribute_dataset(data))))
     return [v.numpy() for v in model.trainable_variables], {k: np.asarray(local_values(strategy, v))
@@ -162,8 +162,9 @@ def test_trust_weighting_scales_lambda_by_the_range_of_each_ply() -> None:
     batch = {**BATCH, "ply": np.asarray([5, 25, 45, 250, 65], np.int16)}
     trust = [0.0, 0.5, 1.0, 0.25] + [0.75] * (len(evalfit.PLY_EDGES) - 4)
     tensors = {k: tf.constant(v) for k, v in batch.items()}
-    losses = example_losses(_fixed_model, tensors, training=False, eval_weight=0.8, eval_scale=756.0,
-                            eval_trust=trust)[0].numpy()
+    losses = example_losses(_fixed_model, tensors, training=False,
+                            spec=LossSpec(eval_weight=0.8, eval_scale=756.0, eval_trust=tuple(trust)))
+    losses = losses[0].numpy()
     result = [_bce(z, y) for z, y in zip(LOGITS.tolist(), BATCH["win"].tolist())]
     targets = [_sigmoid(e / 756.0) for e in BATCH["eval"].tolist()]
     weights = [0.8 * 0.0, 0.8 * 0.5, None, 0.8 * 0.75, 0.8 * 0.25]       # row 2 has no evaluation

@@ -21,7 +21,7 @@ from shogi_dnn.training.optimizer import (
     make_lr_schedule,
     scaled_lr,
 )
-from shogi_dnn.training.steps import make_train_step
+from shogi_dnn.training.steps import UpdateSpec, make_train_step
 from tests.training.test_steps import random_batch, tiny_model
 
 
@@ -80,7 +80,7 @@ def test_optimizer_lr_follows_schedule() -> None:
     optimizer = build_optimizer(cfg, 64, strategy=strategy, model=model, micro_batches=2)
     # update batch 128 = 4x the base: sqrt -> 0.2 peak, warm-up over 2 updates
     assert current_lr(optimizer) == pytest.approx(0.1)
-    step = make_train_step(strategy, model, optimizer, global_batch=64, micro_batches=2)
+    step = make_train_step(strategy, model, optimizer, UpdateSpec(64, micro_batches=2))
     data = iter(strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensors(random_batch(64)).repeat()))
     step(next(data), next(data))

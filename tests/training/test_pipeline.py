@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -403,6 +404,29 @@ def test_corrupt_shard_names_the_file(tmp_path):
     bad.write_bytes(b"not hdf5")
     with pytest.raises(ShardFormatError, match="train-00000.h5"):
         _train([bad], 10)
+
+
+def test_a_read_error_belongs_to_the_dataset_that_met_it(tmp_path):
+    """A damaged chunk ends its dataset early, recorded in that dataset's ReadErrors alone; a dataset made
+    without one raises it through tf.data."""
+    import h5py
+
+    make_dataset(tmp_path, train=[128], validation=[128], chunk_rows=64)
+    bad, good = tmp_path / "train-00000.h5", tmp_path / "validation-00000.h5"
+    with h5py.File(bad, "r") as f:
+        info = f["pieces"].id.get_chunk_info(1)                 # rows 64-127
+    data = bytearray(bad.read_bytes())
+    data[info.byte_offset + info.size // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    damaged, intact = pipeline.ReadErrors(), pipeline.ReadErrors()
+    rows = pipeline.make_eval_dataset([bad], global_batch=32, errors=damaged).as_numpy_iterator()
+    other = pipeline.make_eval_dataset([good], global_batch=32, errors=intact).as_numpy_iterator()
+    assert len(list(rows)) == 2 and len(list(other)) == 4      # the damaged one ends after its first chunk
+    assert intact.take() is None
+    assert re.search(r"train-00000.h5: rows 64-127 \(chunk 1\) of dataset 'pieces'", str(damaged.take()))
+    assert damaged.take() is None                               # taken: cleared
+    with pytest.raises(tf.errors.OpError, match=r"train-00000.h5: rows 64-127"):
+        list(pipeline.make_eval_dataset([bad], global_batch=32).as_numpy_iterator())
 
 
 _WORKER = """

@@ -15,11 +15,11 @@ from shogi_dnn.dataset import features, policy
 from shogi_dnn.training import model as model_lib
 from shogi_dnn.training import pipeline
 from shogi_dnn.training.devices import local_values, make_strategy
-from shogi_dnn.training.losses import POLICY_KEYS, RESULTS_KEY, example_losses
+from shogi_dnn.training.losses import POLICY_KEYS, RESULTS_KEY, LossSpec, example_losses
 from shogi_dnn.training.optimizer import build_optimizer
 from shogi_dnn.training.run_log import TowerSums, console_line, summarise
 from shogi_dnn.training.stages import TrainState
-from shogi_dnn.training.steps import make_eval_step, make_train_step
+from shogi_dnn.training.steps import UpdateSpec, make_eval_step, make_train_step
 from tests.support.shardgen import make_policy_dataset, random_moves, split_paths
 from tests.training.test_steps import max_diff, random_batch
 
@@ -84,7 +84,7 @@ def test_policy_loss_and_sums_by_hand() -> None:
     model = model_lib.build_model(TINY, seed=3)
     batch = policy_batch(16)
     batch["policy"][:3] = policy.LABEL_NONE
-    losses, sums = example_losses(model, batch, training=False, policy_weight=0.5)
+    losses, sums = example_losses(model, batch, training=False, spec=LossSpec(policy_weight=0.5))
     value = np.asarray(model_lib.value_logits(model, batch["board"], batch["hands"]))
     logits = np.asarray(model_lib.policy_logits(model, batch["board"], batch["hands"]), np.float64)
     win = batch["win"]
@@ -113,8 +113,9 @@ def test_masked_rows_contribute_nothing() -> None:
 
     def loss_and_grads(batch):
         with tf.GradientTape() as tape:
-            losses, sums = example_losses(model, batch, training=True, eval_weight=0.5, eval_scale=600.0,
-                                          no_result_weight=2.0)
+            losses, sums = example_losses(model, batch, training=True,
+                                          spec=LossSpec(eval_weight=0.5, eval_scale=600.0,
+                                                        no_result_weight=2.0))
             total = tf.reduce_sum(losses)
         return float(total), tape.gradient(total, model.trainable_variables), sums
 
@@ -142,7 +143,8 @@ def train(devices: int, batch: dict[str, np.ndarray], steps: int, lr: float = 0.
     global_batch = len(batch["win"])
     optimizer = build_optimizer(OptimConfig(optimizer="sgd", lr=lr, momentum=0.0, weight_decay=0.0,
                                             lr_scaling="none"), global_batch, strategy=strategy, model=model)
-    step = make_train_step(strategy, model, optimizer, global_batch=global_batch, policy_weight=1.0)
+    step = make_train_step(strategy, model, optimizer,
+                           UpdateSpec(global_batch, loss=LossSpec(policy_weight=1.0)))
     data = tf.data.Dataset.from_tensors(batch).repeat(steps)
     iterator = iter(strategy.experimental_distribute_dataset(data))
     sums = []

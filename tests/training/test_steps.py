@@ -15,7 +15,7 @@ from shogi_dnn.training.devices import local_values, make_strategy
 from shogi_dnn.training.optimizer import (
     build_optimizer,
 )
-from shogi_dnn.training.steps import make_eval_step, make_train_step
+from shogi_dnn.training.steps import UpdateSpec, make_eval_step, make_train_step
 
 SGD = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.0, weight_decay=0.0, lr_scaling="none")
 
@@ -49,8 +49,9 @@ def train(devices: int, batches: list[dict[str, np.ndarray]], *, micro_batches: 
     global_batch = len(batches[0]["win"])
     optimizer = build_optimizer(cfg, global_batch, strategy=strategy, model=model,
                                 micro_batches=micro_batches)
-    step = make_train_step(strategy, model, optimizer, global_batch=global_batch,
-                           micro_batches=micro_batches, clip_global_norm=clip, jit_compile=jit_compile)
+    step = make_train_step(strategy, model, optimizer,
+                           UpdateSpec(global_batch, micro_batches, clip_global_norm=clip,
+                                      jit_compile=jit_compile))
     data = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]})
     iterator = iter(strategy.experimental_distribute_dataset(data))
     sums = []
@@ -174,7 +175,7 @@ def test_mixed_float16_loss_scaling_tower_independent() -> None:
             model = build_model(config, seed=1)
         optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=True)
         assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        step = make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0)
+        step = make_train_step(strategy, model, optimizer, UpdateSpec(32, clip_global_norm=1.0))
         data = iter(strategy.experimental_distribute_dataset(
             tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
         for _ in range(2):
@@ -198,7 +199,7 @@ def test_batch_norm_under_towers(batch_norm: str, tower_independent: bool) -> No
             config = ModelConfig(blocks=1, filters=8, value_hidden=8, batch_norm=batch_norm)
             model = build_model(config, seed=1)
         optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model)
-        step = make_train_step(strategy, model, optimizer, global_batch=32)
+        step = make_train_step(strategy, model, optimizer, UpdateSpec(32))
         data = iter(strategy.experimental_distribute_dataset(
             tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
         for _ in range(2):
@@ -230,8 +231,8 @@ def _real_model_steps(config, devices: int, jit_compile: bool, loss_scale: bool 
     with strategy.scope():
         model = build_model(config, seed=1)
     optimizer = build_optimizer(SGD, 32, strategy=strategy, model=model, loss_scale=loss_scale)
-    step = make_train_step(strategy, model, optimizer, global_batch=32, clip_global_norm=1.0,
-                           jit_compile=jit_compile)
+    step = make_train_step(strategy, model, optimizer,
+                           UpdateSpec(32, clip_global_norm=1.0, jit_compile=jit_compile))
     data = iter(strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensors(random_batch(32)).repeat()))
     for _ in range(2):
@@ -271,8 +272,8 @@ def test_an_update_without_its_batches_changes_no_state(devices: int, micro_batc
         model = tiny_model()
     cfg = OptimConfig(optimizer="sgd", lr=0.5, momentum=0.9, weight_decay=0.1, lr_scaling="none")
     optimizer = build_optimizer(cfg, 16, strategy=strategy, model=model, micro_batches=micro_batches)
-    update = make_iterator_step(make_train_step(strategy, model, optimizer, global_batch=16,
-                                                micro_batches=micro_batches), micro_batches)
+    update = make_iterator_step(make_train_step(strategy, model, optimizer, UpdateSpec(16, micro_batches)),
+                                micro_batches)
     data = tf.data.Dataset.from_tensor_slices({k: np.stack([random_batch(16, i)[k] for i in range(batches)])
                                                for k in random_batch(16)})
     iterator = iter(strategy.experimental_distribute_dataset(data))

@@ -17,9 +17,11 @@ keras = pytest.importorskip("keras")
 from shogi_dnn.config import Config, from_dict
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.training import checkpoints
+from shogi_dnn.training.assembly import assemble_run
 from shogi_dnn.training.devices import make_strategy
 from shogi_dnn.training.model import load_model
 from shogi_dnn.training.optimizer import build_optimizer
+from shogi_dnn.training.resume import StartOptions
 from shogi_dnn.training.stages import StagePlan, TrainState
 from shogi_dnn.training.trainer import Trainer
 from tests.support.shardgen import make_dataset
@@ -37,6 +39,14 @@ def tiny_config(**train: int | bool) -> Config:
                       "train": settings})
 
 
+def make_trainer(config: Config, data: Path, run_dir: Path, devices: int = 1, *, verify_shards: bool = False,
+                 **options: bool | str) -> Trainer:
+    """A Trainer of the run assembled on `devices` simulated towers, started with StartOptions(**options)."""
+    strategy = make_strategy(simulate_devices=devices)
+    parts = assemble_run(config, data, run_dir, strategy, verify_shards=verify_shards)
+    return Trainer(parts, StartOptions(**options))
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("data")
@@ -46,7 +56,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def train(config: Config, data: Path, run_dir: Path, devices: int, resume: bool = False,
           stop_after: int = 0) -> tuple[Trainer, list[np.ndarray]]:
-    trainer = Trainer(config, data, run_dir, make_strategy(simulate_devices=devices), resume=resume,
+    trainer = make_trainer(config, data, run_dir, devices, resume=resume,
                       resume_command="shogi-dnn train ... --resume")
     if stop_after:                                  # a stop request (as SIGTERM sets) after N updates
         update, calls = trainer.update, []
@@ -268,12 +278,12 @@ def test_run_dir_and_config_checks(dataset: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     train(tiny_config(max_steps_per_stage=1), dataset, run, devices=1)
     with pytest.raises(RunError, match="--resume"):
-        Trainer(tiny_config(), dataset, run, make_strategy(simulate_devices=1)).run()
+        make_trainer(tiny_config(), dataset, run, 1).run()
     other = from_dict({**tiny_config().to_dict(), "model": {"blocks": 2, "filters": 8, "value_hidden": 8}})
     with pytest.raises(ConfigError, match="model.blocks"):
-        Trainer(other, dataset, run, make_strategy(simulate_devices=1), resume=True).run()
+        make_trainer(other, dataset, run, 1, resume=True).run()
     with pytest.raises(ConfigError, match="not divisible by 4 towers"):
-        Trainer(tiny_config(global_batch=30), dataset, tmp_path / "x", make_strategy(simulate_devices=4))
+        make_trainer(tiny_config(global_batch=30), dataset, tmp_path / "x", 4)
 
 
 def test_checkpoints_atomic_keep_and_stale(tmp_path: Path) -> None:
@@ -337,8 +347,8 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_p
     (data,) = newest.glob("weights.data-*")
     with open(data, "r+b") as f:                                       # a copy cut short
         f.truncate(data.stat().st_size // 2)
-    strict = Trainer(config, dataset, run, make_strategy(simulate_devices=1), resume=True,
-                     strict_resume=True)
+    strict = make_trainer(config, dataset, run, 1, resume=True,
+                     strict=True)
     with pytest.raises(RunError, match=r"ckpt-00000004: cannot restore .*--resume-strict"):
         strict.run()
     with caplog.at_level("WARNING", logger="shogi_dnn.training.trainer"):
@@ -352,7 +362,7 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(dataset: Path, tmp_p
 
 def test_non_finite_loss_stops_before_saving(dataset: Path, tmp_path: Path) -> None:
     config = tiny_config(checkpoint_every_steps=2, log_every_steps=3)
-    trainer = Trainer(config, dataset, tmp_path / "run", make_strategy(simulate_devices=1))
+    trainer = make_trainer(config, dataset, tmp_path / "run", 1)
     update, calls = trainer.update, []
 
     def diverging_update(iterator):          # from update 3 on the loss is NaN (as a too-high lr gives)
@@ -389,16 +399,16 @@ def test_shards_are_checked_before_the_first_step(tmp_path: Path) -> None:
     validation.write_bytes(keep[:len(keep) // 2])
     with pytest.raises(ShardFormatError, match=r"validation-00000.h5 \(listed in .*\): \d+ bytes, the "
                                                r"manifest says \d+") as info:
-        Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1))
+        make_trainer(tiny_config(), data, tmp_path / "run", 1)
     assert "\n" not in str(info.value)
     validation.unlink()
     with pytest.raises(ShardFormatError, match="validation-00000.h5 .*: missing"):
-        Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1))
+        make_trainer(tiny_config(), data, tmp_path / "run", 1)
     validation.write_bytes(keep)
     _flip_chunk_byte(data / "train-00001.h5")
-    Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1))   # cheap: passes
+    make_trainer(tiny_config(), data, tmp_path / "run", 1)   # cheap: passes
     with pytest.raises(ShardFormatError, match="train-00001.h5 .*: sha256"):
-        Trainer(tiny_config(), data, tmp_path / "run", make_strategy(simulate_devices=1), verify_shards=True)
+        make_trainer(tiny_config(), data, tmp_path / "run", 1, verify_shards=True)
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -413,7 +423,7 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     keep = shard.read_bytes()
     _flip_chunk_byte(shard, "pieces", 3)
     config = tiny_config(checkpoint_every_steps=100, max_steps_per_stage=6)
-    trainer = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1))
+    trainer = make_trainer(config, data, tmp_path / "run", 1)
     with pytest.raises(ShardFormatError, match=r"train-00000.h5: rows 96-127 \(chunk 3\) of dataset "
                                                r"'pieces' cannot be read: .*; the last good checkpoint "
                                                r"is step \d+") as info:
@@ -422,7 +432,7 @@ def test_a_damaged_chunk_stops_training_with_one_line_after_a_checkpoint(tmp_pat
     saved = checkpoints.list_checkpoints(tmp_path / "run")
     assert saved and not list((tmp_path / "run" / "checkpoints").glob(".tmp-*"))
     shard.write_bytes(keep)
-    resumed = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1), resume=True).run()
+    resumed = make_trainer(config, data, tmp_path / "run", 1, resume=True).run()
     assert not resumed.interrupted and (tmp_path / "run" / "model.keras").is_file()
 
 
@@ -435,7 +445,7 @@ def test_a_shard_unreadable_when_a_stage_opens_it_names_the_last_good_checkpoint
     data = tmp_path / "data"
     make_dataset(data, train=[200, 160, 180], validation=[100], chunk_rows=32)
     config = tiny_config(checkpoint_every_steps=0)                  # 2 stages of 4 updates
-    trainer = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1))
+    trainer = make_trainer(config, data, tmp_path / "run", 1)
     validate = trainer._validate
     keep = {p: p.read_bytes() for p in data.glob("train-*.h5")}
 
@@ -450,7 +460,7 @@ def test_a_shard_unreadable_when_a_stage_opens_it_names_the_last_good_checkpoint
     assert "\n" not in str(info.value)
     for path, content in keep.items():
         path.write_bytes(content)
-    resumed = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1), resume=True).run()
+    resumed = make_trainer(config, data, tmp_path / "run", 1, resume=True).run()
     assert not resumed.interrupted and resumed.state.step == 8
 
 @pytest.mark.slow
@@ -469,7 +479,7 @@ def test_resume_after_a_shard_read_error_equals_an_uninterrupted_run(tmp_path: P
     _, straight = train(config, data, tmp_path / "straight", devices=1)
     shard = data / "train-00001.h5"
     keep = shard.read_bytes()
-    trainer = Trainer(config, data, tmp_path / "run", make_strategy(simulate_devices=1))
+    trainer = make_trainer(config, data, tmp_path / "run", 1)
     update, calls = trainer.update, []
 
     def truncate_at_step_5(iterator):
@@ -502,7 +512,7 @@ def test_a_run_dir_deleted_or_a_dataset_replaced_under_the_run_is_one_line(tmp_p
     config = tiny_config(checkpoint_every_steps=2, log_every_steps=1)
 
     def run_doing(action, run_dir: Path) -> RunError:
-        trainer = Trainer(config, data, run_dir, make_strategy(simulate_devices=1))
+        trainer = make_trainer(config, data, run_dir, 1)
         update, calls = trainer.update, []
 
         def update_then(iterator):
@@ -556,7 +566,7 @@ def test_sigint_at_a_stage_end_saves_without_waiting_for_the_input_teardown(
         finally:
             finished.wait(TEARDOWN_S)
     monkeypatch.setattr(pipeline, "_merge_lanes", slow_to_tear_down)
-    trainer = Trainer(config, dataset, tmp_path / "stopped", make_strategy(simulate_devices=1))
+    trainer = make_trainer(config, dataset, tmp_path / "stopped", 1)
     update, calls = trainer.update, []
 
     def update_then_sigint(iterator):
@@ -596,7 +606,7 @@ def test_weight_average_is_validated_saved_and_resumed_exactly(dataset: Path, tm
     m = 0.8
     config = tiny_config()
     averaged = dataclasses.replace(config, optim=dataclasses.replace(config.optim, ema=m))
-    trainer = Trainer(averaged, dataset, tmp_path / "ema", make_strategy(simulate_devices=2),
+    trainer = make_trainer(averaged, dataset, tmp_path / "ema", 2,
                       resume_command="shogi-dnn train ... --resume")
     update, seen = trainer.update, []
 

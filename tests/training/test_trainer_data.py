@@ -17,12 +17,10 @@ tf = pytest.importorskip("tensorflow")
 from shogi_dnn.dataset import game_keys, identity, shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.training import checkpoints
-from shogi_dnn.training.devices import make_strategy
-from shogi_dnn.training.trainer import Trainer
 from tests.support.cli import one_error_line
 from tests.support.paths import REPO
 from tests.support.shardgen import make_dataset
-from tests.training.test_trainer import tiny_config, train
+from tests.training.test_trainer import make_trainer, tiny_config, train
 
 CONFIG = tiny_config(checkpoint_every_steps=0)
 
@@ -60,7 +58,7 @@ def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path,
     strip_identity(run)
     with pytest.raises(ConfigError, match=f"dataset {a.resolve()} \\(its identity not recorded\\); --data "
                                           f"{b.resolve()} is another folder. Pass --data-changed"):
-        Trainer(CONFIG, b, run, make_strategy(simulate_devices=1), resume=True).run()
+        make_trainer(CONFIG, b, run, 1, resume=True).run()
     with caplog.at_level("WARNING", logger="shogi_dnn.training.trainer"):
         train(CONFIG, a, run, devices=1, resume=True, stop_after=1)
     assert "records no dataset identity (saved before runs recorded one)" in caplog.text
@@ -69,7 +67,7 @@ def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path,
     # Another --data: refused in one line naming both, nothing written.
     newest = checkpoints.find_checkpoint(run)
     with pytest.raises(ConfigError) as refused:
-        Trainer(CONFIG, b, run, make_strategy(simulate_devices=1), resume=True).run()
+        make_trainer(CONFIG, b, run, 1, resume=True).run()
     assert str(refused.value) == (
         f"{newest} was trained on dataset {a.resolve()} ({ident_a.describe(['train', 'validation'])}); "
         f"{b.resolve()} has {ident_b.describe(['train', 'validation'])}: another dataset. "
@@ -78,7 +76,7 @@ def test_resume_on_other_data_is_refused_or_recorded(tmp_path: Path,
     assert run_json(run)["data_dir"] == str(a.resolve())
 
     # --data-changed: continues on b; run.json says b now and keeps the change in its history.
-    trainer = Trainer(CONFIG, b, run, make_strategy(simulate_devices=1), resume=True, data_changed=True,
+    trainer = make_trainer(CONFIG, b, run, 1, resume=True, data_changed=True,
                       command="shogi-dnn train ... --resume --data-changed")
     trainer.run()
     info = run_json(run)
