@@ -6,12 +6,12 @@ from __future__ import annotations
 import ast
 import io
 import logging
+import sys
 from pathlib import Path
 
 import pytest
 
 from shogi_dnn import wording
-from shogi_dnn.errors import ShogiDnnError
 
 PACKAGE = Path(__file__).resolve().parent.parent / "shogi_dnn"
 
@@ -75,12 +75,30 @@ def test_every_bar_of_the_package_is_made_by_progress_bar() -> None:
     assert not makers, f"progress bars made outside wording.progress_bar: {makers}"
 
 
-def test_evaluate_says_what_it_does_before_any_work(tmp_path, caplog) -> None:
+def test_evaluate_says_what_it_does_before_loading_tensorflow(tmp_path, caplog, monkeypatch) -> None:
+    import contextlib
+    import types
+
+    import shogi_dnn.analysis
     from shogi_dnn.commands import evaluate
+
+    class Loaded(Exception):
+        """Raised where TensorFlow and the model would start loading."""
+
+    @contextlib.contextmanager
+    def checked_split(*args, **kwargs):
+        yield types.SimpleNamespace(split="test")        # the split the dataset has, picked by the check
+
+    def evaluate_checked(*args, **kwargs):
+        raise Loaded
+
+    monkeypatch.setattr(evaluate.data_check, "checked_split", checked_split)
+    fake = types.SimpleNamespace(evaluate_checked=evaluate_checked)
+    monkeypatch.setitem(sys.modules, "shogi_dnn.analysis.evaluate", fake)
+    monkeypatch.setattr(shogi_dnn.analysis, "evaluate", fake, raising=False)   # imported by an earlier test
     caplog.set_level(logging.INFO)
-    with pytest.raises(ShogiDnnError):
-        evaluate.main(["--run-dir", str(tmp_path / "missing")])
+    with pytest.raises(Loaded):
+        evaluate.main(["--run-dir", str(tmp_path / "run")])
     first = caplog.records[0].getMessage()
-    assert first.startswith(f"evaluate: checking {tmp_path / 'missing'} and its data, then loading "
-                            "TensorFlow")
-    assert "fitting the baselines" in first
+    assert first.startswith(f"evaluate: {tmp_path / 'run'} and its data checked; loading TensorFlow")
+    assert "fitting the baselines" in first and "scoring the test split" in first

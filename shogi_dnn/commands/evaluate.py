@@ -50,11 +50,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    log.info("evaluate: checking %s and its data, then loading TensorFlow and the model (10-20 s), fitting "
-             "the baselines (once per run) and scoring the %s split", args.run_dir, args.split)
     # The run, its model and the data are checked (and the data held as a reader) before TensorFlow loads.
     with data_check.checked_split(args.run_dir, args.data, args.split, args.checkpoint, args.verify_shards,
                                   args.allow_trained_games) as checked:
+        log.info("evaluate: %s and its data checked; loading TensorFlow and the model (10-20 s), fitting the "
+                 "baselines (once per run) and scoring the %s split", args.run_dir, checked.split)
         from shogi_dnn.analysis import evaluate
 
         result = evaluate.evaluate_checked(checked, checked.split, args.checkpoint, args.simulate_devices,
