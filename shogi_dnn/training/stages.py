@@ -7,7 +7,7 @@ over one group; an *epoch* visits every group once, in an order shuffled per epo
 data position is (epoch, stage index in the epoch's order, samples consumed in the group): with the
 stage's stream seed that is everything needed to resume the data stream exactly, because the
 stream of a stage is a function of (group shards and rows, stream seed) and the read lanes only
-(schedule.make_train_dataset; lanes: data.read_lanes, or one per worker; saved in run.json).
+(pipeline.make_train_dataset; lanes: data.read_lanes, or one per worker; saved in run.json).
 """
 
 from __future__ import annotations
