@@ -20,7 +20,7 @@ FACTS: dict[str, tuple[str, str]] = {
                                         "rules/position.py"),
     "the index -> USI square formula": (r"9\s*-\s*\w+\s*%\s*9|9\s*-\s*col\b", "rules/position.py"),
     "the batch's policy label key": (r"^KEY_POLICY\s*=", "training/schedule.py"),
-    "the type of a step's metric sums": (r"^Sums\s*=", "training/steps.py"),
+    "the type of a step's metric sums": (r"^Sums\s*=", "training/losses.py"),
     "the seed-stream numbers": (r"SEED_\w+(,\s*[\w.]+)*\s*=\s*\d", "training/schedule.py"),
     "the CPU split into logical devices": (r"set_logical_device_configuration\(", "training/cluster.py"),
     "the piece numbers": (r"\bking\s*=\s*8\b|frozenset\(\((\d+,\s*)+\d+\)\)", "rules/pieces.py"),

@@ -113,17 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and cluster_spec is None:
         refuse_nothing_to_resume(run_dir)               # a mistyped --run-dir: no new run from zero
     run_files.refuse_foreign_folder(run_dir)            # run files among others (/etc): none written
-    manifest = shards.read_manifest(args.data)          # batch and group problems: one line, no folder
-    stages.check_before_start(config, sum(s.positions for s in manifest.split("train")),
-                              stages.towers_without_tensorflow(args.simulate_devices, args.devices,
-                                                               None if cluster_spec is None else
-                                                               len(cluster_spec.addresses)))
-    created = not run_dir.exists()
+    created = [d for d in (run_dir, *run_dir.parents) if not d.exists()]   # the folders this run makes
     try:
         return _locked_train(args, argv, config, cluster_spec, fits, run_dir)
     except BaseException:
-        if created and run_dir.is_dir() and not any(run_dir.iterdir()):
-            run_dir.rmdir()                             # a refused run leaves no empty folder behind
+        for folder in created:                          # a refused run leaves no empty folder behind
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
         raise
 
 
@@ -134,6 +130,11 @@ def _locked_train(args: argparse.Namespace, argv: list[str] | None, config: Conf
     with run_files.lock_run_dir(run_dir, "train"):      # one writer; refused before TensorFlow starts
         if not args.resume and cluster_spec is None:    # a finished run: likewise (a cluster's workers
             run_files.refuse_existing_run(run_dir)      # must agree: resume.start_run checks that)
+        manifest = shards.read_manifest(args.data)      # batch and group problems: one line, no folder
+        stages.check_before_start(config, sum(s.positions for s in manifest.split("train")),
+                                  stages.towers_without_tensorflow(args.simulate_devices, args.devices,
+                                                                   None if cluster_spec is None else
+                                                                   len(cluster_spec.addresses)))
         command = shlex.join(["shogi-dnn", "train", *(sys.argv[1:] if argv is None else argv)])
         try:
             # One of the dataset's readers until the end: `convert --overwrite` of it is refused, naming us.

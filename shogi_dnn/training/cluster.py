@@ -430,7 +430,7 @@ def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = 
 
     simulated = bool(simulate_devices) and not tf.config.list_physical_devices("GPU")
     if simulated and simulate_devices:
-        split_cpu(simulate_devices)
+        configure_cpu_split(simulate_devices)          # TensorFlow not initialised: see _form_cluster
     waited = wait_for_workers(cluster, timeout_s, stop)
     me = cluster.worker_name(cluster.worker_id)
     message = (f"shogi-dnn train: error: {me}: TensorFlow did not form the cluster within {timeout_s:g} s "
@@ -441,9 +441,9 @@ def make_multi_worker_strategy(cluster: Cluster, simulate_devices: int | None = 
     return _form_cluster(build, timeout_s - waited, message)
 
 
-def split_cpu(count: int) -> list[str]:
-    """The names of the first `count` logical CPU devices, the CPU split into `count` first unless a
-    split made earlier (the test harness's) has enough.
+def configure_cpu_split(count: int) -> None:
+    """Split the CPU into `count` logical devices without initialising TensorFlow (a multi-worker strategy
+    must still configure its collective ops), unless a split made earlier (the test harness's) has enough.
 
     Raises:
         RunError: count < 1, or TensorFlow is already initialised with fewer logical CPUs.
@@ -453,12 +453,26 @@ def split_cpu(count: int) -> list[str]:
     if count < 1:
         raise RunError(f"--simulate-devices {count}: must be >= 1")
     cpu = tf.config.list_physical_devices("CPU")[0]
-    if len(tf.config.get_logical_device_configuration(cpu) or []) < count:
-        try:
-            tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
-        except RuntimeError:   # TF already initialised: use what is there if it is enough
-            pass
+    current = tf.config.get_logical_device_configuration(cpu) or []
+    if len(current) >= count:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+    except RuntimeError:   # TF already initialised: split_cpu checks whether what is there is enough
+        pass
+
+
+def split_cpu(count: int) -> list[str]:
+    """The names of the first `count` logical CPU devices, the CPU split into `count` first (this
+    initialises TensorFlow).
+
+    Raises:
+        RunError: count < 1, or TensorFlow is already initialised with fewer logical CPUs.
+    """
+    import tensorflow as tf
+
+    configure_cpu_split(count)
     logical = tf.config.list_logical_devices("CPU")
     if len(logical) < count:
         raise RunError(f"--simulate-devices {count}: TensorFlow is already initialised with "
