@@ -22,8 +22,9 @@ import numpy as np
 
 from shogi_dnn.analysis import predict, scoring
 from shogi_dnn.engine import quiescence
+from shogi_dnn.engine.limits import Limits
 from shogi_dnn.engine.players import Evaluator
-from shogi_dnn.engine.search import Limits, Search
+from shogi_dnn.engine.search import Search
 from shogi_dnn.kifu.record import STANDARD_START_SFEN
 from shogi_dnn.rules import Position, new_position
 

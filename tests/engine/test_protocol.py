@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from shogi_dnn.engine import limits as limits_lib
 from shogi_dnn.engine import protocol
 from shogi_dnn.engine import search as search_lib
 from shogi_dnn.rules import new_position
@@ -27,7 +28,7 @@ def spy_searches(usi: protocol.UsiEngine) -> list:
     started: list = []
     new_search = usi._new_search
 
-    def recording(limits: search_lib.Limits):
+    def recording(limits: limits_lib.Limits):
         started.append(new_search(limits))
         return started[-1]
     usi._new_search = recording  # type: ignore[method-assign]  # the spy shadows the method on this instance
@@ -40,7 +41,7 @@ def planned_seconds(usi: protocol.UsiEngine, go_args: list[str]) -> tuple[float,
     return seconds, usi.search_seconds(seconds)
 
 
-def assert_deadline(usi: protocol.UsiEngine, limits: search_lib.Limits, began: float, ended: float,
+def assert_deadline(usi: protocol.UsiEngine, limits: limits_lib.Limits, began: float, ended: float,
                     planned: tuple[float, float]) -> None:
     """The move must be played `planned[0]` after the command's arrival (in [began, ended]) and the
     search stops `planned[1]` after it: the deadlines the engine set, not how long this machine took."""
