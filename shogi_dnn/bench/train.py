@@ -22,7 +22,9 @@ drifting load hits every method alike; the best window is the figure (the JSON a
 the median). Each window is measured in wall seconds and in the process's CPU seconds (user + system, every
 thread: the step's and the input pipeline's): on a shared machine the wall clock counts other processes'
 time, CPU seconds count only the work done, so "pos/CPU-s" and its ratio to model.fit are the honest
-comparison there, the wall figures the one that matters on a dedicated machine.
+comparison there, the wall figures the one that matters on a dedicated machine. The system share of that
+CPU ("sys %") and the minor page faults per update (getrusage) show memory churn: memory handed back to the
+kernel and faulted in again every update (training/allocator.py).
 Without --data a synthetic dataset of --synthetic-positions positions is written to a temp folder
 (bench.synthetic: random legal-ish encodings, real shard format and compression). Prints a table with
 ratios and writes FILE (JSON) with every figure.
@@ -36,8 +38,10 @@ import itertools
 import logging
 import os
 import platform
+import resource
 import tempfile
 import time
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,15 +68,20 @@ FIT = "model.fit"
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    """One method on `devices` devices (0: host only): `positions` positions per timed window, the wall
-    seconds of each window and the process CPU seconds (user + system) of each (empty: not measured). The
-    figures are the best windows (the machine may be shared)."""
+    """One method on `devices` devices (0: host only): `positions` positions per timed window in `updates`
+    optimizer updates (0: the pipeline alone), and per window its wall seconds, the process's CPU seconds
+    (user + system, every thread), its system seconds and its minor page faults (empty: not measured). The
+    figures are the best windows (the machine may be shared); the system share and the faults per update
+    are those of the best CPU window."""
 
     method: str
     devices: int
     positions: int
     windows: tuple[float, ...]
     cpu_windows: tuple[float, ...] = ()
+    sys_windows: tuple[float, ...] = ()
+    fault_windows: tuple[int, ...] = ()
+    updates: int = 0
 
     @property
     def seconds(self) -> float:
@@ -90,17 +99,64 @@ class Measurement:
     def positions_per_cpu_s(self) -> float | None:
         return None if self.cpu_seconds is None else self.positions / self.cpu_seconds
 
+    def _best_cpu_window(self) -> int | None:
+        return int(np.argmin(self.cpu_windows)) if self.cpu_windows else None
+
+    @property
+    def sys_share(self) -> float | None:
+        """System seconds over CPU seconds in the best CPU window."""
+        best = self._best_cpu_window()
+        if best is None or not self.sys_windows or self.cpu_windows[best] <= 0:
+            return None
+        return self.sys_windows[best] / self.cpu_windows[best]
+
+    @property
+    def faults_per_update(self) -> float | None:
+        """Minor page faults per optimizer update in the best CPU window."""
+        best = self._best_cpu_window()
+        if best is None or not self.fault_windows or self.updates < 1:
+            return None
+        return self.fault_windows[best] / self.updates
+
     def to_dict(self) -> dict[str, Any]:
         cpu = ({"cpu_seconds": self.cpu_seconds, "positions_per_cpu_s": self.positions_per_cpu_s,
                 "median_positions_per_cpu_s": self.positions / float(np.median(self.cpu_windows))}
                if self.cpu_windows else {})
+        kernel = {key: value for key, value in (("sys_share", self.sys_share),
+                                                ("faults_per_update", self.faults_per_update))
+                  if value is not None}
         return {**dataclasses.asdict(self), "seconds": self.seconds, "positions_per_s": self.positions_per_s,
-                "median_positions_per_s": self.positions / float(np.median(self.windows)), **cpu}
+                "median_positions_per_s": self.positions / float(np.median(self.windows)), **cpu, **kernel}
 
 
-def _windows(marks: Sequence[float]) -> tuple[float, ...]:
-    """Durations between consecutive time marks."""
-    return tuple(b - a for a, b in itertools.pairwise(marks))
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """The process's clocks at one moment: wall, user and system seconds (every thread) and minor page
+    faults (getrusage)."""
+
+    wall: float
+    user: float
+    sys: float
+    faults: int
+
+    @classmethod
+    def now(cls) -> Usage:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return cls(time.perf_counter(), usage.ru_utime, usage.ru_stime, usage.ru_minflt)
+
+    def since(self, start: Usage) -> Window:
+        """The window from `start` to this moment."""
+        return Window(self.wall - start.wall, (self.user + self.sys) - (start.user + start.sys),
+                      self.sys - start.sys, self.faults - start.faults)
+
+
+class Window(typing.NamedTuple):
+    """One timed window: wall seconds, CPU seconds (user + system), system seconds, minor page faults."""
+
+    wall: float
+    cpu: float
+    sys: float = 0.0
+    faults: int = 0
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:
@@ -189,13 +245,20 @@ def measure_pipeline(paths: Sequence[Path], cfg: Config, global_batch: int, posi
     batches = iter(_dataset(paths, cfg, global_batch))
     per_window = max(1, positions // global_batch)
     next(batches)                          # start-up: opening shards, first buffer
-    marks, cpu_marks = [time.perf_counter()], [time.process_time()]
+    marks = [Usage.now()]
     for _ in range(repeats):
         for _ in range(per_window):
             next(batches)
-        marks.append(time.perf_counter())
-        cpu_marks.append(time.process_time())
-    return Measurement(PIPELINE, 0, per_window * global_batch, _windows(marks), _windows(cpu_marks))
+        marks.append(Usage.now())
+    return _measurement(PIPELINE, 0, per_window * global_batch, 0,
+                        [end.since(start) for start, end in itertools.pairwise(marks)])
+
+
+def _measurement(method: str, devices: int, positions: int, updates: int,
+                 windows: Sequence[Window]) -> Measurement:
+    return Measurement(method, devices, positions, tuple(w.wall for w in windows),
+                       tuple(w.cpu for w in windows), tuple(w.sys for w in windows),
+                       tuple(w.faults for w in windows), updates)
 
 
 def _build(strategy, cfg: Config, global_batch: int):
@@ -239,31 +302,28 @@ class TowerRunner:
         self._step = make_iterator_step(train_step, 1) if in_graph else step
         self._batches = iter(strategy.experimental_distribute_dataset(_dataset(paths, cfg, global_batch)))
 
-    def run(self, steps: int) -> tuple[float, float]:
-        """Wall and process CPU seconds for `steps` updates, waiting for the last one to finish."""
+    def run(self, steps: int) -> Window:
+        """The window of `steps` updates, waiting for the last one to finish."""
         from shogi_dnn.training.devices import local_values
 
-        start, cpu_start = time.perf_counter(), time.process_time()
+        start = Usage.now()
         for _ in range(steps):
             sums = self._step(self._batches)
         local_values(self.strategy, sums["count"])
-        return time.perf_counter() - start, time.process_time() - cpu_start
+        return Usage.now().since(start)
 
 
 def _step_clock():
-    """A Keras callback marking the wall (.marks) and process CPU time (.cpu_marks) at the end of every
-    step."""
+    """A Keras callback marking the process's clocks (Usage, .marks) at the end of every step."""
     import keras
 
     class StepClock(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
-            self.marks: list[float] = []
-            self.cpu_marks: list[float] = []
+            self.marks: list[Usage] = []
 
         def on_train_batch_end(self, batch, logs=None):
-            self.marks.append(time.perf_counter())
-            self.cpu_marks.append(time.process_time())
+            self.marks.append(Usage.now())
 
     return StepClock()
 
@@ -293,21 +353,21 @@ class FitRunner:
             lambda b: ({"board": b["board"], "hands": b["hands"]},
                        {"value": b["win"][:, None], "policy": b["policy"]} if policy else b["win"][:, None]))
 
-    def run(self, steps: int) -> tuple[float, float]:
-        """Wall and process CPU seconds for `steps` updates: one fit call of steps + 1, timed from the end
-        of its first step (which carries fit's per-call set-up and the pipeline's start)."""
+    def run(self, steps: int) -> Window:
+        """The window of `steps` updates: one fit call of steps + 1, timed from the end of its first step
+        (which carries fit's per-call set-up and the pipeline's start)."""
         clock = _step_clock()
         self.model.fit(self._data, steps_per_epoch=steps + 1, epochs=1, verbose=0, shuffle=False,
                        callbacks=[clock])
-        return clock.marks[-1] - clock.marks[0], clock.cpu_marks[-1] - clock.cpu_marks[0]
+        return clock.marks[-1].since(clock.marks[0])
 
 
 def alternate_windows(runners: Sequence[Any], repeats: int,
-                      steps: int) -> dict[str, list[tuple[float, float]]]:
-    """method -> [(wall, CPU seconds)] of `repeats` windows of `steps` updates each, one window per runner
-    and round, the order reversed every other round (A B C, C B A, A B C, ...): a load that drifts during
-    the measurement then costs each method about the same. runner.run(steps) -> (wall, CPU seconds)."""
-    windows: dict[str, list[tuple[float, float]]] = {runner.method: [] for runner in runners}
+                      steps: int) -> dict[str, list[Window]]:
+    """method -> [Window] of `repeats` windows of `steps` updates each, one window per runner and round,
+    the order reversed every other round (A B C, C B A, A B C, ...): a load that drifts during the
+    measurement then costs each method about the same. runner.run(steps) -> Window."""
+    windows: dict[str, list[Window]] = {runner.method: [] for runner in runners}
     for round_ in range(repeats):
         for runner in runners if round_ % 2 == 0 else runners[::-1]:
             windows[runner.method].append(runner.run(steps))
@@ -326,8 +386,7 @@ def measure_training(strategy, paths: Sequence[Path], cfg: Config, global_batch:
         runner.run(args.warmup)                            # tracing, allocation
     windows = alternate_windows(runners, args.repeats, args.steps)
     n = strategy.num_replicas_in_sync
-    return [Measurement(method, n, args.steps * global_batch, tuple(wall for wall, _ in w),
-                        tuple(cpu for _, cpu in w)) for method, w in windows.items()]
+    return [_measurement(method, n, args.steps * global_batch, args.steps, w) for method, w in windows.items()]
 
 
 def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],
@@ -344,8 +403,10 @@ def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], 
         strategy = make_strategy(devices=list(devices[:n]))
         for measurement in measure_training(strategy, paths, cfg, global_batch, args):
             results.append(measurement)
-            log.info("%s on %d device(s): %.0f positions/s, %.0f per CPU second", measurement.method, n,
-                     measurement.positions_per_s, measurement.positions_per_cpu_s)
+            log.info("%s on %d device(s): %.0f positions/s, %.0f per CPU second (sys %.0f%%), %.0f page "
+                     "faults an update", measurement.method, n, measurement.positions_per_s,
+                     measurement.positions_per_cpu_s, 100 * (measurement.sys_share or 0.0),
+                     measurement.faults_per_update or 0.0)
     return results
 
 
@@ -380,10 +441,13 @@ def format_table(report: Mapping[str, Any]) -> str:
     header = (f"global batch {report['global_batch']} (pipeline alone: {report.get('pipeline_batch', '-')}), "
               f"data: {report['data']}")
     lines = [header, f"{'method':<12} {'devices':>7} {'positions/s':>12} {'vs fit':>7} {'vs 1 dev':>8} "
-                     f"{'pos/CPU-s':>10} {'CPU vs fit':>10}"]
+                     f"{'pos/CPU-s':>10} {'CPU vs fit':>10} {'sys %':>6} {'faults/update':>13}"]
 
     def cell(value: float | None, width: int, spec: str = ".2f") -> str:
         return f"{'' if value is None else format(value, spec):>{width}}"
+
+    def percent(share: float | None) -> float | None:
+        return None if share is None else 100 * share
 
     for r in report["results"]:
         key = str(r["devices"])
@@ -392,7 +456,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         speedup = ratios["speedup_over_1"].get(r["method"], {}).get(key)
         lines.append(f"{r['method']:<12} {r['devices'] or 'host':>7} {r['positions_per_s']:>12,.0f} "
                      f"{cell(vs_fit, 7)} {cell(speedup, 8)} {cell(r.get('positions_per_cpu_s'), 10, ',.0f')} "
-                     f"{cell(cpu_vs_fit, 10)}".rstrip())
+                     f"{cell(cpu_vs_fit, 10)} {cell(percent(r.get('sys_share')), 6, '.0f')} "
+                     f"{cell(r.get('faults_per_update'), 13, ',.0f')}".rstrip())
     if "pipeline_over_fastest_step" in ratios:
         lines.append(f"pipeline alone / fastest training step: {ratios['pipeline_over_fastest_step']:.1f}x")
     return "\n".join(lines)

@@ -19,4 +19,9 @@ memory.py do not).
   bind_shim.py    keeps a worker's TensorFlow server on its given host (LD_PRELOAD _bindshim.c)
   throughput.py   the throughput model time = B / v0 + t and per-GPU batch advice (TensorFlow-free)
   memory.py       parameter count and training memory from the config, checked before a model is built
+  allocator.py    the C allocator keeps freed tensor memory (applied on import, before TensorFlow loads)
 """
+
+from shogi_dnn.training.allocator import keep_freed_memory
+
+keep_freed_memory()

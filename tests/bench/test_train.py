@@ -14,8 +14,8 @@ from shogi_dnn.errors import ConfigError, ShardFormatError
 def _results() -> list[bench.Measurement]:
     """Wall windows, and CPU windows for every 1-device point (2 devices: wall only)."""
     return [bench.Measurement(bench.PIPELINE, 0, 1000, (0.002, 0.001)),
-            bench.Measurement(bench.TOWERS, 1, 100, (1.0,), (0.5,)),
-            bench.Measurement(bench.FIT, 1, 100, (2.0, 3.0), (0.8, 0.4)),
+            bench.Measurement(bench.TOWERS, 1, 100, (1.0,), (0.5,), (0.05,), (400,), 4),
+            bench.Measurement(bench.FIT, 1, 100, (2.0, 3.0), (0.8, 0.4), (0.4, 0.1), (900, 300), 4),
             bench.Measurement(bench.TOWERS, 2, 100, (0.6, 0.5, 0.7)),
             bench.Measurement(bench.FIT, 2, 100, (0.8,))]
 
@@ -34,6 +34,11 @@ def test_report_ratios():
     assert report["results"][2]["median_positions_per_cpu_s"] == pytest.approx(100 / 0.6)
     assert "positions_per_cpu_s" not in report["results"][3]
     assert ratios["over_fit_cpu"] == {"towers": {"1": pytest.approx(0.8)}}
+    # The kernel's share and the faults per update: those of the best CPU window (fit: the second).
+    assert report["results"][2]["sys_share"] == pytest.approx(0.25)
+    assert report["results"][2]["faults_per_update"] == pytest.approx(75)
+    assert report["results"][1]["faults_per_update"] == pytest.approx(100)
+    assert "sys_share" not in report["results"][3] and "faults_per_update" not in report["results"][0]
 
 
 def test_table_lists_every_measurement_with_ratios():
@@ -41,11 +46,12 @@ def test_table_lists_every_measurement_with_ratios():
     lines = table.splitlines()
     assert "global batch 100" in lines[0]
     assert any(line.split()[:3] == ["pipeline", "host", "1,000,000"] for line in lines)
-    assert "pos/CPU-s" in lines[1] and "CPU vs fit" in lines[1]
+    assert "pos/CPU-s" in lines[1] and "CPU vs fit" in lines[1] and "faults/update" in lines[1]
     assert any(line.split() == ["towers", "2", "200", "1.60", "2.00"] for line in lines)
     assert any(line.split() == ["model.fit", "2", "125", "2.50"] for line in lines)
-    assert any(line.split() == ["towers", "1", "100", "2.00", "1.00", "200", "0.80"] for line in lines)
-    assert any(line.split() == ["model.fit", "1", "50", "1.00", "250"] for line in lines)
+    assert any(line.split() == ["towers", "1", "100", "2.00", "1.00", "200", "0.80", "10", "100"]
+               for line in lines)
+    assert any(line.split() == ["model.fit", "1", "50", "1.00", "250", "25", "75"] for line in lines)
 
 
 def test_windows_alternate_order_every_round():
@@ -55,13 +61,13 @@ def test_windows_alternate_order_every_round():
         def __init__(self, method: str) -> None:
             self.method = method
 
-        def run(self, steps: int) -> tuple[float, float]:
+        def run(self, steps: int) -> bench.Window:
             calls.append(self.method)
-            return float(len(calls)), float(steps)
+            return bench.Window(float(len(calls)), float(steps))
 
     windows = bench.alternate_windows([Runner("a"), Runner("b"), Runner("c")], repeats=3, steps=7)
     assert calls == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
-    assert windows["a"] == [(1.0, 7.0), (6.0, 7.0), (7.0, 7.0)]
+    assert [w[:2] for w in windows["a"]] == [(1.0, 7.0), (6.0, 7.0), (7.0, 7.0)]
 
 
 def test_synthetic_data_when_no_data_is_given(tmp_path):
@@ -91,6 +97,8 @@ def test_bench_runs_end_to_end_on_tiny_settings(tmp_path, capsys):
         ("towers", 2), ("towers-iter", 2), ("model.fit", 2)]
     assert all(len(r["windows"]) == 2 and r["positions_per_s"] > 0 for r in report["results"])
     assert all(len(r["cpu_windows"]) == 2 and r["positions_per_cpu_s"] > 0 for r in report["results"])
+    assert all(0 <= r["sys_share"] <= 1 for r in report["results"])
+    assert all(r["faults_per_update"] >= 0 for r in report["results"] if r["method"] != "pipeline")
     assert set(report["ratios"]["over_fit"]) == {"towers", "towers-iter"}
     assert set(report["ratios"]["over_fit_cpu"]) == {"towers", "towers-iter"}
     assert set(report["ratios"]["over_fit"]["towers-iter"]) == {"1", "2"}

@@ -236,9 +236,11 @@ def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, k
 
 
 @pytest.mark.slow
-def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path,
-                                                      deterministic: None) -> None:
-    config = tiny_config(checkpoint_every_steps=0)
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path, deterministic: None,
+                                                      jit_compile: bool) -> None:
+    """Stopped after 3 updates and resumed: the uninterrupted run's weights bit for bit, XLA or not."""
+    config = tiny_config(checkpoint_every_steps=0, jit_compile=jit_compile)
     _, straight = train(config, dataset, tmp_path / "straight", devices=2)
     train(config, dataset, tmp_path / "stopped", devices=2, stop_after=3)
     state, _ = checkpoints.read_state(checkpoints.find_checkpoint(tmp_path / "stopped"))
