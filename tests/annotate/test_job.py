@@ -146,6 +146,16 @@ def test_a_crash_a_hang_or_a_garbage_score_costs_one_position(source: Path, fake
     assert sum(report.evaluated.values()) == total - lost
 
 
+def test_overwrite_refuses_a_folder_with_a_foreign_manifest(source: Path, fake_engine, tmp_path: Path) -> None:
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / shards.MANIFEST_NAME).write_text('{"name": "my photos"}')
+    (out / "train-00000.h5").write_bytes(b"someone's file")
+    with pytest.raises(ConfigError, match="manifest.json is not a shogi-dnn dataset's"):
+        run_annotate(source, out, AnnotateSettings(), engine=fake_engine(), overwrite=True)
+    assert (out / "train-00000.h5").read_bytes() == b"someone's file"
+
+
 def test_only_missing_evaluations_are_searched(source: Path, fake_engine, tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
