@@ -2,9 +2,9 @@
 
 Every subcommand module in `shogi_dnn.commands` has `main(argv) -> int`. Errors a user can cause
 (ShogiDnnError, OSError, and running out of memory: MemoryError, TensorFlow's ResourceExhaustedError,
-errors.is_out_of_memory) are printed as one line, never a traceback; nor is a closed output pipe
-(`shogi-dnn --help | head -2`). `--verbose` anywhere on the line shows TensorFlow's start-up lines
-(once; tf_quiet.py), which are off otherwise.
+errors.is_out_of_memory) are printed as one line (errors.printable: a name's line break shown escaped),
+never a traceback; nor is a closed output pipe (`shogi-dnn --help | head -2`). `--verbose` anywhere on the
+line shows TensorFlow's start-up lines (once; tf_quiet.py), which are off otherwise.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import sys
 
 from shogi_dnn.commands import tf_quiet
-from shogi_dnn.errors import ShogiDnnError, is_out_of_memory, out_of_memory_message
+from shogi_dnn.errors import ShogiDnnError, is_out_of_memory, out_of_memory_message, printable
 
 COMMANDS = {
     "convert": "convert game records into HDF5 shards",
@@ -85,11 +85,8 @@ def _main(argv: list[str] | None) -> int:
                 return 2
             raise
         return int(module.main(rest))
-    except ShogiDnnError as exc:
-        print(f"shogi-dnn {name}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"shogi-dnn {name}: error: {exc}", file=sys.stderr)
+    except (ShogiDnnError, OSError) as exc:
+        print(f"shogi-dnn {name}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"shogi-dnn {name}: interrupted", file=sys.stderr)

@@ -1,7 +1,22 @@
 """Error types. Every error a user can cause is a subclass of ShogiDnnError, so the CLI prints
-it as one line (no traceback). Each names the file, line or key it is about."""
+it as one line (no traceback). Each names the file, line or key it is about; a file name is shown
+through printable(), so a name holding a line break or an escape sequence stays on its line."""
 
 from __future__ import annotations
+
+import unicodedata
+
+# Characters a name shows escaped: control (line breaks, escape sequences), format (bidirectional
+# overrides), line and paragraph separators, lone surrogates.
+_ESCAPED_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))
+
+
+def printable(text: str) -> str:
+    """`text` with every control, format or line-separator character written as repr writes it (`\\n`,
+    `\\x1b`, `\\u2028`), the rest unchanged: a file name shown in a message never starts a line of its own."""
+    if text.isprintable():
+        return text
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in _ESCAPED_CATEGORIES else c for c in text)
 
 
 class ShogiDnnError(Exception):
@@ -23,7 +38,7 @@ class KifuError(ShogiDnnError, ValueError):
         self.line = int(line)
         self.reason = reason
         self.ply = int(ply)
-        where = f"{self.path}:{self.line}"
+        where = f"{printable(self.path)}:{self.line}"
         super().__init__(f"{where}: {reason}" + (f" (ply {self.ply})" if self.ply else ""))
 
 

@@ -30,6 +30,14 @@ def test_unknown_command(capsys) -> None:
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
 
 
+def test_a_name_with_a_line_break_is_one_error_line(capsys, tmp_path: Path) -> None:
+    missing = tmp_path / "no\nshogi-dnn inspect: ok\x1b[2K"
+    assert cli.main(["inspect", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("shogi-dnn inspect: error: "), err
+    assert "no\\nshogi-dnn inspect: ok\\x1b[2K" in err and "\x1b" not in err
+
+
 def test_python_dash_m_entry_point() -> None:
     result = subprocess.run([sys.executable, "-m", "shogi_dnn", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("shogi-dnn ")

@@ -122,12 +122,17 @@ def prepare_output(out: Path, print_: str, overwrite: bool) -> AnnotateState:
     """Create `out`, or pick up its unfinished (or finished) annotate with the same fingerprint.
 
     Raises:
-        ConfigError: `out` holds something else and `overwrite` was not given.
+        ConfigError: `out` holds something else and `overwrite` was not given, or a manifest.json that
+            is not shogi-dnn's (overwrite or not).
     """
     out.mkdir(parents=True, exist_ok=True)
     state = AnnotateState.load(out, print_)
     if state is not None:
         return state
+    problem = shards.foreign_manifest(out)
+    if problem is not None:                 # its files are someone else's: never replaced
+        raise ConfigError(f"{out}: its {shards.MANIFEST_NAME} is not a shogi-dnn dataset's ({problem}); "
+                          "choose an empty or new --out")
     ours = [p for p in out.iterdir() if _OURS.match(p.name) or p.name.removesuffix(".tmp") in _OUR_FILES]
     others = [p for p in out.iterdir() if p not in ours and p.name not in locks.LOCK_FILES]
     if ours and not overwrite:

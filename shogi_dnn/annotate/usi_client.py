@@ -14,8 +14,11 @@ engine/protocol.py's docstring):
 
 The score is the last `info` line's (multipv 1), from the side to move's view as USI reports it: `cp X`
 clipped to ±MATE_EVAL, `mate N` as +MATE_EVAL (N > 0, '+') or -MATE_EVAL (N <= 0, '-': the side to move
-is mated). Fairy-Stockfish (Debian `fairy-stockfish`, /usr/games) plays shogi by default in USI mode:
-`usi` selects the USI protocol and UCI_Variant's default is shogi, so no variant option is sent.
+is mated). A value that is not a whole integer (`cp -1e5`, `cp 1.5`) is no score: the position stays
+unlabelled and is counted as `no_score`, like a search that printed none.
+
+Fairy-Stockfish (Debian `fairy-stockfish`, /usr/games) plays shogi by default in USI mode: `usi` selects
+the USI protocol and UCI_Variant's default is shogi, so no variant option is sent.
 
 An engine that exits, hangs past the per-position timeout or answers something unusable raises
 EngineFailure (kind "crash", "timeout" or "protocol"); the caller kills it (close(): our own child, by
@@ -44,7 +47,8 @@ ENGINE_DIRS = ("/usr/games",)          # Debian installs game engines outside th
 # hash, no contempt (a score symmetric for both sides).
 DEFAULT_OPTIONS = (("Threads", "1"), ("Hash", "16"), ("Contempt", "0"))
 START_TIMEOUT = 10.0                   # seconds for `usi` -> `usiok` and the first `readyok`
-_SCORE = re.compile(r"\bscore (cp|mate) ([+-]?\d*)")
+_SCORE = re.compile(r"\bscore (cp|mate)(?: (\S*))?")
+_INTEGER = re.compile(r"[+-]?\d+")
 _OPTION = re.compile(r"^option name (.+?) type ")
 CRASH, TIMEOUT, PROTOCOL = "crash", "timeout", "protocol"
 
@@ -85,17 +89,18 @@ def find_engine(name: str = DEFAULT_ENGINE) -> str:
 
 
 def parse_score(line: str) -> int | None:
-    """The score of an `info` line, side to move's view (module docstring), or None when it has none."""
+    """The score of an `info` line, side to move's view (module docstring), or None when it has none or
+    its value is not a whole integer token (`cp -1e5`, `cp 12.5`, `cp 3x`: the position stays unlabelled)."""
     match = _SCORE.search(line)
     if match is None:
         return None
-    kind, value = match.groups()
-    if kind == "cp":
-        if value in ("", "+", "-"):
-            return None
-        return max(-MATE_EVAL, min(MATE_EVAL, int(value)))
-    if value in ("+", "-", ""):
+    kind, value = match.group(1), match.group(2) or ""
+    if kind == "mate" and value in ("+", "-", ""):
         return MATE_EVAL if value == "+" else -MATE_EVAL
+    if _INTEGER.fullmatch(value) is None:
+        return None
+    if kind == "cp":
+        return max(-MATE_EVAL, min(MATE_EVAL, int(value)))
     return MATE_EVAL if int(value) > 0 else -MATE_EVAL
 
 

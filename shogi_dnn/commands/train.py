@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     config = load_config(Path(args.config), args.set)      # config errors before TensorFlow starts
     memory.check_model_size(config.model)                  # a model over the parameter limit, likewise
+    memory.check_address_space("train")                     # a `ulimit -v` TensorFlow aborts under, likewise
     run_files.check_writable(args.run_dir, "--run-dir")    # a read-only folder, likewise
     if not (args.price_per_hour >= 0 and math.isfinite(args.price_per_hour)):
         raise ConfigError(f"--price-per-hour {args.price_per_hour}: must be a number >= 0")

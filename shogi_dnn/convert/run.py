@@ -100,19 +100,52 @@ def fingerprint(inputs: Sequence[str | os.PathLike[str]], settings: ConvertSetti
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
-    """Create DIR or pick up its unfinished conversion. `print_` is this run's fingerprint.
+def _is_output_name(name: str) -> bool:
+    """A name convert writes in DIR: a shard, the manifest, report or state (or their temps), a checkpoint."""
+    return SHARD_PATTERN.match(name) is not None or resume.is_checkpoint_file(name) or name.removesuffix(
+        ".tmp") in (shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME)
+
+
+def _is_own_dataset(out: Path) -> bool:
+    """True when DIR holds a shogi-dnn dataset or conversion: a shogi-dnn manifest.json, or a
+    convert-state.json (written first by every conversion). Only then are its files convert's to replace.
 
     Raises:
-        ConfigError: DIR holds something else and --overwrite was not given.
+        ConfigError: DIR's manifest.json is not a shogi-dnn manifest (shards.foreign_manifest).
+    """
+    problem = shards.foreign_manifest(out)
+    if problem is not None:
+        raise ConfigError(f"{out}: its {shards.MANIFEST_NAME} is not a shogi-dnn dataset's ({problem}); "
+                          "choose an empty or new --out")
+    if (out / shards.MANIFEST_NAME).is_file():
+        return True
+    try:
+        state = json.loads((out / STATE_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(state, dict) and isinstance(state.get("fingerprint"), str) and \
+        isinstance(state.get("shards"), dict)
+
+
+def prepare_output(out: Path, print_: str, overwrite: bool) -> ConvertState:
+    """Create DIR or pick up its unfinished conversion. `print_` is this run's fingerprint. --overwrite
+    removes only the files of a shogi-dnn dataset (_is_own_dataset); a file named like convert's output in
+    a folder that is not one is refused, --overwrite or not.
+
+    Raises:
+        ConfigError: DIR holds something else and --overwrite was not given, a manifest.json that is not
+            shogi-dnn's, or files named like a dataset's without a shogi-dnn manifest or state.
     """
     out.mkdir(parents=True, exist_ok=True)
     state = ConvertState.load(out, print_)
     if state is not None:
         return state
-    ours = [p for p in out.iterdir() if SHARD_PATTERN.match(p.name) or p.name in (
-        shards.MANIFEST_NAME, REPORT_NAME, STATE_NAME, shards.MANIFEST_NAME + ".tmp", STATE_NAME + ".tmp",
-        REPORT_NAME + ".tmp") or resume.is_checkpoint_file(p.name)]
+    own = _is_own_dataset(out)
+    named = [p for p in out.iterdir() if _is_output_name(p.name)]
+    if named and not own:
+        raise ConfigError(f"{out}: not empty and not a shogi-dnn dataset ({named[0].name} without a "
+                          f"shogi-dnn {shards.MANIFEST_NAME} or {STATE_NAME}); choose an empty or new --out")
+    ours = named if own else []
     others = [p for p in out.iterdir() if p not in ours and p.name not in locks.LOCK_FILES]
     if ours and not overwrite:
         raise ConfigError(f"{out}: holds a dataset converted from other inputs or settings; "

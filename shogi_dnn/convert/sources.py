@@ -53,7 +53,7 @@ from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
 from typing import IO, Any
 
-from shogi_dnn.errors import KifuError
+from shogi_dnn.errors import KifuError, printable
 from shogi_dnn.kifu import RECORD_SUFFIXES, names
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".7z")
@@ -245,8 +245,8 @@ class _Budget:
             raise _BudgetSpent(self.reason())
 
     def reason(self) -> str:
-        return (f"skipped: the archives nested in {self.top.text} decompress to more than {MAX_RATIO} times "
-                f"its size ({self.size:,} bytes; sources.MAX_RATIO), a decompression bomb?")
+        return (f"skipped: the archives nested in {printable(self.top.text)} decompress to more than "
+                f"{MAX_RATIO} times its size ({self.size:,} bytes; sources.MAX_RATIO), a decompression bomb?")
 
 
 class _BudgetSpent(_TooLarge):
@@ -307,7 +307,7 @@ def _iter_zip(source: Path | IO[bytes], level: _Level) -> Iterator[SourceFile | 
                     data = _read_capped(stream, member.compress_size, level.counted())
                 yield SourceFile(name.text, data, name.raw)
             except _BudgetSpent as exc:
-                yield KifuError(name.text, 0, f"{exc}; the rest of {level.name.text} is not read")
+                yield KifuError(name.text, 0, f"{exc}; the rest of {printable(level.name.text)} is not read")
                 return
             except _TooLarge as exc:
                 yield KifuError(name.text, 0, str(exc))
@@ -351,7 +351,7 @@ def _iter_tar(source: Path | IO[bytes], size: int, level: _Level) -> Iterator[So
                 with _tar_member(archive, member) as handle:
                     data = _read_capped(handle, compressed, level.counted())
             except _BudgetSpent as exc:
-                yield KifuError(name.text, 0, f"{exc}; the rest of {level.name.text} is not read")
+                yield KifuError(name.text, 0, f"{exc}; the rest of {printable(level.name.text)} is not read")
                 return
             except _TooLarge as exc:
                 if compressed is not None and member.size > MAX_RATIO * max(compressed, 1):
@@ -459,7 +459,8 @@ def _drain_7z(archive: Any, archive_size: int, level: _Level) -> Iterator[Source
                 try:
                     budget.spend(len(s))
                 except _BudgetSpent as exc:
-                    raise _Bomb(self.full.text, f"{exc}; the rest of {level.name.text} is not read") from None
+                    rest = printable(level.name.text)
+                    raise _Bomb(self.full.text, f"{exc}; the rest of {rest} is not read") from None
             return len(s)
 
         def _keep(self, block: bytes) -> None:

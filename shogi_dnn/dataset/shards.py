@@ -516,6 +516,27 @@ def read_manifest(root: str | Path) -> Manifest:
         raise ShardFormatError(f"{path}: corrupt manifest ({exc})") from exc
 
 
+def foreign_manifest(root: str | Path) -> str | None:
+    """Why DIR/manifest.json is not a shogi-dnn manifest (not a JSON object with a schema_version this or an
+    older shogi-dnn wrote and a `shards` list of {"path": NAME} entries), or None when it is one or absent.
+    Writers that replace a dataset (`--overwrite`) refuse a folder with a foreign one."""
+    path = Path(root) / MANIFEST_NAME
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"not readable as JSON: {type(exc).__name__}"
+    if not isinstance(data, dict) or data.get("schema_version") not in (SCHEMA_VERSION, *OLD_SCHEMAS):
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        return f"no shogi-dnn schema_version (it has {version!r})"
+    listed = data.get("shards")
+    if not isinstance(listed, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str)
+                                               for e in listed):
+        return "no list of shards with their paths"
+    return None
+
+
 def write_manifest(root: str | Path, shards: Sequence[ShardInfo], settings: dict[str, Any],
                    totals: dict[str, Any]) -> Path:
     """Write DIR/manifest.json atomically."""

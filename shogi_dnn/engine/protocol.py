@@ -20,7 +20,8 @@ Commands (anything else is ignored; an error in a command is one `info string` l
   setoption name N [value V]  sets an option (an unknown name or bad value: one info string)
   isready                     waits for the evaluator (loaded and warmed once), readyok
   usinewgame, gameover ...    stop any search; forget the kept tree
-  position startpos|sfen S [moves ...]   an illegal position or move: one info string, no position
+  position startpos|sfen S [moves ...]   a start that breaks a rule of rules/validity.py (a king missing,
+                              nifu, ...) or an illegal move: one info string naming it, no position
   go [btime wtime binc winc byoyomi movetime nodes depth infinite ponder]   searches, then
                               info depth .. seldepth .. [multipv k] [score cp|mate ..] nodes .. nps ..
                                    time .. pv ..   (no score: nothing under the move was evaluated)
@@ -77,6 +78,7 @@ from shogi_dnn.rules import (
     ENTERING_KING_RULES,
     IllegalMoveError,
     Position,
+    check_sfen,
     declaration_win,
     position_factory,
 )
@@ -205,8 +207,9 @@ def parse_position(tokens: list[str], factory: Callable[[str], Position]) -> Pos
 
 def parse_game(tokens: list[str],
                factory: Callable[[str], Position]) -> tuple[Position, str, tuple[str, ...]]:
-    """`position` arguments -> (the position after the moves, the start SFEN, the moves).
-    Raises ValueError (bad SFEN or move)."""
+    """`position` arguments -> (the position after the moves, the start SFEN, the moves). The start passes
+    the full check of a position given by hand (rules.check_sfen: both kings, piece set, nifu, ...).
+    Raises ValueError (bad SFEN, a rule the start breaks, or an illegal move)."""
     if not tokens:
         raise ValueError("position: nothing after 'position'")
     if tokens[0] == "startpos":
@@ -221,6 +224,7 @@ def parse_game(tokens: list[str],
     if rest and rest[0] != "moves":
         raise ValueError(f"position: expected 'moves', got {rest[0]!r}")
     try:
+        check_sfen(sfen)
         position = factory(sfen)
     except IllegalMoveError as exc:
         raise ValueError(f"position: {exc}") from None

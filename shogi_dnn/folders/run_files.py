@@ -43,6 +43,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -428,6 +429,28 @@ def write_json_atomic(path: Path, data: dict[str, Any], *, sort_keys: bool = Fal
     return write_atomic(path, text, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
 
 
+_SPECIAL_FILES = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                  (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_special_file(path: str | Path, flag: str | None = None) -> None:
+    """Refuse an output path that exists and is neither a regular file nor a folder (a device such as
+    /dev/null, a FIFO, a socket): a write would replace it. A symlink is the link (replaced, not followed).
+
+    Raises:
+        OutputError: `[flag ]path: a character device, not a regular file or folder; choose another path`.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:             # absent (or unreadable): the write itself reports it
+        return
+    for test, kind in _SPECIAL_FILES:
+        if test(mode):
+            named = f"{flag} {path}" if flag else str(path)
+            raise OutputError(f"{named}: {kind}, not a regular file or folder; shogi-dnn writes only files "
+                              "and folders: choose another path")
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = None,
                 fsync: bool = False) -> Iterator[Path]:
@@ -436,7 +459,8 @@ def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = Non
 
     A temp left by a killed earlier write of the same name is removed first. On any error (an interrupt
     included) the temp file or folder is removed, so nothing partial is left, and a full disk is a one-line
-    DiskFullError naming `path` and the space needed (`needed` bytes, an estimate) and free. A folder
+    DiskFullError naming `path` and the space needed (`needed` bytes, an estimate) and free. A `path` (or
+    temp) that is a device, FIFO or socket is refused first (refuse_special_file), never replaced. A folder
     replaces a folder through a rename aside (`<tmp>.old`, removed after; put back if the second rename
     fails), since one rename cannot replace a non-empty folder.
 
@@ -446,6 +470,8 @@ def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = Non
             file under the temp (or the temp file) is fsynced, then the folder that holds `path`.
     """
     tmp = tmp or path.with_name(path.name + ".tmp")
+    for checked in (path, tmp):
+        refuse_special_file(checked)
     with _removed_on_error(tmp, path, needed):
         yield tmp
         if fsync:
@@ -463,8 +489,11 @@ def atomic_pair(path: Path, companion: Path, *, staging: Path | None = None,
     (`.<name>.<pid>.tmp` by default), removed at the end whatever happens. On success the old companion
     is removed, `path` renamed into place, then the companion: a reader never finds a new `path` beside
     an old companion (in the instant between the renames, no companion at all). Errors as atomic_path:
-    an error before the renames leaves the old pair as it was; a full disk is one line naming `path`."""
+    an error before the renames leaves the old pair as it was; a full disk is one line naming `path`; a
+    device, FIFO or socket in the way is refused first (refuse_special_file)."""
     staging = staging or path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    for checked in (path, companion, staging):
+        refuse_special_file(checked)
     with _removed_on_error(staging, path, needed):
         staging.mkdir()
         new_path, new_companion = staging / path.name, staging / companion.name
@@ -537,7 +566,8 @@ def check_writable(folder: str | Path, flag: str, value: str | Path | None = Non
     """Prove that files can be written in `folder` before any work: a probe file is created and removed
     there (in its nearest existing parent when the folder is not made yet; nothing is created). A
     read-only folder or mount, a file where the folder should be, or a missing permission is then one
-    line naming the flag, not a traceback (TensorFlow's PermissionDeniedError) after minutes of work.
+    line naming the flag, not a traceback (TensorFlow's PermissionDeniedError) after minutes of work; so is
+    an output (`value`, else the folder) that is a device, FIFO or socket (refuse_special_file).
 
     Args:
         flag: the option that named the folder (`--out`); value: what it said, when not `folder`
@@ -546,6 +576,7 @@ def check_writable(folder: str | Path, flag: str, value: str | Path | None = Non
         OutputError: `flag value: cannot write in folder (reason); choose a writable folder`.
     """
     folder = Path(folder)
+    refuse_special_file(folder if value is None else value, flag)
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

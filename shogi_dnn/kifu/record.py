@@ -10,7 +10,7 @@ import dataclasses
 import enum
 import typing
 
-from shogi_dnn.errors import KifuError
+from shogi_dnn.errors import KifuError, printable
 
 STANDARD_START_SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
 
@@ -51,7 +51,7 @@ class SourceLine:
     line: int
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
+        return f"{printable(self.path)}:{self.line}"      # the path as KifuError shows it
 
 
 @dataclasses.dataclass(frozen=True)

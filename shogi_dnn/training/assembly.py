@@ -135,6 +135,8 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     Raises:
         ShardFormatError: a missing, truncated or foreign shard.
         ConfigError: a model or batch that cannot fit a tower, a plan the dataset cannot fill.
+        RunError: the workers of a multi-worker run differ in code, dataset or config
+            (cluster.check_agreement).
     """
     started = time.perf_counter()
     data_dir = Path(data_dir).resolve()
@@ -146,6 +148,8 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     shards.verify_shards(manifest, manifest.split("validation"), full=verify_shards)
     no_result = no_result_positions(manifest, config)
     dataset = identity.dataset_identity(manifest)    # recorded in run.json and every checkpoint
+    # Workers of one run share the code, the dataset and the config, before anything is built (a collective).
+    cluster.check_agreement(strategy, cluster.agreement_items(config.to_dict(), dataset.to_dict()))
     global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
     devices.check_model_fits(config, strategy, global_batch // strategy.num_replicas_in_sync)
     update_batch = global_batch * config.train.micro_batches

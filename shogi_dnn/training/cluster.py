@@ -11,6 +11,10 @@ task) is the chief: it alone writes into the run directory (metrics, TensorBoard
 model). Every worker must take part in each checkpoint save (TensorFlow's rule), so the others write
 their copies into RUN/workerI (worker_dir): each worker can then resume from its own disk.
 
+Before the model is built the workers compare what they will train (check_agreement, one collective): the
+shogi-dnn code, the dataset's identity and every resolved config key; the first difference is one line on
+every worker (`the workers disagree on config optim.lr: ...`), before any step.
+
 `--simulate-devices N` with a cluster gives each worker process N logical CPU devices, so a two-machine,
 two-GPU-each run can be rehearsed as two processes on one laptop. TensorFlow's strategy uses a single
 CPU device per worker, so the simulation swaps in a strategy subclass whose local devices are the N
@@ -648,6 +652,67 @@ def agree_on(strategy, ok: bool, step: int) -> bool:
     return min(_gather_int(strategy, int(ok))) == 1
 
 
+def agreement_items(config: Mapping[str, object], dataset: Mapping[str, object]) -> list[tuple[str, str]]:
+    """What every worker of a run must share, as (name, value) in the order they are compared: the code
+    (shogi-dnn's version and a digest of its sources), the dataset (its manifest digest and per-split
+    games digests: not its folder, which may differ between machines) and each resolved config key."""
+    import hashlib
+
+    from shogi_dnn import __version__
+
+    package = Path(__file__).resolve().parents[1]
+    sources = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        sources.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    data = {key: dataset.get(key) for key in ("manifest", "splits")}
+    items = [("the shogi-dnn code", f"{__version__} (sources {sources.hexdigest()[:12]})"),
+             ("the dataset", f"manifest {str(data['manifest'])[:12]}, splits "
+                             f"{hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]}")]
+    for section, fields in sorted(config.items()):
+        for key, value in sorted(fields.items()) if isinstance(fields, Mapping) else [("", fields)]:
+            items.append((f"config {section}.{key}" if key else f"config {section}",
+                          json.dumps(value, sort_keys=True)))
+    return items
+
+
+def check_agreement(strategy, items: Sequence[tuple[str, str]]) -> None:
+    """Refuse, on every worker alike, a multi-worker run whose workers differ in any of `items`
+    (agreement_items): a collective before the model is built, so no worker trains with another config,
+    dataset or code. Nothing on a single worker.
+
+    Raises:
+        RunError: `the workers disagree on NAME: worker I has VALUE, worker J another; ...` (the first).
+    """
+    if not is_multi_worker(strategy):
+        return
+    names = json.dumps([name for name, _ in items])
+    head = [_digest(items[0][1]), _digest(items[1][1]), _digest(names), len(items)]
+    rows = _gather_ints(strategy, head)
+    spec = cluster_of(strategy)
+    me = 0 if spec is None else spec.worker_id
+    for column, name in enumerate(("the shogi-dnn code", "the dataset", "the config's keys")):
+        _refuse_difference(rows, column, me, name, items[column][1] if column < 2 else f"{len(items)} keys")
+    rows = _gather_ints(strategy, [_digest(value) for _, value in items[2:]])
+    for column, (name, value) in enumerate(items[2:]):
+        _refuse_difference(rows, column, me, name, value)
+
+
+def _refuse_difference(rows: list[list[int]], column: int, me: int, name: str, value: str) -> None:
+    """RunError when the workers' `column` differ: names this worker's value and the first other."""
+    if len({row[column] for row in rows}) == 1:
+        return
+    other = next(w for w, row in enumerate(rows) if row[column] != rows[me][column])
+    raise RunError(f"the workers disagree on {name}: worker {me} has {value}, worker {other} another; "
+                   "start every worker with the same --config, --set, --data and shogi-dnn version")
+
+
+def _digest(text: str) -> int:
+    """A 63-bit digest of `text` (an int64 a collective carries)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
 def checkpoint_step(path: Path) -> int:
     """The step of a checkpoint directory ckpt-<step>."""
     return _step_of(path)
@@ -658,6 +723,21 @@ def _step_of(path: Path) -> int:
     if not digits:
         raise RunError(f"{path}: not a checkpoint directory name (ckpt-<step>)")
     return int(digits.group(1))
+
+
+def _gather_ints(strategy, values: Sequence[int]) -> list[list[int]]:
+    """`values` (the same length on every worker) of every worker, in worker order (one collective)."""
+    import tensorflow as tf
+
+    count = len(values)
+
+    @tf.function
+    def gather():
+        per_replica = strategy.run(lambda: tf.constant(list(values), tf.int64))
+        return tf.reshape(strategy.gather(per_replica, axis=0), [-1, count])
+
+    towers_per_worker = strategy.num_replicas_in_sync // num_workers(strategy)
+    return [[int(v) for v in row] for row in gather().numpy()[::towers_per_worker]]
 
 
 def _gather_int(strategy, value: int) -> list[int]:

@@ -34,7 +34,8 @@ total (x 1.5) refuses a run once it would use about two thirds of the memory. No
 
 checked against the memory of one device (GPU memory when TensorFlow reports its limit, else the
 host's available RAM shared by every local tower; devices.device_memory). Models over MAX_PARAMETERS
-are refused whatever the memory, before TensorFlow is imported.
+are refused whatever the memory, before TensorFlow is imported; so is an address-space limit (`ulimit -v`)
+below MIN_ADDRESS_SPACE (check_address_space).
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ HEADROOM = 1.5
 FLOAT32 = 4
 MEMINFO = Path("/proc/meminfo")
 CGROUP_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+# The least address space (RLIMIT_AS, `ulimit -v`) `train` starts TensorFlow and trains in:
+# train/cpu-smoke.toml on 128 games, 2 CPU cores, finished under `ulimit -v 2750000` (KiB) and failed
+# under 2625000 (a oneDNN error; 2000000: LLVM's pthread_create abort, exit 134). TensorFlow's thread
+# pools grow with the cores (each thread reserves its stack): a floor with a margin, not a guarantee.
+MIN_ADDRESS_SPACE = 3 * 2**30
 
 
 def parameter_count(cfg: ModelConfig) -> int:
@@ -193,6 +199,23 @@ def host_memory() -> tuple[int, str]:
         if 0 < limit < available:
             available, words = limit, f"the memory limit of this container ({path})"
     return available, words
+
+
+def check_address_space(command: str, minimum: int = MIN_ADDRESS_SPACE) -> None:
+    """Refuse to start TensorFlow under an address-space limit (RLIMIT_AS, `ulimit -v`) below `minimum`
+    bytes: there it aborts (LLVM ERROR: pthread_create failed, exit 134) instead of failing in one line.
+
+    Raises:
+        ConfigError: `address-space limit (ulimit -v) N KiB (X GiB) is below the Y GiB ...`.
+    """
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft >= minimum:
+        return
+    raise ConfigError(f"address-space limit (ulimit -v) {soft // 1024:,} KiB ({gib(soft)}) is below the "
+                      f"{gib(minimum)} ({minimum // 1024:,} KiB) {command} needs to start TensorFlow "
+                      "(measured: training.memory.MIN_ADDRESS_SPACE); raise it (ulimit -v unlimited)")
 
 
 def gib(n: float) -> str:

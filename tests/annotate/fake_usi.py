@@ -4,9 +4,10 @@ Run as a program (tests write a wrapper script naming it as the engine). Its ans
 depends on the position alone (board, side to move, hands: the SFEN's first three fields):
 `info depth 1 score cp score_of(sfen) pv M` then `bestmove M`, M the legal move move_of(sfen) when the
 config asks for moves (python-shogi), else `resign`. $FAKE_USI_CONFIG names a JSON file:
-  {"moves": bool, "crash": [keys], "hang": [keys], "delay": seconds per search, "mate": [keys]}
+  {"moves": bool, "crash": [keys], "hang": [keys], "delay": seconds per search, "mate": [keys],
+   "garbage": [keys]}
 `crash`: exit at once when asked to search a position with that key (position_key); `hang`: never
-answer it; `mate`: answer `score mate -1` for it.
+answer it; `mate`: answer `score mate -1` for it; `garbage`: answer `score cp -1e5` (no integer).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def main() -> None:
             time.sleep(config.get("delay", 0.0))
             move = move_of(sfen) if config.get("moves") else "resign"
             score = "mate -1" if key in config.get("mate", ()) else f"cp {score_of(sfen)}"
+            score = "cp -1e5" if key in config.get("garbage", ()) else score
             print(f"info depth 1 score {score} pv {move}\nbestmove {move}", flush=True)
         elif words[0] == "quit":
             return

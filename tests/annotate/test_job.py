@@ -128,8 +128,9 @@ def test_the_output_does_not_depend_on_the_worker_count(source: Path, fake_engin
     assert len([p for p in _digests(tmp_path / "one") if p.startswith("offpath-")]) == 3
 
 
-@pytest.mark.parametrize("kind", ["crash", "hang"])
-def test_a_crash_or_a_hang_costs_one_position(source: Path, fake_engine, tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind", ["crash", "hang", "garbage"])
+def test_a_crash_a_hang_or_a_garbage_score_costs_one_position(source: Path, fake_engine, tmp_path: Path, kind: str) -> None:
+    """A crash, a hang or a garbage score (`score cp -1e5`) leaves that position unlabelled, counted."""
     info = shards.read_manifest(source).split("train")[0]
     sfens = _sfens(_shard_rows(source, info.path))
     victim = fake_usi.position_key(sfens[30])
@@ -139,9 +140,20 @@ def test_a_crash_or_a_hang_costs_one_position(source: Path, fake_engine, tmp_pat
     evals = _shard_rows(tmp_path / "out", info.path)[shards.KEY_EVAL]
     missing = [i for i, value in enumerate(evals) if value == features.EVAL_NONE]
     assert missing == [i for i, s in enumerate(sfens) if fake_usi.position_key(s) == victim]
-    assert report.counts[{"crash": "crash", "hang": "timeout"}[kind]] == lost == report.failed
+    counted = {"crash": "crash", "hang": "timeout", "garbage": "no_score"}[kind]
+    assert report.counts[counted] == lost == report.failed
     total = sum(s.positions for s in shards.read_manifest(source).shards)
     assert sum(report.evaluated.values()) == total - lost
+
+
+def test_overwrite_refuses_a_folder_with_a_foreign_manifest(source: Path, fake_engine, tmp_path: Path) -> None:
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / shards.MANIFEST_NAME).write_text('{"name": "my photos"}')
+    (out / "train-00000.h5").write_bytes(b"someone's file")
+    with pytest.raises(ConfigError, match="manifest.json is not a shogi-dnn dataset's"):
+        run_annotate(source, out, AnnotateSettings(), engine=fake_engine(), overwrite=True)
+    assert (out / "train-00000.h5").read_bytes() == b"someone's file"
 
 
 def test_only_missing_evaluations_are_searched(source: Path, fake_engine, tmp_path: Path) -> None:

@@ -22,6 +22,11 @@ SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
     ("info depth 9 score mate + pv 3a3b", MATE_EVAL),
     ("info depth 9 score mate - pv 3a3b", -MATE_EVAL),
     ("info depth 9 nodes 100", None),
+    ("info depth 5 score cp -1e5 pv 3a3b", None),
+    ("info depth 5 score cp 12.5 pv 3a3b", None),
+    ("info depth 5 score cp 300x pv 3a3b", None),
+    ("info depth 5 score cp", None),
+    ("info depth 5 score mate 3e2 pv 3a3b", None),
 ])
 def test_parse_score(line: str, score: int | None) -> None:
     assert parse_score(line) == score

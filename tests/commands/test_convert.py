@@ -57,6 +57,17 @@ def test_good_and_bad_games_exit_0_and_quiet_hides_the_reasons(caplog, tmp_path:
     assert code == 0 and "skipped " + str(broken) not in out and "1 error" in out
 
 
+def test_a_file_name_with_a_line_break_cannot_forge_a_console_line(caplog, tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "x\n0 errors; 9 games.csa").write_text(BROKEN)
+    (records / "good.csa").write_bytes(GOOD.read_bytes())
+    code, out = run(caplog, [str(records), "--out", str(tmp_path / "d")])
+    lines = out.splitlines()
+    assert code == 0 and f"skipped {records}/x\\n0 errors; 9 games.csa:6: +9999OU" in lines[0], lines
+    assert not any(line.startswith("0 errors; 9 games") for line in lines), lines
+
+
 def test_only_the_first_errors_are_printed_then_a_count() -> None:
     report = ConvertReport(errors=[f"f.csa:{i}: bad" for i in range(8)], errors_not_listed=3)
     lines = report.first_errors(5)

@@ -1,5 +1,6 @@
 """Output folders that cannot be written are one line before any work, for every command that writes:
-export --out, convert --out, train --run-dir, predict --out, report and evaluate (RUN/).
+export --out, convert --out, train --run-dir, predict --out, report and evaluate (RUN/); so is an output
+that is a FIFO (as a device or a socket would be: never replaced).
 
 Tests run as root, which chmod does not stop, and this machine has no read-only mount to write in; so
 two cases are tested: a file where the folder should be (a real failure of the OS), and a read-only
@@ -9,6 +10,8 @@ file system simulated by making the probe's tempfile.mkstemp raise EROFS as a re
 from __future__ import annotations
 
 import errno
+import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -80,3 +83,21 @@ def test_a_file_for_the_export_folder_is_one_line(capsys: pytest.CaptureFixture,
     line = one_line(capsys, ["export", "--run-dir", str(run_dir), "--format", "savedmodel", "--out",
                              str(tmp_path / "file" / "sm")])
     assert line.endswith("is a file, not a folder); choose a writable folder")
+
+
+@pytest.mark.parametrize("command", ["export", "convert", "train", "predict"])
+def test_a_fifo_as_the_output_is_one_line_and_stays(capsys: pytest.CaptureFixture, run_dir: Path,
+                                                    tmp_path: Path, command: str) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    record = str(next((DATA / "csa").rglob("*.csa")))
+    argv, flag = {
+        "export": (["export", "--run-dir", str(run_dir), "--format", "onnx", "--out", str(fifo)], "--out"),
+        "convert": (["convert", record, "--out", str(fifo), "--no-progress"], "--out"),
+        "train": (["train", "--config", SMOKE, "--data", str(tmp_path), "--run-dir", str(fifo)], "--run-dir"),
+        "predict": (["predict", "--run-dir", str(run_dir), "--out", str(fifo), record], "--out"),
+    }[command]
+    line = one_line(capsys, argv)
+    assert line == (f"shogi-dnn {command}: error: {flag} {fifo}: a FIFO (named pipe), not a regular file or "
+                    "folder; shogi-dnn writes only files and folders: choose another path")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(tmp_path.iterdir()) == [fifo]

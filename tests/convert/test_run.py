@@ -322,6 +322,27 @@ def test_output_folder_protection(corpus, tmp_path: Path) -> None:
     assert all(s.positions < 10_000 for s in manifest.shards) and len(manifest.shards) == 3
 
 
+@pytest.mark.parametrize("manifest", [
+    '{"name": "my photos", "files": ["train-00000.h5"]}',            # another program's manifest
+    '{"schema_version": 3, "shards": "all of them"}',
+    "not json at all",
+    None,                                                             # no manifest: a shard name alone
+])
+def test_overwrite_never_removes_files_no_shogi_dnn_manifest_lists(corpus, tmp_path: Path,
+                                                                   manifest: str | None) -> None:
+    out = tmp_path / "theirs"
+    out.mkdir()
+    if manifest is not None:
+        (out / shards.MANIFEST_NAME).write_text(manifest)
+    (out / "train-00000.h5").write_bytes(b"someone's file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    refusal = "is not a shogi-dnn dataset's" if manifest is not None else "not empty and not a shogi-dnn dataset"
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match=f"^{re.escape(str(out))}: .*{refusal}.*choose an empty or new --out$"):
+            run_convert([corpus[0]], out, SMALL, workers=1, overwrite=overwrite)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in before} == before
+
+
 def _archive_corpus(root: Path, tmp: Path, kind: str) -> Path:
     files = sorted(root.rglob("*.csa"))
     if kind == "zip":

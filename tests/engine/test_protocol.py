@@ -220,6 +220,22 @@ def test_bad_input_is_one_info_line(command: str, answer: str) -> None:
     assert len(out.lines) == 1 and out.lines[0].startswith(answer), out.lines
 
 
+@pytest.mark.parametrize("sfen,rule", [
+    ("9/9/9/9/9/9/9/9/9 b P 1", "black has no king (exactly one)"),
+    ("4k4/9/9/9/9/9/9/9/9 b G 1", "black has no king (exactly one)"),
+    ("9/9/9/9/9/9/9/9/4K4 b G 1", "white has no king (exactly one)"),
+])
+def test_a_position_that_breaks_a_rule_is_refused_and_never_searched(sfen: str, rule: str) -> None:
+    usi, out = engine()
+    searches = spy_searches(usi)
+    usi.handle(f"position sfen {sfen}")
+    assert len(out.lines) == 1 and out.lines[0].startswith("info string illegal position: ") \
+        and rule in out.lines[0], out.lines
+    usi.handle("go depth 1")
+    assert out.lines[-2:] == ["info string no valid position; resigning", "bestmove resign"]
+    assert searches == []
+
+
 def test_unknown_commands_are_ignored_and_an_illegal_position_resigns() -> None:
     usi, out = engine()
     for line in ("", "   ", "hello world", "register later", "debug on", "\x00\xff"):

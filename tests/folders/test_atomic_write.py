@@ -1,18 +1,21 @@
 """The one atomic write (folders/run_files.py: atomic_path, write_atomic, write_json_atomic, atomic_pair):
 a temp renamed into place; on any error nothing partial is left and the old file stays as it was; a full
-disk is one line naming the path and the space; and no module of the package renames files on its own."""
+disk is one line naming the path and the space; a device, FIFO or socket in the way is refused, never
+replaced; and no module of the package renames files on its own."""
 
 from __future__ import annotations
 
 import ast
 import errno
 import os
+import re
+import socket
 import stat
 from pathlib import Path
 
 import pytest
 
-from shogi_dnn.errors import DiskFullError
+from shogi_dnn.errors import DiskFullError, OutputError
 from shogi_dnn.folders import run_files
 
 PACKAGE = Path(run_files.__file__).resolve().parents[1]
@@ -137,6 +140,50 @@ def test_a_pair_is_replaced_as_one_unit(tmp_path: Path, monkeypatch: pytest.Monk
             new_model.write_bytes(b"three")
             new_sidecar.write_text("3")
     assert _names(tmp_path) == ["m.onnx"] and model.read_bytes() == b"three"    # never new + old sidecar
+
+
+@pytest.fixture(params=["fifo", "socket"])
+def special(request: pytest.FixtureRequest, tmp_path: Path):
+    """A FIFO or a bound Unix socket at tmp_path/s (what a device file is to the write: not a file)."""
+    path = tmp_path / "s"
+    if request.param == "fifo":
+        os.mkfifo(path)
+        yield path, "a FIFO (named pipe)"
+        return
+    with socket.socket(socket.AF_UNIX) as sock:
+        cwd = os.getcwd()
+        os.chdir(tmp_path)                 # a relative bind: tmp_path may exceed a socket path's 108 bytes
+        try:
+            sock.bind("s")
+        finally:
+            os.chdir(cwd)
+        yield path, "a socket"
+
+
+def test_a_fifo_or_a_socket_is_refused_and_kept(special: tuple[Path, str]) -> None:
+    path, kind = special
+    folder, mode = path.parent, os.lstat(path).st_mode
+    refused = re.escape(f"{path}: {kind}, not a regular file or folder; shogi-dnn writes only files and folders")
+    for write in (lambda: run_files.write_atomic(path, "x"),
+                  lambda: run_files.write_json_atomic(path, {}),
+                  lambda: run_files.write_atomic(folder / "ok", "x", tmp=path),
+                  lambda: run_files.atomic_pair(folder / "m.onnx", path).__enter__(),
+                  lambda: run_files.atomic_pair(path, folder / "m.json").__enter__()):
+        with pytest.raises(OutputError, match=f"^{refused}"):
+            write()
+    with pytest.raises(OutputError, match=f"^--out {refused}: choose another path$"):
+        run_files.check_writable(folder, "--out", path)
+    assert os.lstat(path).st_mode == mode and _names(folder) == ["s"]
+
+
+def test_a_device_file_is_refused(tmp_path: Path) -> None:
+    device = Path("/dev/null")
+    if not device.exists() or not stat.S_ISCHR(os.lstat(device).st_mode):
+        pytest.skip("no /dev/null character device here")
+    with pytest.raises(OutputError, match="^/dev/null: a character device, not a regular file or folder"):
+        run_files.refuse_special_file(device)      # the check alone: nothing is written near a real device
+    run_files.refuse_special_file(tmp_path)
+    run_files.refuse_special_file(tmp_path / "absent")
 
 
 def _renames(tree: ast.AST) -> list[int]:

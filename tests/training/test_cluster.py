@@ -109,6 +109,37 @@ def test_device_names_cover_every_worker() -> None:
     assert cluster.cluster_of(single) is None and cluster.num_workers(single) == 1
 
 
+def test_workers_that_differ_are_refused_naming_the_first_difference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_agreement with the other worker's values as the collective would gather them (no TF)."""
+    config = {"model": {"filters": 16, "blocks": 1}, "optim": {"lr": 0.05, "momentum": 0.9}}
+    dataset = {"data_dir": "/a", "manifest": "m" * 64, "splits": {"train": {"digest": "d"}}}
+    mine = cluster.agreement_items(config, dataset)
+    assert [name for name, _ in mine[2:]] == ["config model.blocks", "config model.filters",
+                                              "config optim.lr", "config optim.momentum"]
+    assert cluster.agreement_items(config, {**dataset, "data_dir": "/elsewhere"}) == mine  # the folder may differ
+    two = SimpleNamespace(extended=SimpleNamespace(_num_workers=2))
+    monkeypatch.setattr(cluster, "cluster_of", lambda strategy: cluster.parse_workers("a:1,b:2", 1))
+
+    def agreeing_except(theirs: list[tuple[str, str]]):
+        """The gather of two workers, worker 0 holding `theirs`: its head first, then its config values."""
+        rows = iter([[cluster._digest(theirs[0][1]), cluster._digest(theirs[1][1]),
+                      cluster._digest(json.dumps([n for n, _ in theirs])), len(theirs)],
+                     [cluster._digest(v) for _, v in theirs[2:]]])
+        return lambda strategy, values: [next(rows), list(values)]
+
+    monkeypatch.setattr(cluster, "_gather_ints", agreeing_except(mine))
+    cluster.check_agreement(two, mine)                                   # the same everywhere: no error
+    other_lr = cluster.agreement_items({**config, "optim": {"lr": 0.001, "momentum": 0.9}}, dataset)
+    monkeypatch.setattr(cluster, "_gather_ints", agreeing_except(other_lr))
+    with pytest.raises(RunError, match=r"^the workers disagree on config optim.lr: worker 1 has 0.05, worker 0 "
+                                       r"another; start every worker with the same --config, --set, --data"):
+        cluster.check_agreement(two, mine)
+    other_data = cluster.agreement_items(config, {**dataset, "manifest": "n" * 64})
+    monkeypatch.setattr(cluster, "_gather_ints", agreeing_except(other_data))
+    with pytest.raises(RunError, match=r"^the workers disagree on the dataset: worker 1 has manifest mmmm"):
+        cluster.check_agreement(two, mine)
+
+
 def test_peer_lost_message_is_one_line() -> None:
     class UnavailableError(Exception):
         pass

@@ -156,6 +156,35 @@ def test_two_workers_survive_a_dead_worker_and_match_one_machine(tmp_path: Path)
 
 
 @pytest.mark.slow
+def test_workers_with_different_configs_are_refused_before_training(tmp_path: Path) -> None:
+    """`--set optim.lr=0.05` on one worker, 0.001 on the other: both refuse in one line naming the key,
+    before the first step (both used to train to the end on different models)."""
+    data, run = tmp_path / "data", tmp_path / "run"
+    make_dataset(data, train=[640], validation=[128], chunk_rows=128)
+    addresses = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"} | {"TF_CPP_MIN_LOG_LEVEL": "2"}
+    procs = [subprocess.Popen([sys.executable, "-m", "shogi_dnn", "train", "--config", str(PRESET), "--data",
+                               str(data), "--run-dir", str(run), "--simulate-devices", "2", "--set", f"optim.lr={lr}",
+                               "--workers", addresses, "--worker-index", str(index)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO,
+                              start_new_session=True)
+             for index, lr in enumerate(("0.05", "0.001"))]
+    try:
+        codes = wait_all(procs, time.monotonic() + TIMEOUT_S)
+    finally:
+        kill_all(procs)
+    outputs = [p.stdout.read() for p in procs if p.stdout is not None]
+    assert codes == [2, 2], outputs
+    for index, (output, lr) in enumerate(zip(outputs, ("0.05", "0.001"))):
+        errors = [line for line in output.splitlines() if line.startswith("shogi-dnn train: error:")]
+        assert errors == [f"shogi-dnn train: error: the workers disagree on config optim.lr: worker {index} has "
+                          f"{lr}, worker {1 - index} another; start every worker with the same --config, --set, "
+                          "--data and shogi-dnn version"], output[-3000:]
+        assert "Traceback" not in output
+    assert not list(run.rglob("ckpt-*")) and not (run / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
 def test_sigterm_on_one_worker_stops_every_worker_at_the_same_step(tmp_path: Path) -> None:
     """A reclaimed spot machine gets SIGTERM: every worker stops after the same update and saves it."""
     data, run, logs = tmp_path / "data", tmp_path / "run", tmp_path / "logs"

@@ -3,6 +3,7 @@ before TensorFlow allocates anything (fast), and a run-time out-of-memory error 
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import time
@@ -104,6 +105,40 @@ def test_train_refuses_an_oversized_model_before_tensorflow() -> None:
     assert result.stderr.strip().splitlines() == [(
         "shogi-dnn train: error: model.filters = 15000, model.blocks = 1: 4,055,732,658 parameters, over the "
         "limit of 500,000,000; lower model.filters (the count grows with its square) or model.blocks")]
+
+
+def test_train_refuses_an_address_space_limit_before_tensorflow_and_leaves_no_run(tmp_path: Path) -> None:
+    """Under `ulimit -v 2000000` TensorFlow aborted (exit 134) after the run folder was made: now one
+    line naming the limit and the minimum, TensorFlow never imported, no folder left."""
+    data = tmp_path / "data"
+    make_dataset(data, train=[256], validation=[64])
+    run_dir = tmp_path / "new" / "run"
+    limit = 2_000_000 * 1024                                          # `ulimit -v 2000000` (KiB)
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    code = ("import sys\nfrom shogi_dnn.cli import main\n"
+            f"rc = main(['train', '--config', {SMOKE!r}, '--data', {str(data)!r}, '--run-dir', {str(run_dir)!r}])\n"
+            "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\nsys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                            preexec_fn=limited)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "shogi-dnn train: error: address-space limit (ulimit -v) 2,000,000 KiB (1.9 GiB) is below the 3.0 GiB "
+        "(3,145,728 KiB) train needs to start TensorFlow (measured: training.memory.MIN_ADDRESS_SPACE); raise it "
+        "(ulimit -v unlimited)"]
+    assert not (tmp_path / "new").exists()
+
+
+def test_check_address_space_passes_without_a_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    memory.check_address_space("train")
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (memory.MIN_ADDRESS_SPACE, resource.RLIM_INFINITY))
+    memory.check_address_space("train")
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (memory.MIN_ADDRESS_SPACE - 1, resource.RLIM_INFINITY))
+    with pytest.raises(errors.ConfigError, match="is below the 3.0 GiB"):
+        memory.check_address_space("train")
 
 
 def test_train_refuses_a_batch_too_big_for_the_device_before_building(
