@@ -157,7 +157,7 @@ class TrainConfig:
     # steps on simulated CPU towers, measured)
     time_towers: bool = False
     # XLA for each micro-batch's forward and backward pass (steps.py); not with model.batch_norm = "sync" (its
-    # all-reduce stays outside XLA)
+    # all-reduce stays outside XLA); train/base.toml, and so every preset, turns it on
     jit_compile: bool = False
     # λ in [0, 1]: a position with an engine evaluation in its record trains on (1-λ)·BCE(result) +
     # λ·BCE(sigmoid(eval / eval_scale)); 0 = results only

@@ -386,7 +386,8 @@ def measure_training(strategy, paths: Sequence[Path], cfg: Config, global_batch:
         runner.run(args.warmup)                            # tracing, allocation
     windows = alternate_windows(runners, args.repeats, args.steps)
     n = strategy.num_replicas_in_sync
-    return [_measurement(method, n, args.steps * global_batch, args.steps, w) for method, w in windows.items()]
+    return [_measurement(method, n, args.steps * global_batch, args.steps, w)
+            for method, w in windows.items()]
 
 
 def run_benchmark(args: argparse.Namespace, cfg: Config, paths: Sequence[Path], devices: Sequence[str],

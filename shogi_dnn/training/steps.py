@@ -20,9 +20,10 @@ XLA (train.jit_compile): each micro-batch's forward and backward pass (tower_gra
 jit-compiled function; the accumulation over micro-batches, the all-reduce, clipping and the optimizer's
 apply stay in the ordinary graph (no cross-device all-reduce inside an XLA cluster). With synchronised
 batch norm the forward pass itself all-reduces, so jit_compile is ignored there (one log line).
-Results equal the plain step's to float tolerance, not bit for bit (XLA fuses and reorders). Keras'
-model.fit uses no XLA on a CPU-only machine nor under a tf.distribute strategy (jit_compile="auto"); on
-CPU XLA measured slower than the plain graph (docs/benchmarks.md), hence off by default.
+Results equal the plain step's to float tolerance, not bit for bit (XLA fuses and reorders); a run resumed
+with it is bit-identical to the uninterrupted one. Keras' model.fit uses no XLA on a CPU-only machine nor
+under a tf.distribute strategy (jit_compile="auto"). train/base.toml turns it on for every preset
+(docs/benchmarks.md, "Memory churn and XLA").
 
 The loss (a LossSpec, part of the UpdateSpec) and the metric sums the steps return (METRIC_KEYS) are
 losses.py's; a train step may add BUSY_KEY, the tower's own compute seconds (tower timing below).
