@@ -100,11 +100,13 @@ def packaged_notes(record, positions) -> tuple[str, str]:
 
 
 def searcher(model, name: str, own: bool, args: argparse.Namespace) -> players.Evaluator:
-    """The evaluator a game's search asks: the packaged network's ONNX export (mirror-averaged, the same
-    values, several times faster than Keras a call) when that network is the model as loaded, else the
+    """The evaluator a game's search asks: for the packaged network what players.open_network picks (its
+    ONNX export where onnxruntime is installed: the same values, several times faster a call), else the
     loaded model."""
-    if not own and args.mirror_average:
-        return players.OnnxEvaluator(packaged.model_file("onnx"))
+    if not own:
+        network = players.open_network(mirror_average=args.mirror_average)
+        if isinstance(network, players.OnnxEvaluator):
+            return network
     return game_values.ModelEvaluator(model, name)
 
 

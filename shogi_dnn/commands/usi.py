@@ -14,13 +14,11 @@ interpreter or TensorFlow teardown, which took 4-7 s)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import os
 import sys
 from pathlib import Path
 
-from shogi_dnn import packaged
 from shogi_dnn.analysis import run_model
 from shogi_dnn.engine import players, protocol
 from shogi_dnn.errors import RunError
@@ -51,21 +49,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def packaged_source() -> Path:
-    """The packaged network (shogi_dnn/packaged): its ONNX file where onnxruntime is installed (no
-    TensorFlow), else its folder, read as a run directory holding model.keras. RunError when missing."""
-    if importlib.util.find_spec("onnxruntime") is not None:
-        return packaged.model_file("onnx")
-    return packaged.model_file("keras").parent
-
-
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.player == "material" and args.run_dir is None:
         raise RunError("--player material needs --run-dir "
                        "(the baseline is fitted on the run's training split)")
     backend = resolve_backend(args.backend)
-    source = Path(args.run_dir or args.model) if args.run_dir or args.model else packaged_source()
+    source = Path(args.run_dir or args.model) if args.run_dir or args.model else None   # None: packaged
     evaluator = players.make_evaluator(args.player, source, args.checkpoint,
                                        args.mirror_average, Path(args.data) if args.data else None)
     players.check(evaluator)                  # RunError: one line on stderr (cli), before `usiok`

@@ -39,6 +39,7 @@ from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
+from shogi_dnn import packaged
 from shogi_dnn.analysis import baselines, run_model, scoring
 from shogi_dnn.dataset import evalfit, features, policy
 from shogi_dnn.errors import RunError
@@ -368,18 +369,64 @@ def fixed_material() -> MaterialEvaluator:
     return MaterialEvaluator(fixed)
 
 
-def make_evaluator(kind: str, model: Path, checkpoint: str | None = None,
-                   mirror_average: bool = run_model.MIRROR_AVERAGE,
-                   data_dir: Path | None = None) -> Evaluator:
-    """The evaluator of a player: `kind` "network" (a run directory, or an .onnx file) or "material"
-    (a run directory: baselines fitted on its training split, cached in RUN/baselines.json).
+def onnxruntime_available() -> bool:
+    """Whether onnxruntime imports (it comes with the `export` extra)."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def open_network(run_dir: Path | None = None, model: Path | None = None, checkpoint: str | None = None,
+                 mirror_average: bool = run_model.MIRROR_AVERAGE) -> KerasEvaluator | OnnxEvaluator:
+    """The network a command plays or predicts with, checked (check(): no TensorFlow yet):
+
+      model      an exported ONNX file (onnxruntime; the export decided its mirror averaging)
+      run_dir    a run's Keras model (RUN/model.keras, or `checkpoint`), averaged over the mirror as asked
+      neither    the packaged network (shogi_dnn/packaged): its ONNX export where onnxruntime is installed
+                 and mirror averaging is wanted (the export has it built in; several times faster a call,
+                 no TensorFlow), else its Keras model
 
     Raises:
-        RunError: an unknown kind, a missing path, or a material player asked of an ONNX file.
+        RunError: both a run and a model named, a missing or damaged file, a checkpoint of the packaged
+            network, an ONNX file onnxruntime cannot read (one line, naming it).
     """
-    model = Path(model)
+    if run_dir is not None and model is not None:
+        raise RunError("name a run (--run-dir) or an ONNX model (--model), not both")
+    evaluator: KerasEvaluator | OnnxEvaluator
+    if model is not None:
+        evaluator = OnnxEvaluator(Path(model))
+    elif run_dir is not None:
+        evaluator = KerasEvaluator(run_files.check_run_dir(run_dir), checkpoint, mirror_average)
+    elif checkpoint is not None:
+        raise RunError(f"--checkpoint {checkpoint}: the packaged network has no checkpoints (name --run-dir)")
+    elif mirror_average and onnxruntime_available():
+        evaluator = OnnxEvaluator(packaged.model_file("onnx"))
+    else:
+        evaluator = KerasEvaluator(packaged.model_file("keras").parent, None, mirror_average)
+    evaluator.check()
+    return evaluator
+
+
+def make_evaluator(kind: str, model: Path | None, checkpoint: str | None = None,
+                   mirror_average: bool = run_model.MIRROR_AVERAGE,
+                   data_dir: Path | None = None) -> Evaluator:
+    """The evaluator of a player: `kind` "network" (a run directory, an .onnx file, or None: the packaged
+    network; open_network) or "material" (a run directory: baselines fitted on its training split, cached
+    in RUN/baselines.json).
+
+    Raises:
+        RunError: an unknown kind, a missing path, or a material player asked of an ONNX file or of no run.
+    """
     if kind not in KINDS:
         raise RunError(f"unknown player {kind!r} (one of {', '.join(KINDS)})")
+    if model is None:
+        if kind == "material":
+            raise RunError("the material player needs a run directory (the baseline is fitted on its "
+                           "training split)")
+        return open_network(checkpoint=checkpoint, mirror_average=mirror_average)
+    model = Path(model)
     if not model.exists():
         raise RunError(f"{model}: no such run directory or model file")
     is_onnx = model.is_file() and model.suffix == ONNX_SUFFIX
@@ -388,5 +435,5 @@ def make_evaluator(kind: str, model: Path, checkpoint: str | None = None,
             raise RunError(f"{model}: the material player needs the run directory (its training split)")
         return MaterialEvaluator(run_dir=run_files.check_run_dir(model), data_dir=data_dir)
     if is_onnx:
-        return OnnxEvaluator(model)
-    return KerasEvaluator(run_files.check_run_dir(model), checkpoint, mirror_average)
+        return open_network(model=model)
+    return open_network(run_dir=model, checkpoint=checkpoint, mirror_average=mirror_average)

@@ -218,3 +218,39 @@ def test_keras_evaluator_with_a_policy_output(tmp_path: Path) -> None:
     assert got == pytest.approx((p + mp[:, mirror]) / 2, abs=1e-4)
     alone = players.make_evaluator("network", tmp_path, mirror_average=False)
     assert alone.evaluate_logits(board, hands)[1] == pytest.approx(p, abs=1e-4)
+
+
+def test_open_network_picks_the_packaged_onnx_file_or_its_keras_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packaged network: its ONNX export where onnxruntime imports and mirror averaging is wanted, else
+    its Keras model (nothing loaded yet either way); the refusals are one RunError each."""
+    from shogi_dnn import packaged
+
+    pytest.importorskip("onnxruntime")
+    onnx = players.open_network()
+    assert isinstance(onnx, players.OnnxEvaluator) and onnx.path == packaged.model_file("onnx")
+    plain = players.open_network(mirror_average=False)
+    assert isinstance(plain, players.KerasEvaluator) and not plain.mirror_average
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)          # `import onnxruntime` fails
+    assert not players.onnxruntime_available()
+    keras_model = players.open_network()
+    assert isinstance(keras_model, players.KerasEvaluator)
+    assert keras_model.run_dir == packaged.model_dir() and keras_model.mirror_average
+    with pytest.raises(RunError, match="no checkpoints"):
+        players.open_network(checkpoint="ckpt-00000010")
+    with pytest.raises(RunError, match="not both"):
+        players.open_network(run_dir=Path("a"), model=Path("b.onnx"))
+
+
+def test_predict_searches_with_the_keras_model_when_onnxruntime_is_missing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """predict on the packaged network without the export extra: the loaded model answers the search (an
+    ONNX session would need onnxruntime)."""
+    import argparse
+
+    from shogi_dnn.commands import predict as predict_command
+    from shogi_dnn.engine import game_values
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    args = argparse.Namespace(mirror_average=True)
+    evaluator = predict_command.searcher(object(), "packaged", own=False, args=args)
+    assert isinstance(evaluator, game_values.ModelEvaluator)
