@@ -56,10 +56,11 @@ notebook:
 	    --output-dir $(RUN)/walkthrough
 	@echo "notebook: executed copy in $(RUN)/walkthrough/walkthrough.ipynb (plots, eval-validation.json, game.png beside it)"
 
-# The static checks (pyproject.toml: [tool.ruff.lint], [tool.mypy]), then the tests.
+# The static checks (pyproject.toml: [tool.ruff.lint], [tool.mypy]; the prose density baseline), then the tests.
 check: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy
+	$(PYTHON) scripts/prose_density.py shogi_dnn --check scripts/prose_baseline.json
 
 test: check
 	$(PYTHON) -m pytest -q

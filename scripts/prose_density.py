@@ -1,79 +1,112 @@
-"""Docstring characters per code character of the Python files under a folder.
+"""Prose density of a Python package: docstring characters over the rest of the source, by package.
 
-Code is every non-blank line outside docstrings, with any ``#`` comment cut off; comments are
-counted apart. python-chess measures about 0.17; this project aims at 0.25 or less.
+    python scripts/prose_density.py shogi_dnn                          # the table
+    python scripts/prose_density.py shogi_dnn --check scripts/prose_baseline.json
+    python scripts/prose_density.py shogi_dnn --write-baseline scripts/prose_baseline.json
+
+Docstrings are the module, class and function docstrings found by Python's ast (their text); the rest is
+the file less those characters (code, comments, blank space). A package is a folder directly under the
+root; the root's own modules count as "(top)". `--check` exits 1 naming every package whose density is
+above the baseline's (`make check` runs it: the baseline only goes down; lower it with --write-baseline).
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
-import io
+import json
 import sys
-import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 _DOCUMENTED = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+TOP = "(top)"
+TOLERANCE = 0.0005          # a baseline is written to 4 decimals
 
 
 @dataclass(frozen=True)
 class Density:
-    """Character counts of docstrings, comments and code."""
+    """Docstring characters and the rest of the source's characters."""
 
     doc: int
-    comments: int
-    code: int
+    rest: int
+
+    @property
+    def ratio(self) -> float:
+        return self.doc / self.rest if self.rest else 0.0
+
+    def __add__(self, other: Density) -> Density:
+        return Density(self.doc + other.doc, self.rest + other.rest)
 
 
 def measure_source(src: str) -> Density:
-    """Count docstring, comment and code characters of one module's source."""
-    tree = ast.parse(src)
+    """The docstring and rest counts of one module's source."""
     doc = 0
-    skip: set[int] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(src)):
         if isinstance(node, _DOCUMENTED) and node.body:
             first = node.body[0]
             if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
                     and isinstance(first.value.value, str)):
                 doc += len(first.value.value)
-                skip.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
-    comments = sum(len(tok.string) for tok in tokenize.generate_tokens(io.StringIO(src).readline)
-                   if tok.type == tokenize.COMMENT)
-    code = sum(len(line.split("#")[0].strip()) for i, line in enumerate(src.splitlines(), 1)
-               if i not in skip)
-    return Density(doc, comments, code)
+    return Density(doc, len(src) - doc)
 
 
-def measure(root: Path) -> Density:
-    """Sum the counts over every ``*.py`` file under ``root``."""
-    doc = comments = code = 0
+def measure(root: Path) -> dict[str, Density]:
+    """Package name (a folder under `root`, or TOP) -> the sum over its ``*.py`` files."""
+    out: dict[str, Density] = {}
     for path in sorted(root.rglob("*.py")):
-        d = measure_source(path.read_text(encoding="utf-8"))
-        doc, comments, code = doc + d.doc, comments + d.comments, code + d.code
-    return Density(doc, comments, code)
+        parts = path.relative_to(root).parts
+        package = parts[0] if len(parts) > 1 else TOP
+        out[package] = out.get(package, Density(0, 0)) + measure_source(path.read_text(encoding="utf-8"))
+    return out
+
+
+def over_baseline(densities: dict[str, Density], baseline: dict[str, float]) -> list[str]:
+    """One line per package above its baseline density (a package new to the baseline is held to the
+    whole root's)."""
+    whole = sum(densities.values(), Density(0, 0)).ratio
+    limit_all = baseline.get("all", whole)
+    lines = [f"{name}: prose density {d.ratio:.4f} is above its baseline {baseline.get(name, limit_all):.4f}"
+             for name, d in sorted(densities.items()) if d.ratio > baseline.get(name, limit_all) + TOLERANCE]
+    if whole > limit_all + TOLERANCE:
+        lines.append(f"all: prose density {whole:.4f} is above its baseline {limit_all:.4f}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the densities of each folder named in ``argv``; 2 on a missing folder or bad source."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args:
-        print("usage: prose_density.py DIR [DIR ...]", file=sys.stderr)
+    """Print the table, or check / write a baseline; 2 on a missing folder, bad source or baseline."""
+    parser = argparse.ArgumentParser(prog="prose_density.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", help="the package folder, e.g. shogi_dnn")
+    parser.add_argument("--check", metavar="BASELINE", help="exit 1 if a package is above this JSON's figure")
+    parser.add_argument("--write-baseline", metavar="BASELINE", help="write today's figures there")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    root = Path(args.root)
+    if not root.is_dir():
+        print(f"prose_density: {root}: not a folder", file=sys.stderr)
         return 2
-    for arg in args:
-        root = Path(arg)
-        if not root.is_dir():
-            print(f"prose_density: {root}: not a folder", file=sys.stderr)
-            return 2
+    try:
+        densities = measure(root)
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        print(f"prose_density: {root}: cannot parse: {exc}", file=sys.stderr)
+        return 2
+    whole = sum(densities.values(), Density(0, 0))
+    figures = {name: round(d.ratio, 4) for name, d in sorted(densities.items())} | {"all": round(whole.ratio, 4)}
+    if args.write_baseline:
+        Path(args.write_baseline).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    if args.check:
         try:
-            d = measure(root)
-        except (SyntaxError, UnicodeDecodeError) as exc:
-            print(f"prose_density: {root}: cannot parse: {exc}", file=sys.stderr)
+            baseline = json.loads(Path(args.check).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            print(f"prose_density: {args.check}: not a readable baseline ({exc})", file=sys.stderr)
             return 2
-        ratio = d.doc / d.code if d.code else 0.0
-        both = (d.doc + d.comments) / d.code if d.code else 0.0
-        print(f"{root}: docstring {d.doc:,} chars, comments {d.comments:,}, code {d.code:,}: "
-              f"docstring/code {ratio:.2f}, (docstring+comments)/code {both:.2f}")
+        problems = over_baseline(densities, baseline)
+        for line in problems:
+            print(f"prose_density: {line}", file=sys.stderr)
+        return 1 if problems else 0
+    for name, d in sorted(densities.items()):
+        print(f"{name:<12} docstrings {d.doc:>8,}  rest {d.rest:>9,}  {d.ratio:.3f}")
+    print(f"{'all':<12} docstrings {whole.doc:>8,}  rest {whole.rest:>9,}  {whole.ratio:.3f}")
     return 0
 
 
