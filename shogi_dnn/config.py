@@ -33,7 +33,7 @@ PRESETS_DIR = Path(__file__).resolve().parent.parent / "train"   # the presets b
 INSTALLED_PRESETS_DIR = Path(__file__).resolve().parent / "presets"   # their copy in a wheel (setup.py)
 
 # The most epochs a run may plan: far beyond any real run (a tiny dataset trains some thousands), low enough
-# that the plan's arithmetic and the logs' counters stay small; 10**12 once went unnoticed for minutes.
+# that the plan's arithmetic and the logs' counters stay small.
 MAX_EPOCHS = 1_000_000
 
 

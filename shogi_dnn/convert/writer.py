@@ -345,8 +345,7 @@ def _shard_arrays(games: list[tuple[int, ConvertedGame]], seed: list[int] | None
                   ) -> tuple[dict[str, np.ndarray], dict[str, list]]:
     """Position arrays as the shard stores them (board and hands packed: `pieces`, `promoted`; in
     game order, or rows shuffled by default_rng(seed)) and the games table of one shard.
-    `eval` is among the arrays only when some position has an evaluation (the shard then stores it;
-    without, the arrays, their content digest and the shard are what they were before evaluations)."""
+    `eval` is among the arrays only when some position has an evaluation."""
     encoded = [g.positions for _, g in games]
     fields = ["turn", "ply", "move", "win"]
     if all(e.pieces is not None and e.promoted is not None for e in encoded):
@@ -369,7 +368,7 @@ def _shard_arrays(games: list[tuple[int, ConvertedGame]], seed: list[int] | None
     table: dict[str, list] = {"game_id": [game_id for game_id, _ in games]}
     for i, column in enumerate(columns):
         table[column] = [g.row[i] for _, g in games]
-    # source_raw only when some game's file name is not UTF-8: other shards are what they were before it
+    # source_raw only when some game's file name is not UTF-8
     raw = [g.row[len(columns)] if len(g.row) > len(columns) else "" for _, g in games]
     if any(raw):
         table[shards.KEY_SOURCE_RAW] = raw

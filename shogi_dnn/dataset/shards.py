@@ -26,21 +26,18 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 3), N positions, G games:
 A position takes 58 bytes raw (45 of them the packed position, where dlshogi's 38-byte records spend
 32) and about 14 compressed in game order (datasets/README.md has the measurements). Readers get it
 back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA, the side to move's view of
-features.py): read_rows unpacks. Schema 1 stored board and hands as such
-(108 bytes a position raw); schema 2 had no chunk checksums. Shards of either are refused with a message to
-convert again.
+features.py): read_rows unpacks. Shards of an older SCHEMA_VERSION are refused with a message to convert
+again.
 
 `games/source` is always readable text: a file or member name that is not UTF-8 (cp932 from a zip
 made on Windows in Japan, EUC-JP from an old disk) is decoded (kifu/names.py) or, when nothing
 decodes it, written with `\\xNN` escapes. `games/source_raw` (OPTIONAL_GAME_SCHEMA) then holds its
 bytes in hex ('' for the shard's other games), to find the file again; it is written only in a
-shard where some game needs it, so shards of UTF-8 names are byte for byte what they were before it,
-and it did not change SCHEMA_VERSION (read_games gives it only when present).
+shard where some game needs it (read_games gives it only when present).
 
-`eval` is OPTIONAL_SCHEMA: written only when at least one position of the shard has an evaluation, so
-a shard of records without evaluations is byte-for-byte what it was before the dataset existed. It did
-not change SCHEMA_VERSION (it came with 2): older readers never open it, and readers here (read_rows,
-read_stored, the training pipeline) give EVAL_NONE for every row of a shard without it.
+`eval` is OPTIONAL_SCHEMA: written only when at least one position of the shard has an evaluation;
+readers (read_rows, read_stored, the training pipeline) give EVAL_NONE for every row of a shard without
+it.
 
 Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, compressed (COMPRESSIONS, `convert
 --compression`: zstd level 1 with the shuffle filter by default, HDF5 filter ZSTD_FILTER, which h5py reads

@@ -1,8 +1,6 @@
 """The model's size and memory need, known from the config before TensorFlow builds anything (no TF).
 
-A config that cannot fit is one line saying what to lower, before any allocation: `model.filters = 15000`
-used to grow past 8 GB until the system killed the process, and 100000 ended in a ResourceExhaustedError
-traceback.
+A config that cannot fit is one line saying what to lower, before any allocation.
 
 Parameters (exact: Keras' count_params, pinned by tests/training/test_memory.py), with P input planes
 (42, 77 with model.features = "attacks", 81 with "tactics"), F filters, K blocks, H value_hidden, and a

@@ -113,8 +113,11 @@ class Trainer:
         swap_average(self.steps.optimizer)      # the final model is the weights' average (optim.ema)
         if self.parts.is_chief:   # the other workers keep the final checkpoint (same weights)
             save_model(self.steps.model, self.run_dir)
-        log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
-                 self.run_dir / run_files.MODEL_FILE)
+            log.info("done: step=%d samples=%d, model saved to %s", state.step, state.samples,
+                     self.run_dir / run_files.MODEL_FILE)
+        else:
+            log.info("done: step=%d samples=%d (the chief saves the model; this worker keeps its final "
+                     "checkpoint)", state.step, state.samples)
         self.metrics.close()
         join_releases(self.releases, RELEASE_WAIT_DONE)
         return TrainResult(state, interrupted=False)

@@ -134,6 +134,8 @@ def test_two_workers_survive_a_dead_worker_and_match_one_machine(tmp_path: Path)
     resumed = [(logs / f"worker{i}-resume.log").read_text() for i in range(2)]
     assert codes == [0, 0], resumed[0][-3000:] + resumed[1][-3000:]
     assert all("resumed from ckpt-" in text for text in resumed)
+    assert "model saved to" in resumed[0] and "model saved to" not in resumed[1]   # only the chief saves it
+    assert "the chief saves the model" in resumed[1]
 
     from shogi_dnn.training.checkpoints import restore_model
     chief = weights(run / "model.keras")
