@@ -13,7 +13,8 @@ counted in CPU seconds (user + system) of every process it runs, the engines' in
   engine_alone     the same loop without `usinewgame`: the engine's own speed
 
 Prints one key=value line per case and round, then each case's median CPU seconds, positions per
-CPU-second and its ratio to engine_alone, then the load average. Without DATA, the first `--games`
+CPU-second and its ratio to engine_alone, where a position's CPU goes (per_position), and the load
+average. Without DATA, the first `--games`
 games of the bundled datasets/gnushogi.tar.xz are converted first (the figures of docs/annotate.md).
 """
 
@@ -24,6 +25,7 @@ import dataclasses
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,6 +91,18 @@ def format_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def per_position(rows: Sequence[Row]) -> str:
+    """Where a position's CPU goes, in ms: the engine's search (engine_alone), its usinewgame
+    (engine_newgame - engine_alone) and the rest of annotate (annotate - engine_newgame: our process,
+    the engines' start-ups); empty without the three cases."""
+    ms = {row.case: 1000 / row.positions_per_cpu_s for row in rows}
+    if any(case not in ms for case in CASES):
+        return ""
+    search, newgame, annotate = ms[ENGINE_ALONE], ms[ENGINE_NEWGAME], ms[ANNOTATE]
+    return (f"ms_per_position: search={search:.2f} usinewgame={newgame - search:.2f} "
+            f"annotate_rest={annotate - newgame:.2f} annotate={annotate:.2f}")
+
+
 def cpu_seconds(who: int) -> float:
     """User + system CPU seconds of this process (RUSAGE_SELF) or of its waited-for children."""
     usage = resource.getrusage(who)
@@ -143,12 +157,13 @@ def engine_loop(engine: str, sfens: Sequence[str], nodes: int, newgame: bool) ->
 
 
 def annotate_job(data: Path, out: Path, engine: str, nodes: int, workers: int) -> int:
-    """The whole `annotate` job in a child process; the positions it searched.
+    """The whole `annotate` job in a child process, into `out` (emptied first); the positions it searched.
 
     Raises:
         RunError: the job failed, or left positions without a label.
     """
-    argv = [sys.executable, "-m", "shogi_dnn", "annotate", str(data), "--out", str(out), "--overwrite",
+    shutil.rmtree(out, ignore_errors=True)       # else the job would find itself done and do nothing
+    argv = [sys.executable, "-m", "shogi_dnn", "annotate", str(data), "--out", str(out),
             "--nodes", str(nodes), "--workers", str(workers), "--engine", engine, "--no-progress"]
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
@@ -218,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     except ShogiDnnError as exc:
         print(f"shogi-dnn bench annotate: error: {exc}", file=sys.stderr)
         return 2
-    print(format_table(summarize(measurements)))
+    rows = summarize(measurements)
+    print(format_table(rows))
+    print(per_position(rows))
     end = os.getloadavg()
     print(f"nodes={args.nodes} workers={args.workers} positions={measurements[0].positions} "
           f"load_avg_1min={load[0]:.2f}..{end[0]:.2f} load_avg_5min={load[1]:.2f}..{end[1]:.2f}")

@@ -30,6 +30,14 @@ def test_summary_takes_each_cases_median_and_its_ratio_to_the_engine_alone() -> 
     assert table[2].split() == ["engine_alone", "3", "1.00", "100.0", "1.00"]
 
 
+def test_per_position_splits_annotates_cpu_between_search_usinewgame_and_the_rest() -> None:
+    rows = bench.summarize([Measurement(bench.ANNOTATE, 1, 1000, 8.0), Measurement(bench.ENGINE_NEWGAME, 1, 1000, 6.5),
+                            Measurement(bench.ENGINE_ALONE, 1, 1000, 2.5)])
+    assert bench.per_position(rows) == ("ms_per_position: search=2.50 usinewgame=4.00 annotate_rest=1.50 "
+                                        "annotate=8.00")
+    assert bench.per_position(rows[:2]) == ""
+
+
 def test_summary_without_the_engine_alone_has_no_ratio() -> None:
     (row,) = bench.summarize([Measurement(bench.ANNOTATE, 1, 10, 2.0)])
     assert row.positions_per_cpu_s == 5.0 and math.isnan(row.ratio)
@@ -46,4 +54,5 @@ def test_one_round_on_the_fake_engine(tmp_path: Path, capsys: pytest.CaptureFixt
     assert len({r["positions"] for r in rounds}) == 1 and int(rounds[0]["positions"]) > 0
     assert all(float(r["cpu_s"]) > 0 for r in rounds)
     assert [line.split()[0] for line in lines[4:7]] == list(bench.CASES)
-    assert lines[7].startswith(f"nodes=10 workers=1 positions={rounds[0]['positions']} load_avg_1min=")
+    assert lines[7].startswith("ms_per_position: search=")
+    assert lines[8].startswith(f"nodes=10 workers=1 positions={rounds[0]['positions']} load_avg_1min=")
