@@ -5,12 +5,13 @@ engine/protocol.py's docstring):
 
   usi -> id name ..., option name ..., usiok        once, at start (START_TIMEOUT)
   setoption name NAME value VALUE                   Threads 1, Hash 16, Contempt 0 (those the engine
-                                                    offers), then the user's --option NAME=VALUE
+                                                    offers, unless already its default), then the
+                                                    user's --option NAME=VALUE
   isready -> readyok
-  usinewgame, isready -> readyok                    before every search: clears the hash and history
-                                                    tables, so a score does not depend on the positions
-                                                    searched before it (checked with fairy-stockfish)
-  position sfen SFEN, go nodes N -> info ... score cp X | score mate N ... pv M ..., bestmove M
+  usinewgame, position sfen SFEN, go nodes N        every search, in one write; usinewgame clears the
+    -> info ... score cp X | score mate N ..., bestmove M   hash and history tables, so a score does
+                                                    not depend on the positions searched before it
+                                                    (checked with fairy-stockfish)
 
 The score is the last `info` line's (multipv 1), from the side to move's view as USI reports it: `cp X`
 clipped to ±MATE_EVAL, `mate N` as +MATE_EVAL (N > 0, '+') or -MATE_EVAL (N <= 0, '-': the side to move
@@ -37,6 +38,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, cast
 
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.kifu.evals import MATE_EVAL
@@ -49,7 +51,7 @@ DEFAULT_OPTIONS = (("Threads", "1"), ("Hash", "16"), ("Contempt", "0"))
 START_TIMEOUT = 10.0                   # seconds for `usi` -> `usiok` and the first `readyok`
 _SCORE = re.compile(r"\bscore (cp|mate)(?: (\S*))?")
 _INTEGER = re.compile(r"[+-]?\d+")
-_OPTION = re.compile(r"^option name (.+?) type ")
+_OPTION = re.compile(r"^option name (.+?) type \S+(?: default (\S*))?")
 CRASH, TIMEOUT, PROTOCOL = "crash", "timeout", "protocol"
 
 
@@ -104,6 +106,16 @@ def parse_score(line: str) -> int | None:
     return MATE_EVAL if int(value) > 0 else -MATE_EVAL
 
 
+def last_score(lines: Sequence[str]) -> int | None:
+    """The score of a search's answer: that of its last `info` line (multipv 1, not `info string`) with
+    a `score` (parse_score: None when its value is not a whole integer), or None when none has one."""
+    for line in reversed(lines):
+        if line.startswith("info ") and " string " not in line and (
+                " multipv " not in line or " multipv 1 " in line) and _SCORE.search(line):
+            return parse_score(line)
+    return None
+
+
 class UsiEngine:
     """One engine process. Not thread-safe: each worker owns its own."""
 
@@ -115,13 +127,15 @@ class UsiEngine:
         """
         self.path = path
         self.name = ""
-        self.offered: set[str] = set()
+        self.offered: dict[str, str | None] = {}      # option name -> its default value
         self._buffer = b""
         try:
             self.proc = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True)
         except OSError as exc:
             raise RunError(f"engine {path}: cannot start it ({exc})") from None
+        self._stdin = cast(IO[bytes], self.proc.stdin)          # both pipes: never None
+        self._stdout = cast(IO[bytes], self.proc.stdout)
         try:
             self._handshake(options)
         except EngineFailure as exc:
@@ -135,9 +149,11 @@ class UsiEngine:
                 self.name = line[len("id name "):].strip()
             match = _OPTION.match(line)
             if match:
-                self.offered.add(match.group(1))
+                self.offered[match.group(1)] = match.group(2)
         for name, value in DEFAULT_OPTIONS:
-            if name in self.offered:
+            # One already at the engine's default is not sent: Fairy-Stockfish rebuilds its threads
+            # and hash for Threads and Hash (about 50 ms of its CPU at each start), to the same state.
+            if name in self.offered and self.offered[name] != value:
                 self._send(f"setoption name {name} value {value}")
         for name, value in options:
             self._send(f"setoption name {name} value {value}")
@@ -151,63 +167,66 @@ class UsiEngine:
             EngineFailure: the engine exited, did not finish in time or gave no bestmove.
         """
         deadline = time.monotonic() + timeout
-        self._send("usinewgame", "isready")
-        self._lines_until("readyok", deadline)
-        self._send(f"position sfen {sfen}", f"go nodes {nodes}")
+        # One write, no `isready` round trip: the engine carries out its commands in order, so the
+        # search starts after usinewgame's clearing all the same.
+        self._send("usinewgame", f"position sfen {sfen}", f"go nodes {nodes}")
         lines = self._lines_until("bestmove", deadline)
-        score = None
-        for line in lines[:-1]:
-            if line.startswith("info ") and " string " not in line and (
-                    " multipv " not in line or " multipv 1 " in line):
-                score = parse_score(line) if _SCORE.search(line) else score
         parts = lines[-1].split()
         if len(parts) < 2:
             raise EngineFailure(PROTOCOL, f"bad bestmove line {lines[-1]!r}")
-        return SearchResult(score, parts[1])
+        return SearchResult(last_score(lines[:-1]), parts[1])
 
     def _send(self, *lines: str) -> None:
         try:
-            self.proc.stdin.write("".join(line + "\n" for line in lines).encode())
+            self._stdin.write("".join(line + "\n" for line in lines).encode())
         except OSError as exc:
             raise EngineFailure(CRASH, f"engine exited (rc={self.proc.poll()}): {exc}") from None
 
-    def _readline(self, deadline: float) -> str:
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise EngineFailure(TIMEOUT, "no answer within the time limit")
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-            if ready:
-                data = os.read(fd, 65536)
-                if not data:
-                    self.proc.wait()
-                    raise EngineFailure(CRASH, f"engine exited (rc={self.proc.returncode})")
-                self._buffer += data
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode("utf-8", "replace").rstrip("\r")
+    def _read(self, deadline: float) -> None:
+        """Whatever the engine has written (at least a byte), appended to the buffer; waits until
+        `deadline` at most."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise EngineFailure(TIMEOUT, "no answer within the time limit")
+        fd = self._stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if ready:
+            data = os.read(fd, 65536)
+            if not data:
+                self.proc.wait()
+                raise EngineFailure(CRASH, f"engine exited (rc={self.proc.returncode})")
+            self._buffer += data
 
     def _lines_until(self, first_word: str, deadline: float) -> list[str]:
-        lines = []
+        """The engine's next lines, through the first whose first word is `first_word`."""
+        marker = first_word.encode()
+        lines: list[str] = []
         while True:
-            lines.append(self._readline(deadline))
-            if lines[-1].split(" ", 1)[0] == first_word:
-                return lines
+            # Lines are split only once the word has arrived: a search's answer is read in a few
+            # pieces, and its info lines are looked at once, in last_score.
+            if marker in self._buffer:
+                *complete, self._buffer = self._buffer.split(b"\n")
+                for k, raw in enumerate(complete):
+                    lines.append(raw.decode("utf-8", "replace").rstrip("\r"))
+                    if lines[-1].split(" ", 1)[0] == first_word:
+                        self._buffer = b"\n".join([*complete[k + 1:], self._buffer])
+                        return lines
+            self._read(deadline)
 
     def close(self, graceful: bool = True) -> None:
         """Ask the engine to quit (`graceful`), and kill it (our own child, by its pid) when it has not
         within a second, or at once (not `graceful`: after a failure)."""
         if graceful and self.proc.poll() is None:
             try:
-                self.proc.stdin.write(b"quit\n")
-                self.proc.stdin.close()
+                self._stdin.write(b"quit\n")
+                self._stdin.close()
                 self.proc.wait(timeout=1.0)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
                 stream.close()
             except OSError:

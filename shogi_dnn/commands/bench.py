@@ -1,4 +1,4 @@
-"""`shogi-dnn bench convert|train|scaling|planes|games|startup|evaluator ...`: dispatch to
+"""`shogi-dnn bench convert|train|scaling|planes|games|startup|evaluator|annotate ...`: dispatch to
 shogi_dnn.bench.<name>.main(argv)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ BENCHES = {
     "games": "the USI engine's W/D/L and Elo in games against a reference player (ShogiArena)",
     "startup": "seconds `train` takes to refuse bad arguments (they are checked before TensorFlow)",
     "evaluator": "positions per CPU-second of ONNX exports at batch 8 and 64, and their held-out scores",
+    "annotate": "annotate's positions per CPU-second (ours + the engine's) against the engine alone",
 }
 
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from shogi_dnn.convert.run import ConvertSettings, run_convert
+from tests.annotate import fake_usi
 from tests.support.kifugen import write_corpus
-
-FAKE = Path(__file__).with_name("fake_usi.py")
 
 
 @pytest.fixture(scope="session")
@@ -31,13 +28,6 @@ def fake_engine(tmp_path: Path) -> Callable[..., str]:
 
     def make(**config: object) -> str:
         count[0] += 1
-        folder = tmp_path / f"engine{count[0]}"
-        folder.mkdir()
-        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-        script = folder / "fake-usi"
-        script.write_text(f"#!/bin/sh\nFAKE_USI_CONFIG='{folder / 'config.json'}' exec '{sys.executable}' "
-                          f"'{FAKE}'\n", encoding="utf-8")
-        script.chmod(0o755)
-        return str(script)
+        return fake_usi.write_engine(tmp_path / f"engine{count[0]}", **config)
 
     return make

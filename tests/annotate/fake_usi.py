@@ -41,6 +41,17 @@ def move_of(sfen: str) -> str:
     return moves[_digest(sfen) % len(moves)] if moves else "resign"
 
 
+def write_engine(folder: Path, **config: object) -> str:
+    """An executable fake engine in `folder` (created) answering with `config`; its path."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    script = folder / "fake-usi"
+    script.write_text(f"#!/bin/sh\nFAKE_USI_CONFIG='{folder / 'config.json'}' exec '{sys.executable}' "
+                      f"'{Path(__file__).resolve()}'\n", encoding="utf-8")
+    script.chmod(0o755)
+    return str(script)
+
+
 def main() -> None:
     path = os.environ.get("FAKE_USI_CONFIG")
     config = json.loads(Path(path).read_text(encoding="utf-8")) if path else {}

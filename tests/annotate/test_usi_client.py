@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shogi_dnn.annotate import usi_client
-from shogi_dnn.annotate.usi_client import EngineFailure, UsiEngine, parse_score
+from shogi_dnn.annotate.usi_client import EngineFailure, UsiEngine, last_score, parse_score
 from shogi_dnn.errors import ConfigError, RunError
 from shogi_dnn.kifu.evals import MATE_EVAL
 from tests.annotate import fake_usi
@@ -30,6 +30,26 @@ SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2"
 ])
 def test_parse_score(line: str, score: int | None) -> None:
     assert parse_score(line) == score
+
+
+@pytest.mark.parametrize("lines, score", [
+    (["info depth 1 score cp 10 pv 7g7f", "info depth 2 score cp 20 pv 7g7f", "info nodes 1000"], 20),
+    (["info depth 2 score cp 20 pv 7g7f", "info string score cp 99"], 20),
+    (["info depth 2 multipv 1 score cp 20 pv 7g7f", "info depth 2 multipv 2 score cp -5 pv 2g2f"], 20),
+    (["info depth 1 score cp 10 pv 7g7f", "info depth 2 score cp 1.5 pv 7g7f"], None),
+    (["info depth 1 nodes 10", "readyok"], None),
+    ([], None),
+])
+def test_last_score_is_the_last_scoring_info_line(lines: list[str], score: int | None) -> None:
+    assert last_score(lines) == score
+
+
+def test_options_offered_are_read_with_their_defaults(fake_engine) -> None:
+    engine = UsiEngine(fake_engine())
+    try:
+        assert engine.offered == {"Threads": "1"}
+    finally:
+        engine.close()
 
 
 def test_search_gives_the_engines_score_and_move(fake_engine) -> None:
