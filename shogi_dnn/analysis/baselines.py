@@ -1,30 +1,18 @@
 """Reference predictors that give the model's scores a meaning (numpy only, streaming over shards).
 
-Each is fitted on the TRAINING split of a run's own data and scored on the evaluated split, on the same
-positions as the model:
+Each is fitted on the TRAINING split of a run's own data and scored on the evaluated split's positions:
 
-  side_to_move   "the side to move wins". Its accuracy is the share of decisive positions won by the
-                 side to move; its probability (for loss, Brier) is the constant rate at which the side
-                 to move scored in the training split (label mean, draws 0.5).
-  material       logistic regression on material balance: one feature per piece kind, own minus opponent
-                 count, on the board (13 kinds, kings left out) and in hand (7 kinds), plus a bias. The
-                 fitted weights are the piece values in logits. Fitted by Newton's method with a small L2
-                 penalty, on the training positions aggregated by distinct material vector, so the fit
-                 streams over shards once and stays exact.
-  piece_square   logistic regression on where the pieces stand: a Bonanza-style linear evaluation without
-                 piece pairs (piece_square_features). Columns: one-hot (square, piece code) from the side to
-                 move's view (81 x 28), the number of squares holding each code (28: the piece values) and
-                 the hand counts of both sides (14), plus a bias. The same function class as one-hot squares
-                 alone, but the L2 penalty is PIECE_SQUARE_L2 on the square columns and L2 on the others, so
-                 a square's weight is shrunk towards its piece's value rather than towards 0 (with 0 towards
-                 nothing, squares alone overfitted: fairy data, docs/baselines.md). Fitted by Newton's method,
-                 streaming: each pass over the shards sums the exact gradient and Hessian (fit_piece_square
-                 has the costs).
-  engine         the record's own evaluation: p = sigmoid(clip(eval) / a), a fitted on the training
-                 split's evaluated positions by evalfit.py (the one owner of that fit); p = 0.5 where a
-                 position has no evaluation. Scored on every position and on the evaluated ones alone
-                 (next to the model on those same positions); absent when no training or scored position
-                 carries an evaluation.
+  side_to_move   "the side to move wins": accuracy is the share of decisive positions won by the side to
+                 move; its probability is the training split's label mean (draws 0.5).
+  material       logistic regression on material balance: own minus opponent count per kind on the board
+                 (13 kinds, no kings) and in hand (7), plus a bias; the weights are piece values in logits.
+                 Newton's method with a small L2 penalty on positions aggregated by material vector (exact).
+  piece_square   logistic regression on one-hot (square, piece code) of the side to move's view (81 x 28),
+                 the count of each code (28) and both hands (14), plus a bias; PIECE_SQUARE_L2 on the
+                 square columns and L2 on the others shrink a square's weight toward its piece's value.
+                 Streaming Newton's method (fit_piece_square).
+  engine         p = sigmoid(clip(eval) / a), a fitted by evalfit.py; 0.5 without an evaluation. Scored on
+                 every position and on the evaluated ones; absent when no position carries an evaluation.
 """
 
 from __future__ import annotations
@@ -124,18 +112,11 @@ def material_features(board: np.ndarray, hands: np.ndarray) -> np.ndarray:
 
 def piece_square_features(board: np.ndarray, hands: np.ndarray,
                           bias: bool = False) -> scipy.sparse.csr_matrix:
-    """The piece-square design matrix: one-hot (square, piece code), piece counts per code, hand counts.
+    """The piece-square design matrix: [N, 2310 (+1 with `bias`)] float64 CSR with sorted indices.
 
-    Args:
-        board: [N, 81] uint8 piece codes (side to move's view); hands: [N, 14] uint8 counts (own,
-            then opponent).
-        bias: append a column of ones (the intercept) as column NUM_PIECE_SQUARE_FEATURES.
-    Returns:
-        [N, 2310 (+1)] float64 CSR with sorted indices: column s * 28 + c - 1
-        is 1 when square s holds code c (1..28; an empty square has no column); column 2268 + c - 1 counts
-        the squares holding code c; column 2296 + k is the count of hand kind k (HAND_PIECE_TYPES order,
-        own first).
-        About 36 square entries, 12 count entries and a few hand entries a row.
+    board [N, 81] uint8 and hands [N, 14] uint8, side to move's view. Column s * 28 + c - 1 is 1 when square
+    s holds code c (1..28); column 2268 + c - 1 counts the squares holding code c; column 2296 + k is the
+    count of hand kind k (own first); the bias column is NUM_PIECE_SQUARE_FEATURES.
     """
     n = board.shape[0]
     counts = np.bincount((board.astype(np.int64) + NUM_PIECE_CODES * np.arange(n)[:, None]).reshape(-1),
@@ -158,11 +139,8 @@ def piece_square_features(board: np.ndarray, hands: np.ndarray,
 
 @dataclasses.dataclass(frozen=True)
 class PieceSquare:
-    """The fitted piece-square model: a Bonanza-style linear evaluation without piece pairs, in logits.
-
-    weights [2310]: piece_square_features' columns; bias; l2 the penalty of the (square, code) weights;
-    passes over the training shards the fit took; converged: the last Newton step would have lowered the
-    mean loss by less than NEWTON_TOLERANCE.
+    """The fitted piece-square model, in logits: weights [2310] (piece_square_features' columns), bias, l2,
+    passes, converged (the last Newton step gained less than NEWTON_TOLERANCE).
     """
 
     weights: tuple[float, ...]
@@ -209,17 +187,13 @@ def fit_piece_square(train_paths: Sequence[str | Path], l2: float = PIECE_SQUARE
                      max_passes: int = NEWTON_PASSES) -> PieceSquare:
     """Fit the piece-square logistic regression on training shards by Newton's method, streaming.
 
-    Minimises the sum of cross-entropies (draws as 0.5) + 1/2 sum_j penalty_j w_j^2 (piece_square_penalty).
-    Each pass reads the shards once, NEWTON_ROWS positions at a time, and sums the objective, the gradient
-    [2311] and the exact Hessian [2311, 2311] (X^T diag(p(1-p)) X of the sparse batch matrix), then takes
-    one Newton step (a Cholesky solve); a step that raised the objective is halved on the next pass
-    instead. Memory: the dense Hessian (2311^2 float64, 43 MB), two copies of it for the solve and one
-    NEWTON_ROWS batch: about 180 MB measured, whatever the number of positions. Time: passes (about 5)
-    x (read + sparse X^T W X, ~50^2 products a position) + a solve on the columns the training positions
-    use (at most 2311^3 / 3 a pass). Stops after max_passes with converged False (the latest iterate).
+    Minimises the cross-entropies (draws as 0.5) + 1/2 sum_j penalty_j w_j^2. Each pass sums the objective,
+    the gradient [2311] and the exact Hessian [2311, 2311] over NEWTON_ROWS positions at a time, then takes
+    one Cholesky Newton step (a step that raised the objective is halved). Memory about 180 MB whatever the
+    positions. Stops after max_passes with converged False.
 
     Raises:
-        ValueError: no positions, or l2 <= 0 (weights of squares no piece visits would be undetermined).
+        ValueError: no positions, or l2 <= 0.
     """
     if l2 <= 0:
         raise ValueError(f"l2 = {l2}: the piece-square fit needs a positive ridge penalty")

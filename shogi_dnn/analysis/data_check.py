@@ -1,25 +1,15 @@
 """Which data a run may be scored on, checked before TensorFlow loads (evaluate's refusals are quick).
 
-Which data may be scored (check_data): the run's own split (its games digest, identity.compare) is "same".
-Other data (--data another folder, or the run's folder converted again with another split) is checked game
-by game against RUN/trained-games.npz (the keys of every game the run trained on, game_keys.py): none of
-the scored games among them, "foreign": scored, the table and the JSON name the dataset; some, refused in
-one line saying how many of the scored games (and positions) the run trained on, unless allow_changed_data
-(--allow-trained-games, alias --allow-changed-data): "overlap", labelled TRAINED GAMES. data_check.games
-holds the counts {games, positions, trained_games, trained_positions} and the run's trained games then
-{run_games, run_digest} (report: a run that trained on more games since is evaluated again). A run without
-trained-games.npz (trained before runs recorded their games) reads its trained games from the datasets
-it trained on while they are unchanged; once they changed or moved it can only tell its own data: other
-data is refused unless the flag (then "changed", labelled DATA CHANGED), with one line saying why. A run
-trained before runs recorded their data is scored, with one line saying its data cannot be checked.
+check_data: the run's own split (same games digest) is "same". Other data is checked game by game
+against RUN/trained-games.npz: no scored game trained on is "foreign"; some is refused unless
+allow_changed_data, then "overlap" (TRAINED GAMES). data_check.games holds {games, positions,
+trained_games, trained_positions, run_games, run_digest}. A run without trained-games.npz reads its
+trained games from its unchanged datasets, else other data is refused unless the flag ("changed", DATA
+CHANGED); a run without a recorded identity is scored with one line saying so.
 
-checked_split (used by `evaluate` and analysis/evaluate.evaluate_run) holds the dataset as a reader
-(locks.read_dataset: a `convert --overwrite` of it is refused meanwhile) and yields the run folder, the
-dataset folder, the split's shard paths (checked against the manifest) and the data check, after checking
-that the run folder can be written (eval-<split>.json) and has a model to load (model.keras, or the
-checkpoint asked for / the latest). The split is the one asked for, else validation, else the dataset's
-only split (pick_split: a test-only set, `convert --test-fraction 1`, is scored on its test split). No
-TensorFlow.
+checked_split holds the dataset as a reader (locks.read_dataset) and yields the run folder, the dataset
+folder, the split's shard paths and the data check, after checking the run folder is writable and has a
+model. The split: the one asked for, else validation, else the only one (pick_split).
 """
 
 from __future__ import annotations
@@ -63,13 +53,11 @@ class CheckedSplit:
 def checked_split(run_dir: str | Path, data: str | Path | None, split: str | None,
                   checkpoint: str | None = None, verify_full: bool = False,
                   allow_trained: bool = False) -> Iterator[CheckedSplit]:
-    """The run, its model, the dataset (`data`, else the run's) and its split (None: pick_split's
-    default) checked, the dataset held as a reader for the block.
+    """The run, its model, the dataset (`data`, else the run's) and its split (None: pick_split), checked; the
+    dataset held as a reader for the block.
 
     Raises:
-        RunError / ConfigError / ShardFormatError / OutputError: one line (no run, a run folder that
-            cannot be written, no model, no such split, a shard unlike its manifest, scored games the
-            run trained on without `allow_trained`).
+        RunError / ConfigError / ShardFormatError / OutputError: one line.
     """
     run = run_files.check_run_dir(run_dir)
     run_files.check_writable(run, "--run-dir")              # eval-<split>.json goes there
@@ -129,14 +117,11 @@ def split_paths(data_dir: Path, split: str, verify_full: bool = False) -> list[P
 
 
 def check_data(run_dir: Path, data_dir: Path, split: str, allow_trained: bool = False) -> identity.DataCheck:
-    """The scored split against the data the run was trained on: the run's own split (run.json "dataset")
-    is "same"; other data is checked game by game against RUN/trained-games.npz (game_keys.py): "foreign"
-    when none of its games is one the run trained on, else refused. A run without that file (trained
-    before runs recorded their games) can only tell its own data: other data is "changed", refused.
+    """The scored split against the data the run was trained on (module docstring).
 
     Raises:
-        RunError: scored games the run trained on (or, for a run without trained games, other data) and
-            not `allow_trained`: one line naming the dataset, the counts and the flag.
+        RunError: scored games the run trained on (or other data, for a run without trained games) and
+            not `allow_trained`.
     """
     splits = shards.SPLITS if split == "all" else (split,)
     manifest = shards.read_manifest(data_dir)

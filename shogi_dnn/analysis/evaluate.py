@@ -1,9 +1,6 @@
-"""Score a trained run on a dataset split with the same towers as training, next to two baselines.
+"""Score a trained run on a dataset split with the same towers as training, next to the baselines.
 
-Each tower predicts its share of every global batch (strategy.run); the logits come back per tower
-(experimental_local_results) with the labels, plies and game ratings of the same rows, and feed one
-scoring.Scorer per tower. The total is the merge of the towers' scorers, so per-GPU numbers and the
-total are consistent by construction (the total loss is the positions-weighted mean of the towers').
+Each tower scores its share of every global batch into its own scoring.Scorer; the total is their merge.
 
 RUN/eval-<split>.json (written atomically; another dataset's: run_files.eval_path) holds: split, data_dir,
 model, positions, loss, accuracy (decisive positions), decisive, draws {positions, loss, mean_prob}, brier,
@@ -26,17 +23,9 @@ warnings (a list of lines: e.g. fewer than MIN_EVAL_GAMES games), and the uncert
                 scores there); resolved: the interval excludes 0
   bootstrap     {unit: "game", games, resamples, seed, level}
 
-With a policy head (model.policy_head), `policy` {positions, games, top1, top5, intervals {top1: [lo, hi],
-top5: [lo, hi]}, bootstrap}: how often the move played is the model's first choice, and among its first 5,
-over the LEGAL moves of each position (policy.legal_label_masks; logits of illegal labels are ignored; a
-final position, without a move, is skipped), with 95% bootstrap intervals over games (scoring.policy_block);
-mirror-averaged as the value is (model.policy_logits). Finding the legal moves runs on the host at about
-3,000 positions/s a core: a minute for a validation split of 200k positions; the log says so.
-
-Files written before the intervals existed lack those keys (and the piece-square and engine baselines);
-report reads both.
-
-Which data may be scored: analysis/data_check.py (TensorFlow-free, checked before the model loads).
+With a policy head, `policy` {positions, games, top1, top5, intervals {top1: [lo, hi], top5: [lo, hi]},
+bootstrap}: how often the move played is the model's first choice, and among its first 5, over the LEGAL
+moves of each position (final positions skipped). Which data may be scored: analysis/data_check.py.
 """
 
 from __future__ import annotations
@@ -221,10 +210,8 @@ def _merge_columns(rows: dict[str, tf.Tensor], more: dict[str, tf.Tensor]) -> di
 
 def make_predict_step(strategy: tf.distribute.Strategy, model: keras.Model, mirror_average: bool):
     """step(dist_batch) -> per-replica {logit [b] float32, win, ply, ply_check, rating, game, eval,
-    free_capture} of each tower's rows
-    (mirror_average: the logit of the mean probability over each board and its mirror, model.value_logits);
-    a model with a policy head adds policy_logit [b, 2187] float32 (model.policy_logits, averaged alike),
-    and the rows' policy labels, board and hands (for their legal moves)."""
+    free_capture}; with a policy head also policy_logit [b, 2187] float32, policy labels, board and hands.
+    """
     with_policy = model_lib.has_policy_head(model)
 
     @tf.autograph.experimental.do_not_convert
@@ -315,15 +302,9 @@ def evaluate_run(run_dir: str | Path, data: str | Path | None = None, split: str
                  out: str | Path | None = None) -> dict[str, Any]:
     """Evaluate a run on a split and write RUN/eval-<split>.json (or `out`). Returns the JSON as a dict.
 
-    global_batch: positions per step over all towers (default eval_global_batch; rounded up to the towers).
-    mirror_average: score the mean probability over each position and its left-right mirror (the model
-    runs twice per position); recorded as the result's "mirror_average".
-    verify_shards: check the split's shards against the manifest with their full sha256 (a cheap check of
-    size, counts, schema and shapes is always made before the model is loaded).
-    allow_changed_data: score a split holding games the run trained on (or, for a run without its trained
-    games, other data than its own: check_data), the result labelled (data_check).
-    out: the JSON's path instead of the run's own (data_check.CheckedSplit.result_path), whose file is then
-    left as it is.
+    global_batch: positions per step over all towers (default eval_global_batch). mirror_average: score the
+    mean probability over each position and its mirror. verify_shards: also check the shards' sha256.
+    allow_changed_data: score data check_data refuses, labelled.
     """
     with data_check.checked_split(run_dir, data, split, checkpoint, verify_shards,
                                   allow_changed_data) as checked:

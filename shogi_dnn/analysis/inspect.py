@@ -1,18 +1,9 @@
-"""What is in a dataset folder or a shard: counts, splits, label balance, endings, and a position dump.
+"""What is in a dataset folder, a shard or a record: counts, splits, label balance, endings, a position dump.
 
-Used by `shogi-dnn inspect`. Reads shards chunk by chunk, so it works on datasets of any size. Game
-records (a CSA/KIF/KI2/SFEN file, or a `startpos ...`/`sfen ...` position argument as `predict` takes
-it) are summarised game by game and dumped in the same `SFEN<TAB>label<TAB>game<TAB>ply` form.
-
-Engine evaluations (GameRecord.evals, the shards' optional `eval` dataset) are counted, never put in
-the `--sfen` dump (its four columns stay as they are): a dataset summary gives the positions with an
-evaluation per split, a record summary per game (its `evals` column; `--json` also lists each
-position's value, side to move's view, null where none).
-
-Positions without a game result (`win` NaN: annotate's off-path positions, shards `offpath-NNNNN.h5`) are
-counted apart (`no_result`, per split); a shard holding them repeats the games table rows of the source
-games they left, so its games are not counted again (games, endings, winners). The `--sfen` dump gives
-them the label NO_LABEL ('-'), as a record's game without a result.
+Used by `shogi-dnn inspect`; reads shards chunk by chunk. Records and position arguments are summarised
+game by game and dumped as `SFEN<TAB>label<TAB>game<TAB>ply`. Engine evaluations are counted, never put
+in the dump. Positions without a result (annotate's off-path shards) are counted apart (`no_result`),
+their repeated games table rows not counted again, and dumped with the label NO_LABEL ('-').
 """
 
 from __future__ import annotations
@@ -82,10 +73,9 @@ def _split_rank(split: str) -> int:
 
 @dataclasses.dataclass
 class SplitSummary:
-    """Counts of one split. `labels` counts positions by label: 'win', 'loss', 'draw'; `evaluated` the
-    positions with an engine evaluation (shards' optional `eval` dataset); `no_result` those without a
-    game result (win NaN: annotate's off-path positions); `compressions` counts shards by their chunk
-    compression (shards.shard_compression)."""
+    """Counts of one split: `labels` by 'win', 'loss', 'draw'; `evaluated` (with an engine evaluation);
+    `no_result` (win NaN); `compressions`: shards by compression.
+    """
 
     shards: int = 0
     games: int = 0
@@ -230,14 +220,11 @@ def looks_like_position(text: str) -> bool:
 
 
 def read_records(target: str) -> list[GameRecord | KifuError] | None:
-    """The games of a record file or of a position argument, in order (bad games as KifuErrors).
-
-    None when `target` is a dataset folder or a shard (an .h5/.hdf5 file, or any HDF5 file without a
-    record suffix), or names nothing: `resolve` then reads or rejects it. A record file's format is
-    taken from its suffix, else from its content (kifu.read_record_file).
+    """The games of a record file or of a position argument, in order (bad games as KifuErrors); None when
+    `target` is a dataset folder, a shard or nothing.
 
     Raises:
-        KifuError: a position argument that cannot be read (bad token or illegal move).
+        KifuError: a position argument that cannot be read.
     """
     path = Path(target)
     if path.is_dir():

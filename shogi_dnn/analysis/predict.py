@@ -1,22 +1,13 @@
 """Win probabilities from a trained run: of one position, or after every move of a game.
 
-A position is given as USI/SFEN text (`startpos moves 7g7f ...`, `sfen <sfen> [moves ...]`, or a bare
-SFEN); the model's probability is always the side to move's (who that is, Black or White, is said
-with it). A game record (any format kifu reads) gives a curve: the probability before the first move
-and after every move, turned to Black's view as shogi GUIs draw it (p(black) = p(to move) when Black is
-to move, else 1 - p(to move)), with the moves where it swings most marked (by changes that survive the
-reply: persistent_changes), the moves in one notation in the table and on the graph (KIF or USI), and the
-game's context: which
-game of the file (`--game N`), its recorded result and ending, and whether the run trained on it
-(find_in_dataset: the run's dataset's games tables, matched by source file and line or by positions).
-`model` is anything called as a Keras model is; `predict --mirror-average` passes
-training.model.mirror_averaged(model) (this module stays free of TensorFlow). The curve's values are the
-network's own, or what game_curve's `values` gives (engine/game_values.py: a short search per position).
+A position (`startpos moves ...`, `sfen <sfen> [moves ...]`, a bare SFEN) gets the side to move's
+probability. A game record gives a curve in Black's view, before the first move and after each, with
+the largest persistent swings marked (persistent_changes), the game's context (which game, its result,
+whether the run trained on it: find_in_dataset). `model` is anything called as a Keras model is (no
+TensorFlow here); game_curve's `values` may replace the network's (engine/game_values.py).
 
-A model with a policy head (its output a dict: "value" [B, 1] and "policy" [B, 2187] logits) adds, per
-position, the network's TOP_MOVES most likely moves among the legal ones (policy.legal_label_mask), in USI
-and KIF notation with their probability (the softmax over the LEGAL moves only), beside the move played
-next; the table marks the one that was played (*).
+With a policy head (output {"value" [B, 1], "policy" [B, 2187]}), each position also lists the network's
+TOP_MOVES legal moves with their probability (softmax over the legal moves), the one played marked (*).
 """
 
 from __future__ import annotations
@@ -131,13 +122,8 @@ def result_text(record: GameRecord) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class GamePositions:
-    """Every position of a game from its start: P = len(moves) + 1.
-
-    Attributes:
-        board: [P, 81] uint8 and hands: [P, 14] uint8 (features.encode_position, side to move's view).
-        turn: [P] uint8 side to move. moves: the USI move that led to each position ('' for the start).
-        sfens: the SFEN of each position. notation: each move in KIF notation with the mover's mark
-        (`▲７六歩(77)`, `△同　銀(31)`; '' for the start).
+    """Every position of a game from its start (P = len(moves) + 1): board [P, 81] and hands [P, 14] uint8
+    (side to move's view), turn [P] uint8, moves (USI, '' for the start), sfens, notation (KIF, '' at start).
     """
 
     board: np.ndarray
@@ -200,13 +186,8 @@ class TopMove:
 
 def top_moves(positions: GamePositions, index: int, logits: np.ndarray, count: int = TOP_MOVES,
               ) -> tuple[TopMove, ...]:
-    """The network's `count` most likely legal moves in position `index` of a game.
-
-    Args:
-        positions: the game (game_positions); index: which position.
-        logits: [2187] float policy logits of that position (dataset/policy.py's labels).
-    Returns:
-        Up to `count` moves, most likely first; p = softmax over the legal moves' logits.
+    """Up to `count` most likely legal moves of position `index`, from its [2187] policy `logits` (p: softmax
+    over the legal moves).
     """
     board, hands, turn = positions.board[index], positions.hands[index], int(positions.turn[index])
     legal = np.flatnonzero(policy.legal_label_mask(board, hands))
@@ -242,10 +223,8 @@ def position_side(sfen: str) -> int:
 def persistent_changes(p_black: np.ndarray) -> np.ndarray:
     """[P] change of Black's probability by each move that survives the reply (0 at the start).
 
-    Move i's change is counted from the values before it (p[i-1] and p[i-2]) to the values after it and
-    after the reply (p[i] and p[i+1]): the smallest of those four differences when all four have the same
-    sign, else 0. A capture and its recapture (up at i, back at i+1) both get 0; a blunder that is not
-    answered back keeps its size. The first move has only p[0] before it, the last only p[-1] after it.
+    Move i's change is the smallest of the four differences from p[i-1], p[i-2] to p[i], p[i+1] when all
+    have the same sign, else 0: a capture and its recapture both get 0.
     """
     p = np.asarray(p_black, np.float64)
     out = np.zeros(len(p))
@@ -343,10 +322,8 @@ def _same_source(stored: str, record: GameRecord) -> bool:
 
 
 def find_in_dataset(data_dir: str | Path, record: GameRecord, positions: GamePositions) -> DatasetMatch:
-    """Look the game up in a dataset (convert's shards): the games of every shard with the record's start
-    position and number of moves are candidates; one matches when its source file name and line are the
-    record's, or when every position the shard stored for it (convert may drop some: dedup, min ply)
-    equals the record's position at that ply.
+    """Look the game up in a dataset: a shard's game with the same start and move count matches by source file
+    and line, or by every position the shard stored for it.
 
     Raises:
         ShardFormatError: no manifest, or an unreadable shard.
@@ -403,11 +380,9 @@ TOP_NOTE = (f"next: the move played from the position; network's top {TOP_MOVES}
 
 def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = (),
                  notation: str = "kif") -> str:
-    """Table: ply, move (in `notation`, as the graph writes it), side to move, p(side to move), p(Black),
-    change, a mark on the big swings (GameCurve.swings); with a record, its result as the last row;
-    `notes` (which game, the run's split), how the values were found and the columns' meaning above it.
-    With the network's moves (curve.top), two more columns: the move played next and the network's top
-    moves there."""
+    """Table: ply, move (in `notation`), side to move, p(side to move), p(Black), change, swing mark; the
+    record's result last, `notes` above; with curve.top, the move played next and the network's top moves.
+    """
     swings = set(curve.swings())
     labels = move_labels(curve.positions, notation)
     width = max([7] + [_columns(m) for m in labels])
@@ -461,11 +436,9 @@ _END_OFFSETS = [(-8, -14, "right"), (-8, 8, "right"), (-8, -28, "right"), (-8, 2
 
 def curve_figure(curve: GameCurve, title: str = "", record: GameRecord | None = None,
                  notes: Sequence[str] = (), notation: str = "kif"):
-    """The graph of plot_curve as a matplotlib Figure: the title (with the record's result and `notes`
-    below it), the swings' labels (ply and move in `notation`, as the table writes it) placed inside the
-    axes so that none overlaps another or crosses the curve (the offsets of _LABEL_OFFSETS in turn; a line
-    joins a moved label to its point), and the recorded ending marked at the last ply, its label off the
-    curve too (_END_OFFSETS)."""
+    """The graph of plot_curve as a matplotlib Figure: title and `notes`, the swings' labels placed clear of
+    each other and the curve (_LABEL_OFFSETS), the recorded ending marked at the last ply.
+    """
     # matplotlib only for a record's graph: a position's answer does not wait for it
     from shogi_dnn import plotting
 
@@ -531,11 +504,9 @@ LEADER_GAP_PX = 4     # a leader line keeps this far from the squares of the oth
 
 
 class _Labels:
-    """Places text labels on a laid-out figure: each at the first offset whose text lies inside the axes,
-    overlaps no label placed before and does not cross `curve` (a Line2D), whose leader line (if any)
-    does not cross the curve or another leader and keeps LEADER_GAP_PX off the other marked points; else
-    the first of those but the last two conditions, and so on: inside and free of the curve, inside and
-    free, inside, the first offset."""
+    """Places text labels at the first offset inside the axes, clear of other labels and the curve, whose
+    leader line crosses nothing; else the first offset meeting the fewest conditions dropped last-first.
+    """
 
     def __init__(self, fig, ax, curve, points: Sequence[tuple[float, float]] = ()) -> None:
         from matplotlib.transforms import Bbox

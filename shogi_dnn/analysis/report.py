@@ -1,11 +1,8 @@
 """RUN/report.md from RUN/metrics.jsonl and RUN/eval-*.json, with its plots (no TensorFlow).
 
-report.md: the run (data, resumes on other data, towers), the last training record, the towers' table
-with any unbalanced tower flagged (tower_diagnosis), validation per stage, one section per evaluated
-split (model and baselines, paired comparisons, per-tower numbers; labelled when its data changed,
-report_checks.check_evals), the plots (report_plots), and with a throughput fit the plan against the
-measured rate (report_checks.plan_check). The tables name the towers by the kind of device the run used
-(GPU, CPU or device: tower_diagnosis.device_kind), as the plots do. The one-table summary is summary.py.
+report.md: the run, the last training record, the towers (unbalanced ones flagged), validation per
+stage, one section per evaluated split (labelled when its data changed), the plots, and the plan against
+the measured rate. The one-table summary is summary.py.
 """
 
 from __future__ import annotations

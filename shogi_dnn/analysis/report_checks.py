@@ -1,16 +1,9 @@
-"""The checks a report makes before it shows numbers (no TensorFlow): each evaluation's data against the
-run's, and the plan's throughput against the run's measured one.
+"""The checks a report makes before it shows numbers (no TensorFlow).
 
-Data (check_evals): each eval-<split>.json records the identity of the data it scored (identity.py); one
-scored on data other than what the run now says it trains on (run.json "dataset": the run was resumed on
-other data with --data-changed after the evaluation) is refused in one line unless --allow-changed-data,
-and labelled DATA CHANGED in report.md and the summary then, as is one that evaluate scored with that flag.
-One that evaluate checked game by game (another dataset: data_check "foreign" or "overlap") is refused the
-same way when the run has trained on other games since (RUN/trained-games.npz changed: game_keys.py).
-Evaluations or runs from before identities were recorded are reported, with one line saying so.
-
-Plan (plan_check): the positions/s that `shogi-dnn plan`'s throughput fit predicts for the run's towers
-and global batch, against the median positions/s of the run's training records.
+check_evals: an eval-<split>.json scored on data other than run.json's "dataset", or checked game by game
+against trained games that have changed since, is refused unless --allow-changed-data, then labelled DATA
+CHANGED. plan_check: `shogi-dnn plan`'s predicted positions/s for the run's towers and global batch
+against the run's measured median.
 """
 
 from __future__ import annotations
@@ -68,13 +61,11 @@ def plan_check(run_dir: str | Path, fits: dict[int, throughput.ThroughputFit]) -
 
 def check_evals(run_dir: str | Path, evals: dict[str, dict[str, Any]], allow_changed_data: bool = False,
                 say_unknown: bool = True) -> dict[str, list[str]]:
-    """Per evaluated split, the lines its numbers must carry (run_files.eval_labels, and DATA CHANGED for
-    an evaluation of data other than the run's now, when allowed); one log line for those whose data
-    cannot be checked (no identity recorded), unless not `say_unknown` (said once already).
+    """Per evaluated split, the lines its numbers must carry; one log line for those whose data cannot be
+    checked, unless not `say_unknown`.
 
     Raises:
-        RunError: an evaluation scored data other than what the run now trains on, without
-            `allow_changed_data` (one line: evaluate again, or pass the flag).
+        RunError: an evaluation scored other data than the run now trains on, without `allow_changed_data`.
     """
     run_dir = Path(run_dir)
     trained = run_files.read_run_json(run_dir).get(run_files.KEY_DATASET)
@@ -98,9 +89,7 @@ def check_evals(run_dir: str | Path, evals: dict[str, dict[str, Any]], allow_cha
 
 
 def _data_change(run_dir: Path, split: str, result: dict[str, Any], trained: dict[str, Any]) -> str | None:
-    """How the data an evaluation scored differs from the run's now, in words, or None when it does not,
-    or when evaluate scored it with --allow-changed-data (labelled already). An evaluation checked game by
-    game (data_check "foreign" or "overlap") is out of date when the run has trained on other games since.
+    """How the data an evaluation scored differs from the run's now, in words, or None.
 
     Raises:
         RunError: an identity that cannot be read.

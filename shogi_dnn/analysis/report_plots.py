@@ -1,9 +1,6 @@
 """The report's plots from RUN/metrics.jsonl and RUN/eval-*.json (matplotlib Agg, no TensorFlow).
 
-Plots (RUN/plots/, one PNG each, written atomically; fonts: shogi_dnn.plotting). The x axis is samples
-seen (training positions), as TensorBoard's (run_log writes its scalars at step = samples); a tower is
-named by its device (`CPU:0`, `GPU:1`) and a title says GPU, CPU or device as the towers are
-(tower_diagnosis.device_kind):
+Plots (RUN/plots/, one PNG each, written atomically); x axis: samples seen; towers named by device:
   loss.png, accuracy.png   training loss / accuracy per tower over samples seen (one line per tower,
                            like TensorBoard's gpu0/loss, gpu1/loss), validation points on top
   validation.png           validation loss and accuracy at the end of each stage, each point marked
@@ -15,7 +12,6 @@ named by its device (`CPU:0`, `GPU:1`) and a title says GPU, CPU or device as th
   lr.png                   learning rate over samples seen
   calibration.png          reliability curve of every eval-<split>.json (mean predicted vs observed), and
                            below it a bar per bin with its count of positions
-The samples axes read 150k, 1.2M (plotting.count_axis); point labels sit on the side the line leaves free.
 """
 
 from __future__ import annotations
@@ -42,17 +38,7 @@ SMALL_BIN = 100        # calibration bins with fewer positions are drawn hollow:
 
 def make_plots(run_dir: Path, records: Sequence[dict[str, Any]],
                evals: dict[str, dict[str, Any]]) -> dict[str, Path]:
-    """Write every plot that has data into RUN/plots/.
-
-    Args:
-        run_dir: the run directory (RUN/plots/ is created in it).
-        records: metrics.jsonl records.
-        evals: split -> eval-<split>.json content.
-
-    Returns:
-        Plot name (loss, accuracy[, policy_loss, policy_accuracy], throughput, lr, validation, calibration)
-        -> path, in that order.
-    """
+    """Write every plot that has data into RUN/plots/; plot name -> path, in the module docstring's order."""
     out = run_dir / run_files.PLOTS_DIR
     out.mkdir(exist_ok=True)
     plots = {}

@@ -1,8 +1,6 @@
-"""Loading a run's model for inference, with no more than that needs: TensorFlow, Keras and the model's
-layers (training/model.py), plus the checkpoint reader only when the run has no final model.keras.
-`predict` imports this instead of evaluate.py (no input pipeline, strategies or baselines): its cold start.
-MIRROR_AVERAGE is the one default of mirror averaging (docs/model.md#mirror-averaging) for every command and
-function that scores positions with a run's model."""
+"""Loading a run's model for inference with no more than that needs (TensorFlow, Keras, training/model.py;
+the checkpoint reader only without model.keras). MIRROR_AVERAGE is the one default of mirror averaging.
+"""
 
 from __future__ import annotations
 

@@ -11,26 +11,11 @@ LABEL_LOSS (0) and LABEL_DRAW (0.5). Conventions, shared by the model and the ba
              (bin positions / positions) * |mean p - mean label|; the reliability table lists the bins
   by_ply     the same scores per game-phase bucket of `ply`; by_rating per rating band (NaN ratings skipped)
 
-`Scorer` accumulates sums batch by batch, so a split of any size is scored in constant memory, and two
-scorers can be merged (per-GPU scorers sum to the total one).
-
-Intervals: the positions of one game are not independent, so the uncertainty of a score is estimated by a
-bootstrap over GAMES. `GameSums` keeps one predictor's sums per game (positions, cross-entropy, squared
-error, decisive, correct); `bootstrap_games` draws BOOTSTRAP_RESAMPLES resamples of the games with
-replacement (numpy Generator, BOOTSTRAP_SEED), recomputes each score as a ratio of the resampled sums, and
-gives the percentile interval at BOOTSTRAP_LEVEL. Comparisons are PAIRED: the model and a baseline are
-scored on the same positions and every resample weighs both with the same games, so a difference's interval
-reflects how the two disagree, not how hard the games were. A difference whose interval contains 0 is not
-resolved (`Interval.resolved`). Cost: resamples x games multiply-adds per predictor, in memory bounded by
-RESAMPLE_CELLS.
-
-Policy (a model's move prediction, dataset/policy.py's labels): `PolicySums` keeps per game the positions
-with a move played (final positions, LABEL_NONE, are skipped), and how often that move is the model's top
-1 and in its top 5 among the LEGAL moves (logits of illegal labels are ignored). A tie counts against the
-model: the move played is in the top k when fewer than k other legal moves have a logit >= its logit
-(`move_ranks`), so a constant predictor scores 0 top-1 wherever two moves are legal. `policy_block` gives
-the JSON block of RUN/eval-<split>.json's "policy" key: positions, games, top1, top5 and their intervals,
-a bootstrap over games as above (same resamples, seed and level).
+`Scorer` accumulates sums and merges (per-GPU scorers sum to the total). Intervals are a bootstrap over
+GAMES (`GameSums`, `bootstrap_games`: BOOTSTRAP_RESAMPLES resamples, BOOTSTRAP_SEED, percentile interval
+at BOOTSTRAP_LEVEL); comparisons are PAIRED (both predictors weighed by the same resampled games); a
+difference whose interval contains 0 is not resolved. Policy (`PolicySums`, `policy_block`): top-1 and
+top-5 of the move played among the LEGAL moves, ties counted against the model (`move_ranks`).
 """
 
 from __future__ import annotations
@@ -169,13 +154,8 @@ class Scorer:
 
     def add(self, logits: np.ndarray, labels: np.ndarray, ply: np.ndarray | None = None,
             rating: np.ndarray | None = None) -> None:
-        """Add a batch.
-
-        Args:
-            logits: [N] float, win logit of the side to move.
-            labels: [N] float32 in {0, 0.5, 1}.
-            ply: [N] int, moves played before each position (by_ply is skipped when None).
-            rating: [N] float, rating of each position's game (NaN = unknown; by_rating skipped when None).
+        """Add a batch: logits [N] float (side to move's win logit), labels [N] float32 in {0, 0.5, 1},
+        ply [N] int and rating [N] float (NaN unknown), each skipped when None.
         """
         x = np.asarray(logits, np.float64).reshape(-1)
         y = np.asarray(labels, np.float64).reshape(-1)
@@ -274,9 +254,8 @@ class GameSums:
 
     def add(self, games: np.ndarray, logits: np.ndarray, labels: np.ndarray, mask: np.ndarray | None = None,
             predicted_win: np.ndarray | None = None) -> None:
-        """Add a batch: games [N] int game ids, logits [N] float, labels [N] in {0, 0.5, 1}; mask [N] bool
-        keeps only the positions where it is True; predicted_win [N] bool, the predicted winner for accuracy
-        when it is not logits > 0 (the side-to-move baseline always says "the side to move wins").
+        """Add a batch: games [N] int, logits [N] float, labels [N] in {0, 0.5, 1}; mask [N] bool keeps
+        positions; predicted_win [N] bool replaces logits > 0 for accuracy.
 
         Raises:
             ValueError: lengths differ, or a negative game id.
@@ -384,11 +363,9 @@ def resample_counts(games: int, resamples: int = BOOTSTRAP_RESAMPLES,
 def bootstrap_games(predictors: Mapping[str, GameSums], differences: Sequence[tuple[str, str]] = (),
                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
                     level: float = BOOTSTRAP_LEVEL) -> GameBootstrap:
-    """Paired bootstrap over games of accuracy and log loss of several predictors and of differences.
+    """Paired bootstrap over games of accuracy and log loss of `predictors` (name -> GameSums of the SAME
+    positions) and of `differences` ((a, b): a minus b).
 
-    Args:
-        predictors: name -> GameSums, all of the SAME positions (equal positions per game).
-        differences: (a, b) pairs of names: intervals of a's score minus b's, resample by resample.
     Raises:
         ValueError: no positions, or the predictors were scored on different positions.
     """
@@ -447,18 +424,14 @@ POLICY_METRICS = _POLICY_FIELDS[1:]   # "top1", "top5"
 
 
 def move_ranks(logits: np.ndarray, labels: np.ndarray, legal: np.ndarray | None = None) -> np.ndarray:
-    """How many other legal moves score at least as high as the move played (0: the model's first choice,
-    alone): the move played is in the top k when its rank is < k. Ties count against the model.
+    """[N] int64: how many other legal moves score at least as high as the move played (ties count against).
 
     Args:
-        logits: [N, L] float, one logit per move label (L = policy.NUM_MOVE_LABELS for the model).
-        labels: [N] int, the label of the move played, 0..L-1.
-        legal: [N, L] bool, the legal moves (policy.legal_label_masks); None: every label counts.
-    Returns:
-        [N] int64 ranks.
+        logits: [N, L] float, one logit per move label.
+        labels: [N] int, the label of the move played.
+        legal: [N, L] bool, the legal moves; None: every label counts.
     Raises:
-        ValueError: shapes disagree, a label is out of range, the move played is not legal, or a legal
-            move's logit is not finite.
+        ValueError: shapes disagree, a label out of range, an illegal move played, a non-finite legal logit.
     """
     x = np.asarray(logits)
     if x.dtype.kind != "f":
@@ -599,12 +572,9 @@ def interval_text(lo: float | None, hi: float | None, level: float = BOOTSTRAP_L
 
 def comparison_text(baseline: str, comparison: Mapping[str, Mapping[str, Any]],
                     level: float = BOOTSTRAP_LEVEL) -> str:
-    """One line on the model against a baseline from its paired differences (evaluate's "comparisons").
-
-    'model ahead of material: accuracy +0.0210 (95% +0.0040..+0.0380 over games), log loss -0.0500 (95% ...)':
-    "ahead of" when both differences are resolved in the model's favour (accuracy up, log loss down),
-    "behind" when both are resolved against it, else "vs"; a difference whose interval contains 0 says
-    "not resolved".
+    """One line on the model against a baseline: 'model ahead of material: accuracy +0.0210 (95% ...),
+    log loss -0.0500 (95% ...)'; "behind" when both resolved against it, else "vs"; "not resolved" when 0
+    is inside.
     """
     parts, verdicts = [], []
     for metric, label, better in (("accuracy", "accuracy", 1.0), ("loss", "log loss", -1.0)):

@@ -26,15 +26,11 @@ COLUMNS = ("predictor", "accuracy", "log loss", "ECE", "positions", "games")
 
 
 def summary_table(run_dir: str | Path, split: str = "validation", allow_changed_data: bool = False) -> str:
-    """Model vs the baselines on one evaluated split (RUN/eval-<split>.json): accuracy (decisive positions),
-    log loss, each with its 95% interval over games when the file has them, ECE, positions and games (from
-    the dataset's manifest), then one line per paired comparison ("model ahead of material: accuracy
-    +0.0210 (95% +0.0040..+0.0380 over games), ..." or "... not resolved"); a file written before the
-    intervals gets the old line "model ahead of material: accuracy +0.0600, log loss -0.0500".
-    An evaluation of data the run no longer trains on is refused unless allow_changed_data (then labelled).
+    """Model vs the baselines on one evaluated split: accuracy, log loss (with intervals when present), ECE,
+    positions, games, then one line per paired comparison.
 
     Raises:
-        RunError: the split was not evaluated, or its data changed (check_evals).
+        RunError: the split was not evaluated, or its data changed without allow_changed_data.
     """
     run_dir = Path(run_dir)
     path = run_files.eval_path(run_dir, split)

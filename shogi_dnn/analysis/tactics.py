@@ -1,43 +1,20 @@
 """Free captures: positions where the side to move can take a piece that cannot be taken back (no TF).
 
-A *free capture* is a legal move of the side to move that captures an opponent piece (not the king)
-on a square t after which the opponent, now to move, has no legal move to t. "Legal" both times: the
-capture must not leave the mover's king attacked, and a recapture must not leave the opponent's king
-attacked (a pinned defender, or a king stepping onto a square the mover still covers, does not take
-back). The check is exact, made on the position after the capture: the capturing piece has left its
-square, which may open a line from an opponent slider to t. A promotion does not change the answer
-(who attacks t, and which king is attacked afterwards, is the same with or without it), and a capture
-a piece could make only by promoting (a pawn onto the last rank) is still legal, so the move table's
-pseudo-legal attacks plus the two king checks decide every case. Drops capture nothing: the hands
-play no part.
+A *free capture* is a legal capture of an opponent piece (not the king) on a square t after which the
+opponent has no legal move to t. Exact: checked on the position after the capture (the mover's king not
+attacked, a recapture not leaving the opponent's king attacked); promotion does not change the answer
+and drops capture nothing. free_captures works on features' boards ([N, 81] uint8, side to move's view,
+read as Black to move) with rules/moves.py and a reach table.
 
-free_captures(board) works on features' compact boards ([N, 81] uint8, side to move's view: own
-pieces 1..14 move toward row 0, as Black's pieces do, so the view is read as "Black to move") with
-rules/moves.py (`attacks`, `in_check`: the one move table), one position at a time in Python, helped
-by a reach table (the squares each piece code on each square could attack on an empty board) so that
-`attacks` runs only on the pairs that can be attackers. tests/analysis/test_tactics.py checks it
-against the legal moves of the rules backends on decoded positions (features.decode_position).
-
-The value of a capture is the captured piece's value (CaptureValues: [29] float64 per piece code):
-what taking it gains, its value on the board plus the value of the unpromoted piece it becomes in the
-mover's hand. evaluate uses the material baseline's fitted piece values (logits,
-capture_values_from_material: board value of the piece + hand value of its kind); without them
-rules.PIECE_VALUES, YaneuraOu's (Bonanza 6's) piece values in centipawns:
+A capture's value is the captured piece's board value plus its unpromoted kind's hand value
+(CaptureValues: [29] float64 per piece code): the material baseline's fitted logits, else
+rules.PIECE_VALUES in centipawns:
 
   P 90   L 315   N 405   S 495   G 540   B 855   R 990   +P +L +N +S 540   +B 945   +R 1395
 
-(so a free pawn is worth 180, a free dragon 1395 + 990 = 2385 in the default table).
-
-Cost: 0.64-0.83 CPU seconds per 10,000 positions (tests/data's 1,589 positions; 20,000 positions of
-../shared/kifu-fairy, 37% of them with a free capture), plus 0.18 s once for the reach table; measured
-on the shared 2-core machine, one process.
-
-calibration sums (CalibrationSums, free_capture_block): RUN/eval-<split>.json's `free_capture` block
-compares, on the positions with a free capture and on the others, the model's mean win probability,
-the result rate (win label mean, draws 0.5) and the engine evaluation's mean probability (the engine
-baseline's sigmoid(eval / a), on the positions that carry an evaluation), with the difference model
-minus result and its bootstrap interval over games (scoring.resample_counts: the resamples, seed and
-level of every other interval).
+free_capture_block: eval-<split>.json's `free_capture` block, on positions with and without a free
+capture: the model's mean win probability, the result rate, the engine's mean probability, and model
+minus result with its bootstrap interval over games.
 """
 
 from __future__ import annotations
@@ -70,14 +47,7 @@ _BLACK, _WHITE = 0, 1                                     # the view's side to m
 
 def capture_values(board_values: Mapping[PieceType, float],
                    hand_values: Mapping[PieceType, float]) -> np.ndarray:
-    """[29] float64: what capturing the opponent piece of each code gains (own codes and empty: 0).
-
-    Args:
-        board_values: piece type (1..14, king optional) -> value of that piece on the board.
-        hand_values: unpromoted type (1..7) -> value of one such piece in hand.
-    Returns:
-        value[14 + t] = board_values[t] + hand_values[unpromoted(t)] for the 13 capturable types t.
-    """
+    """[29] float64 gain of capturing each opponent code: board_values[t] + hand_values[unpromoted(t)]."""
     values = np.zeros(NUM_PIECE_CODES)
     for piece_type in PieceType:
         if piece_type != _KING:
@@ -151,14 +121,8 @@ def best_free_capture(codes: list[int], values: np.ndarray) -> tuple[int, int] |
 
 def free_captures(board: np.ndarray, values: np.ndarray = DEFAULT_CAPTURE_VALUES
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Which positions have a free capture, and the value of the best one.
-
-    Args:
-        board: [N, 81] uint8 piece codes, side to move's view (features.encode_position).
-        values: [29] float capture value per piece code (DEFAULT_CAPTURE_VALUES, or
-            capture_values_from_material).
-    Returns:
-        (free [N] bool, best [N] float64: the value of the most valuable free capture, 0 without one).
+    """(free [N] bool, best [N] float64: the best free capture's value, else 0) of board [N, 81] uint8
+    (side to move's view), with `values` [29] float per piece code.
     """
     board = np.asarray(board)
     free = np.zeros(board.shape[0], bool)

@@ -1,20 +1,11 @@
 """The towers of a run as metrics.jsonl logged them, and the unbalanced-tower check (numpy, no TensorFlow).
 
-A tower is named by its device (`CPU:0`, `GPU:1`: device_label) and the towers together by their kind,
-GPU, CPU or device (device_kind), in the report's tables, plots and flags alike.
-
-An unbalanced tower is flagged (find_unbalanced_towers): a tower whose median compute positions/s (its
-positions over its own busy seconds, metrics.jsonl per_gpu compute_positions_per_s) is below SLOW_RATIO of
-the median of the other towers' ("slow"; for runs logged without it: median positions/s below SLOW_RATIO of
-the fastest tower's, see the caveat); a tower that processed fewer than SHARE_RATIO of the positions of the
-busiest one ("share"); or one whose mean training loss over the last LAST_WINDOW of the records is not
-finite or differs from the towers' median by more than LOSS_GAP nats ("loss": the towers share weights, so
-their losses should differ only by sampling noise).
-Caveat: under synchronous all-reduce every tower waits for the slowest, so per-tower positions/s computed
-as (tower positions / interval wall time), as the trainer logs it, is equal across towers; a slow GPU
-shows in it only as a low total throughput (see `shogi-dnn bench scaling`). Hence the "slow" test uses
-compute_positions_per_s, timed per tower before the all-reduce, when the records have it (a run trained
-with train.time_towers = true; report.md says so when they do not).
+A tower is named by its device (`CPU:0`, `GPU:1`: device_label), the towers by their kind (device_kind).
+find_unbalanced_towers flags a tower whose median compute_positions_per_s is below SLOW_RATIO of the
+others' median ("slow"; without that field, its positions/s against the fastest's), one with fewer than
+SHARE_RATIO of the busiest one's positions ("share"), and one whose mean loss over the last LAST_WINDOW
+records is not finite or more than LOSS_GAP nats from the median ("loss"). Under synchronous all-reduce
+wall-time positions/s is equal across towers, hence compute_positions_per_s (train.time_towers).
 """
 
 from __future__ import annotations
@@ -88,17 +79,8 @@ def device_kind(devices: Sequence[Any]) -> str:
 
 def find_unbalanced_towers(records: Sequence[dict[str, Any]], slow_ratio: float = SLOW_RATIO,
                            loss_gap: float = LOSS_GAP, last_window: float = LAST_WINDOW) -> list[TowerFlag]:
-    """Towers much slower than the others, short of positions, or whose recent training loss diverges.
-
-    Args:
-        records: metrics.jsonl records (any kinds; the training ones are read).
-        slow_ratio: a tower below this fraction of the reference rate is "slow".
-        loss_gap: a recent mean loss further than this (nats) from the towers' median is "loss".
-        last_window: the fraction of the last training records the recent loss is averaged over.
-
-    Returns:
-        The flags, "slow" first, then "share", then "loss"; each message names the tower by the run's
-        device kind (device_kind).
+    """The flags of towers much slower than the others, short of positions, or whose recent loss diverges
+    ("slow", then "share", then "loss"), from metrics.jsonl `records` (module docstring).
     """
     train = train_records(records)
     _, compute, devices = per_gpu_series(train, "compute_positions_per_s")

@@ -1,24 +1,11 @@
 """Engine evaluations as win probabilities: sigmoid(eval / a), with a (and trust) fitted on results.
 
-One owner for how a record's evaluations relate to game results, used by the trainer (evaluation targets:
-`train.eval_scale = 0` fits a; `train.eval_weighting = "informative"` weighs λ by ply) and by the engine
-baseline of `evaluate` (analysis/baselines.py); EvalTarget / resolve_eval_target (the end of this module)
-resolve what a run trains on from train.eval_* and this fit. numpy only, no TensorFlow.
-
-The fit streams over shards once and is exact: positions are aggregated by (ply range, clipped evaluation)
-into counts and label sums, then a one-parameter logistic regression p = sigmoid(k · eval), k = 1 / a, is
-solved by Newton's method on the aggregate (no bias: an evaluation is from the side to move's view, and 0
-means even). Evaluations are clipped to ±FIT_CLIP before fitting and scoring: mate scores (±32000) and
-resignation-range scores say "won" with no more weight than FIT_CLIP does, so one wrong-signed mate score
-cannot drag the scale.
-
-Ply ranges (PLY_EDGES): [0, 20), [20, 40), ..., [180, 200), [200, inf). For each range r with
-evaluations the fit keeps:
-
-  scale[r]   a fitted on that range alone (how many centipawns make one logit there)
-  gain[r]    how much the evaluations (at the global scale) beat a coin on the results there:
-             max(0, ln 2 - logloss[r]) / ln 2, from 0 (no better than a coin) to 1 (certain and right)
-  trust[r]   gain[r] / max(gain): 1 where evaluations are most informative, 0 where they are a coin
+Used by the trainer's evaluation targets (EvalTarget, resolve_eval_target) and the engine baseline of
+`evaluate`. numpy only. The fit streams over shards once and is exact: positions are aggregated by
+(ply range, clipped evaluation) into counts and label sums, and p = sigmoid(k · eval), k = 1 / a, is
+solved by Newton's method (no bias: 0 means even). Evaluations are clipped to ±FIT_CLIP, so mate scores
+weigh no more than FIT_CLIP. Per ply range r (PLY_EDGES): scale[r] is a fitted on r alone; gain[r] =
+max(0, ln 2 - logloss[r]) / ln 2 at the global scale; trust[r] = gain[r] / max(gain).
 
 Table of EvalFit.to_dict() (stored in a run's run.json under "eval_fit" and printed by the trainer):
 
@@ -85,8 +72,7 @@ class EvalStats:
 
     def add(self, evals: np.ndarray, win: np.ndarray, ply: np.ndarray,
             game: np.ndarray | None = None) -> None:
-        """Add a batch: evals [N] int16 (EVAL_NONE = none), win [N] float (1/0/0.5), ply [N] int, game [N]
-        int game ids (None: each position its own game)."""
+        """Add a batch: evals [N] int16 (EVAL_NONE: none), win [N] float, ply [N] int, game [N] int."""
         evals = np.asarray(evals).reshape(-1)
         self.total += evals.size
         self.with_eval += int(np.count_nonzero(evals != EVAL_NONE))
@@ -120,10 +106,9 @@ def fit_scale(count: np.ndarray, label: np.ndarray, iterations: int = 100) -> fl
     """a of p = sigmoid(eval / a) maximising the likelihood of the aggregate.
 
     Args:
-        count, label: [2 * FIT_CLIP + 1] float64 positions and label sums per clipped eval
-            (index = eval + FIT_CLIP).
+        count, label: [2 * FIT_CLIP + 1] float64 positions and label sums, index eval + FIT_CLIP.
     Returns:
-        a > 0 in centipawns per logit; DEFAULT_SCALE when the evaluations do not favour the winner at all.
+        a > 0 in centipawns per logit; DEFAULT_SCALE when the evaluations do not favour the winner.
     """
     x = np.arange(-FIT_CLIP, FIT_CLIP + 1, dtype=np.float64)
     keep = count > 0
@@ -227,8 +212,9 @@ def fit_stats(stats: EvalStats) -> EvalFit | None:
 
 def bootstrap_interval(stats: EvalStats, resamples: int = BOOTSTRAP_RESAMPLES,
                        seed: int = 0) -> tuple[float, ...]:
-    """(low, high): the 2.5% and 97.5% quantiles of a refitted on games resampled with replacement (the
-    kept positions' games, Poisson(1) weights); () with fewer than two games."""
+    """(low, high): 2.5% and 97.5% quantiles of a refitted on games resampled (Poisson(1) weights); () under
+    2 games.
+    """
     if not stats.kept:
         return ()
     e = np.concatenate([k[0] for k in stats.kept]).astype(np.int64)
@@ -249,8 +235,7 @@ def bootstrap_interval(stats: EvalStats, resamples: int = BOOTSTRAP_RESAMPLES,
 
 
 def fit_batches(batches: Iterable[tuple[np.ndarray, ...]]) -> EvalFit | None:
-    """EvalFit of (evals [N] int16, win [N] float, ply [N] int[, game [N] int]) batches; None without any
-    evaluation."""
+    """EvalFit of (evals [N] int16, win [N] float, ply [N] int[, game [N] int]) batches; None without any."""
     stats = EvalStats()
     for evals, win, ply, *game in batches:
         stats.add(evals, win, ply, game[0] if game else None)
@@ -274,11 +259,10 @@ def probabilities(evals: np.ndarray, scale: float) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class EvalTarget:
-    """The evaluation target a run trains on, resolved from train.eval_* and the training split.
+    """The evaluation target a run trains on.
 
-    weight: λ as trained (0 = results only); scale: a in centipawns per logit (> 0); trust: None or [R]
-    per-ply-range factors of λ (PLY_EDGES); fit: what the training split's evaluations say (None:
-    none carry one, or λ = 0); requested: train.eval_weight (λ > 0 on data without evaluations trains at 0).
+    weight: λ (0 = results only); scale: a, centipawns per logit; trust: None or [R] per-ply-range factors
+    of λ; fit: None when no position carries an evaluation or λ = 0; requested: train.eval_weight.
     """
 
     weight: float
@@ -302,8 +286,7 @@ class EvalTarget:
 
     @classmethod
     def results_only(cls, cfg: TrainConfig) -> EvalTarget:
-        """λ = 0, no fit: the target of train.eval_weight = 0 (and, with requested set, of data without
-        evaluations); a = train.eval_scale, or DEFAULT_SCALE when that is 0 (fitted: there is no fit)."""
+        """λ = 0, no fit; a = train.eval_scale, or DEFAULT_SCALE when that is 0."""
         return cls(0.0, cfg.eval_scale or DEFAULT_SCALE, None, cfg.eval_weighting, None)
 
     @property
@@ -320,8 +303,7 @@ class EvalTarget:
 
 
 def resolve_eval_target(cfg: TrainConfig, manifest: shards.Manifest) -> EvalTarget:
-    """λ, a and the trust table for a run: fitted on the training split's evaluations (above) when
-    train.eval_weight > 0; a dataset without evaluations trains on results only (λ has no effect)."""
+    """λ, a and the trust table for a run; a dataset without evaluations trains on results only."""
     if cfg.eval_weight == 0:
         return EvalTarget.results_only(cfg)
     paths = [manifest.shard_path(s) for s in manifest.split("train")]
@@ -335,9 +317,9 @@ def resolve_eval_target(cfg: TrainConfig, manifest: shards.Manifest) -> EvalTarg
 
 
 def _eval_columns(paths: list[Path]) -> Iterator[tuple[np.ndarray, ...]]:
-    """(eval [N] int16, win [N] float32, ply [N] int16, game [N] int32) of every position, a shard at a
-    time. A shard without the optional `eval` dataset (no position of it has one) is only counted: nothing
-    of it is decompressed."""
+    """(eval [N] int16, win [N] float32, ply [N] int16, game [N] int32) a shard at a time; a shard without
+    `eval` is only counted.
+    """
     for path in paths:
         with shards.open_shard(path) as f:
             if shards.KEY_EVAL not in f:

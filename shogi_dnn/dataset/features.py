@@ -1,8 +1,7 @@
 """Compact position encoding, from the side to move's view, and its expansion into input planes.
 
-A position is stored as (board, hands, turn, ply); the move played next as one uint16. When White is
-to move, the board is rotated 180 degrees and the colours swapped, so the network always sees
-"own" pieces moving up the board. `decode_position` inverts this exactly (the test pins it).
+A position is (board, hands, turn, ply); the next move one uint16. When White is to move the board is
+rotated 180 degrees and the colours swapped; `decode_position` inverts this exactly.
 
 Piece codes on `board` (uint8, 81 squares in SFEN order of the *rotated* view):
   0                 empty
@@ -13,29 +12,21 @@ Piece codes on `board` (uint8, 81 squares in SFEN order of the *rotated* view):
 Move code (uint16), from the side to move's view: ((origin * 81) + destination) * 2 + promote,
 origin 0..80 a square or 81 + i a drop of HAND_PIECE_TYPES[i]; MOVE_NONE marks a final position.
 
-Input planes (expand_planes), [N, 9, 9, NUM_PLANES] float32:
+Input planes (expand_planes), [N, 9, 9, NUM_PLANES] float32; model.py must give the same:
   planes 0..13      own pieces, one plane per piece type 1..14 (one-hot)
   planes 14..27     opponent pieces, likewise
   planes 28..34     own hand counts / HAND_MAX, broadcast over the board
   planes 35..41     opponent hand counts / HAND_MAX
-This module is numpy-only; the TensorFlow expansion (model.py) must give the same planes.
 
-Packed form (what shards store, pack_positions / unpack_positions): a position has at most the 40
-pieces of one set, so each piece gets a fixed *slot* instead of each square a code. Slots follow
-PIECE_SET: 18 pawns (slots 0..17), 4 lances, 4 knights, 4 silvers, 4 golds, 2 bishops, 2 rooks,
-2 kings (38..39). Within a piece kind the slots are filled in a canonical order: pieces on the board
-by square index, then own pieces in hand, then the opponent's, then absent pieces (handicaps).
+Packed form (what shards store): one slot per piece of PIECE_SET (18 pawns 0..17, 4 lances, 4 knights,
+4 silvers, 4 golds, 2 bishops, 2 rooks, 2 kings 38..39), filled per kind in order: board by square, own
+hand, opponent's hand, absent.
   pieces    [N, 40] uint8   bit 7 (SLOT_OPPONENT): the opponent's piece; bits 0..6: square 0..80
                             (rotated view, as `board`), SLOT_IN_HAND (81) or SLOT_ABSENT (127)
   promoted  [N, 5]  uint8   the 40 slot flags "promoted", np.packbits(bitorder="little")
-45 bytes a position instead of 81 + 14, and every (board, hands) with at most a full set packs and
-unpacks to itself exactly (tests/dataset/test_features.py).
 
-Engine evaluations (`EncodedGame.eval`, [P] int16): the record's evaluation of each position
-(GameRecord.evals, shogi_dnn.kifu.evals) in centipawns **from the side to move's view**, like every
-other per-position field, clipped to ±MATE_EVAL (32000, a mate score); EVAL_NONE (-32768, the int16
-minimum, outside the clip range) where the record gives no evaluation, and for every position of a
-record without evaluations.
+Engine evaluations ([P] int16): centipawns from the side to move's view, clipped to ±MATE_EVAL (32000);
+EVAL_NONE (-32768) where the record gives none.
 """
 
 from __future__ import annotations
@@ -132,14 +123,12 @@ class EncodedGame:
     Attributes:
         board: [P, 81] uint8 piece codes.
         hands: [P, 14] uint8 hand counts, own then opponent.
-        turn:  [P] uint8 colour to move (0 black, 1 white): needed to decode the real position.
-        ply:   [P] int16 moves played before the position (0 = start position).
+        turn:  [P] uint8 colour to move (0 black, 1 white).
+        ply:   [P] int16 moves played before the position.
         move:  [P] uint16 the move played next (MOVE_NONE for the final position).
         win:   [P] float32 1 win, 0 loss, 0.5 draw for the side to move.
-        eval:  [P] int16 the record's engine evaluation, centipawns from the side to move's view,
-               clipped to ±MATE_EVAL; EVAL_NONE where the record gives none (see the module docstring).
-        pieces, promoted: optional, derived: pack_positions(board, hands) ([P, 40] and [P, 5] uint8,
-               what shards store) when the encoder made them (the compiled path), else None.
+        eval:  [P] int16 centipawns, side to move's view, clipped to ±MATE_EVAL; EVAL_NONE where none.
+        pieces, promoted: [P, 40] and [P, 5] uint8 packed rows when the compiled encoder made them, else None.
     """
 
     board: np.ndarray
@@ -157,11 +146,7 @@ class EncodedGame:
 
 
 def encode_position(position: Position) -> tuple[np.ndarray, np.ndarray]:
-    """Board and hands of a position from its side to move's view.
-
-    Returns:
-        board [81] uint8 and hands [14] uint8 (see the module docstring).
-    """
+    """Board [81] uint8 and hands [14] uint8 of a position from its side to move's view."""
     fast = getattr(position, "piece_array", None)     # cshogi backend: already a uint8 array
     codes = fast() if fast is not None else np.asarray(position.piece_codes(), dtype=np.uint8)
     black_hand, white_hand = position.hand_counts()
@@ -229,15 +214,8 @@ def game_labels(winner: Winner, first_turn: int, count: int) -> np.ndarray:
 def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGame:
     """Encode every position of a game with a result (before each move, plus the final one).
 
-    The readers have checked every move legal, so the positions follow from the start position and
-    the moves alone: with numba installed (extra `fast`) a compiled replay writes them
-    (fast_encoding.replay_game, C), else `position_factory`'s positions are read one by one. Both give
-    the same arrays (tests/dataset/test_fast_encoding.py).
-
     Raises:
-        ValueError: the record has no result, its start position holds more than one set of pieces,
-            or a move cannot be played (records are checked by the readers, so this means a bug or a
-            corrupted record).
+        ValueError: no result, a start position with more than one set, or a move that cannot be played.
     """
     if not record.has_result:
         raise ValueError(f"{record.source}: game has no result; it is not training data")
@@ -252,13 +230,7 @@ def encode_game(record: GameRecord, position_factory=new_position) -> EncodedGam
 
 
 def repeated_games(games: list[EncodedGame]) -> list[int]:
-    """The indices of the games in which some position may occur four times (with the same side to
-    move): a superset of those where it does (first_fourfold tells). One sort for all the games: each
-    position's key is the sum of its packed row's 64-bit words (or its board's and hands' bytes), its
-    side to move and its game's index times an odd constant; equal positions of a game have equal keys.
-    With the compiled kernels and packed rows (convert's games), fast_encoding.fourfold_rows instead:
-    one hashed pass a game (a sixth of the sort's time), giving exactly the games with a fourfold one.
-    """
+    """Indices of the games in which some position may occur four times (a superset; first_fourfold tells)."""
     long = [game for game in games if len(game) >= 13]         # four occurrences need 12 moves
     if not long:
         return []
@@ -290,9 +262,7 @@ _HAND_WEIGHTS = (np.uint64(7_919) ** np.arange(1, HAND_SIZE + 1, dtype=np.uint64
 
 
 def first_fourfold(game: EncodedGame) -> int:
-    """The index of the first position of `game` that occurs for the fourth time (with the same side to
-    move), or -1: where the game was over by repetition (shogi_dnn.kifu.repetition). Exact (rows
-    compared as bytes); convert calls it only for the games repeated_games names."""
+    """Index of the first position of `game` that occurs for the fourth time (same side to move), or -1."""
     if len(game) < 13:
         return -1
     from shogi_dnn.kifu.repetition import fourfold_index
@@ -323,9 +293,7 @@ def _replay_positions(record: GameRecord, position_factory) -> tuple[np.ndarray,
 
 
 def _encode_compiled(record: GameRecord) -> EncodedGame:
-    """encode_game with fast_encoding.replay_game; the per-position columns that only depend on the
-    side to move, the result and the ply are slices of shared read-only arrays (a game costs a few
-    numpy calls, not one per column and position)."""
+    """encode_game with fast_encoding.replay_game."""
     start_board, start_hands, first_turn, start_ply = _start_arrays(record.start_sfen)
     count = len(record.moves) + 1
     moves = record.move_codes          # the CSA reader's compiled checker gives them (kifu.record)
@@ -377,9 +345,7 @@ _SHARED_NO_EVALS = _shared(np.full(_SHARED_LENGTH, EVAL_NONE, np.int16))
 
 @functools.lru_cache(maxsize=256)
 def _start_arrays(sfen: str) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """A start position as [81] uint8 codes and [14] uint8 hands (Black's view, Black's hand first),
-    the colour to move and the ply before it; checked to hold at most one set (check_piece_set).
-    Cached: a corpus has few start positions (the even game, a dozen handicaps).
+    """A start position: [81] uint8 codes, [14] uint8 hands (Black's view), colour to move, ply. Cached.
 
     Raises:
         ValueError: an invalid SFEN or more pieces of a kind than one set.
@@ -402,8 +368,7 @@ def _start_arrays(sfen: str) -> tuple[np.ndarray, np.ndarray, int, int]:
 
 
 def absolute_move_code(usi: str) -> int:
-    """A USI move's code from Black's view whoever plays it (fast_encoding's input; encode_move gives
-    the mover's view). Raises KeyError for a malformed move."""
+    """A USI move's code from Black's view whoever plays it. Raises KeyError for a malformed move."""
     return _absolute_move_codes()[usi]
 
 
@@ -425,8 +390,7 @@ def _absolute_move_codes() -> dict[str, int]:
 
 
 def game_evals(evals, count: int) -> np.ndarray:
-    """[count] int16 evaluations of GameRecord.evals (`()` or one entry per position, None = none):
-    clipped to ±MATE_EVAL, EVAL_NONE where there is none.
+    """[count] int16 evaluations, clipped to ±MATE_EVAL, EVAL_NONE where there is none.
 
     Raises:
         ValueError: evals is neither empty nor one entry per position.
@@ -453,8 +417,7 @@ _NO_EVAL = -(1 << 62)          # game_evals' stand-in for None
 
 
 def check_piece_set(board: np.ndarray, hands: np.ndarray) -> None:
-    """Raise ValueError unless the position ([81] board, [14] hands) holds at most one set of pieces
-    (18 pawns, 4 lances, ..., 2 kings): the packed form has a slot for each piece of one set."""
+    """Raise ValueError unless the position ([81] board, [14] hands) holds at most one set of pieces."""
     counts = np.bincount(_CODE_BASE[np.asarray(board, np.intp)], minlength=9)
     for i, hand_type in enumerate(HAND_PIECE_TYPES):
         counts[hand_type] += int(hands[i]) + int(hands[NUM_HAND_TYPES + i])
@@ -465,12 +428,10 @@ def check_piece_set(board: np.ndarray, hands: np.ndarray) -> None:
 
 
 def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Packed form of positions (see the module docstring).
+    """Packed form of positions: pieces [N, 40] uint8 and promoted [N, 5] uint8.
 
     Args:
         board: [N, 81] uint8 piece codes; hands: [N, 14] uint8 counts.
-    Returns:
-        pieces [N, 40] uint8 and promoted [N, 5] uint8.
     Raises:
         ValueError: a position holds more pieces of a kind than one set has.
     """
@@ -531,13 +492,7 @@ def pack_positions(board: np.ndarray, hands: np.ndarray) -> tuple[np.ndarray, np
 
 
 def unpack_positions(pieces: np.ndarray, promoted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Board and hands of packed positions (inverse of pack_positions).
-
-    Args:
-        pieces: [N, 40] uint8; promoted: [N, 5] uint8.
-    Returns:
-        board [N, 81] uint8 and hands [N, 14] uint8.
-    """
+    """Board [N, 81] and hands [N, 14] uint8 of pieces [N, 40] / promoted [N, 5] (pack_positions' inverse)."""
     n = pieces.shape[0]
     location = pieces & SLOT_LOCATION
     opponent = pieces >= SLOT_OPPONENT
@@ -554,13 +509,7 @@ def unpack_positions(pieces: np.ndarray, promoted: np.ndarray) -> tuple[np.ndarr
 
 
 def expand_planes(board: np.ndarray, hands: np.ndarray) -> np.ndarray:
-    """Expand compact positions into input planes (numpy reference of the on-device expansion).
-
-    Args:
-        board: [N, 81] uint8 piece codes; hands: [N, 14] uint8 counts.
-    Returns:
-        [N, 9, 9, NUM_PLANES] float32.
-    """
+    """Input planes [N, 9, 9, NUM_PLANES] float32 of board [N, 81] and hands [N, 14] uint8."""
     n = board.shape[0]
     onehot = np.eye(NUM_PIECE_CODES, dtype=np.float32)[board.astype(np.int64)][..., 1:]   # [N, 81, 28]
     scale = np.asarray(HAND_MAX * 2, np.float32)

@@ -1,28 +1,17 @@
 """Which games a run trained on, recognisable in any dataset: one content key per game. TensorFlow-free.
 
-A game's key is the first 8 bytes (big-endian uint64) of the sha1 of its start position and its moves:
+A game's key is the first 8 bytes (big-endian uint64) of
 
     sha1(start_sfen + "\\n" + the shard's `move` codes of the game's positions in ply order, uint16 LE)
 
-the same game whatever the folder it was converted from, the file name, the split it was drawn into, the
-shard settings or the game id: the same records converted again with another --val-fraction, or copied into
-another source, give the same keys. Two different games share a key with odds of about n^2 / 2^65 (1e-7
-for 2 million games). Off-path shards (annotate: manifest `no_result`) hold positions off the games, not
-games: they are left out (their games are in the split's game shards).
-
-When `train` starts (or resumes), the chief writes the keys of its training split to RUN/trained-games.npz
-(write_trained_games, atomically; on `--resume --data-changed` the union with the keys already there), so
-that `evaluate --data OTHER` can say how many of the games it scores the run trained on, even after the
-training folder was converted again or deleted (a run without the file, trained before runs wrote it: read
-from the datasets it trained on while they are unchanged, trained_games_from_datasets):
+independent of folder, file name, split, shard settings and game id (collision odds about n^2 / 2^65).
+Off-path shards (manifest `no_result`) hold no games and are left out. `train` writes its training
+split's keys to RUN/trained-games.npz (on `--resume --data-changed`, the union), for `evaluate --data`:
 
   array       shape  dtype    meaning
   keys        [G]    uint64   game keys (above) of every game the run trained on, sorted, unique
   manifests   [M]    str      identity.manifest_digest of every dataset whose training split is in `keys`
   version     []     int32    KEY_VERSION: how the keys were computed (a reader refuses another)
-
-Reading the keys reads the `game`, `ply` and `move` columns of the split (8 bytes a position) and its
-games tables: docs/runs-and-data.md has the cost measured.
 """
 
 from __future__ import annotations
@@ -67,8 +56,7 @@ def game_key(start_sfen: str, moves: np.ndarray) -> int:
 
 
 def record_key(start_sfen: str, moves: Sequence[str], turns: Sequence[int]) -> int:
-    """The key of a game as a record holds it: its USI `moves` and the side to move before each (`turns`,
-    features.encode_move's colour), coded as the shards' `move` column (MOVE_NONE after the last)."""
+    """The key of a game from its USI `moves` and the side to move before each (`turns`)."""
     codes = [features.encode_move(move, int(turn)) for move, turn in zip(moves, turns)]
     return game_key(start_sfen, np.asarray([*codes, features.MOVE_NONE], np.uint16))
 
@@ -115,7 +103,7 @@ class TrainedGames:
         return int(self.keys.shape[0])
 
     def digest(self) -> str:
-        """sha256 of the keys (an evaluation records it: report sees when the run trained on more since)."""
+        """sha256 of the keys."""
         return hashlib.sha256(np.ascontiguousarray(self.keys, dtype="<u8").tobytes()).hexdigest()
 
 
@@ -124,10 +112,10 @@ def trained_games_path(run_dir: str | Path) -> Path:
 
 
 def read_trained_games(run_dir: str | Path) -> TrainedGames | None:
-    """RUN/trained-games.npz, or None when the run has none (trained before runs recorded their games).
+    """RUN/trained-games.npz, or None when the run has none.
 
     Raises:
-        RunError: a file that is not one (one line naming it).
+        RunError: a file that is not one.
     """
     path = trained_games_path(run_dir)
     if not path.is_file():
@@ -147,9 +135,7 @@ def read_trained_games(run_dir: str | Path) -> TrainedGames | None:
 
 
 def write_trained_games(run_dir: str | Path, manifest: shards.Manifest) -> TrainedGames:
-    """Record the training split of `manifest` as trained on: RUN/trained-games.npz, the union with the
-    games already recorded there. Nothing is read or written when the file already covers this manifest
-    (a resume on the same data)."""
+    """Add the training split of `manifest` to RUN/trained-games.npz; no write when it is already covered."""
     before = read_trained_games(run_dir)
     digest = identity.manifest_digest(manifest)
     if before is not None and digest in before.manifests:
@@ -167,8 +153,8 @@ def write_trained_games(run_dir: str | Path, manifest: shards.Manifest) -> Train
 
 def trained_games_from_datasets(identities: Sequence[Any]) -> TrainedGames | None:
     """The trained games of a run without RUN/trained-games.npz, read from the datasets it trained on
-    (identity.DatasetIdentity JSON: run.json "dataset" and its history's "from"), when every one of them
-    is still where it was, unchanged (the same manifest digest); None otherwise."""
+    (run.json "dataset" and its history) when each is unchanged (same manifest digest); None otherwise.
+    """
     keys, manifests = [], []
     for recorded in identities:
         try:

@@ -1,9 +1,7 @@
 """A dataset's identity: which shards it holds and which games each split holds. TensorFlow-free.
 
-A run records the identity of the data it was trained on (RUN/run.json "dataset", and every checkpoint's
-state.json "dataset"); `evaluate`, `report` and `train --resume` compare it with the data they are
-given now, so a folder converted again (another --val-fraction, more records) is never scored or
-resumed on silently (docs/runs-and-data.md).
+A run records it (RUN/run.json and every checkpoint's state.json "dataset"); `evaluate`, `report` and
+`train --resume` compare it with the data given now.
 
   key                          meaning
   data_dir                     the dataset folder, absolute (said in messages; not part of the identity)
@@ -14,11 +12,8 @@ resumed on silently (docs/runs-and-data.md).
                                start position (GAME_KEYS), sorted, so neither the shard boundaries, the
                                game ids nor the row order change it
 
-Two identities are the same data when their manifest digests match (train --resume: the data position
-inside a stage is only meaningful on the very same shards). A split is the same when its digest
-matches: a folder converted again with other shard settings (--shard-size, --row-order) holds the same
-validation games, and `evaluate` scores it as the same split; another --val-fraction or other records
-give other games.
+Two identities are the same data when their manifest digests match (what train --resume needs); a
+split is the same when its digest matches (what evaluate needs).
 """
 
 from __future__ import annotations
@@ -80,7 +75,7 @@ def manifest_digest(manifest: shards.Manifest) -> str:
 
 
 def split_identity(manifest: shards.Manifest, split: str) -> SplitIdentity:
-    """The games digest of one split, from its shards' games tables (a few KiB a shard: no positions read).
+    """The games digest of one split, from its shards' games tables.
 
     Raises:
         ShardFormatError: a shard cannot be read.
@@ -105,10 +100,8 @@ def dataset_identity(manifest: shards.Manifest, splits: Sequence[str] = shards.S
 class DataCheck:
     """How the data given now compares with the data a run was trained on.
 
-    status: "same", "unknown" (the run records no identity: trained before identities were recorded)
-    or "changed"; detail: what changed, in words ("" unless changed). evaluate adds "foreign" (other
-    data, none of its games trained on) and "overlap" (scored with games the run trained on), with
-    `games`: the counts (analysis/evaluate.py, check_data).
+    status: "same", "unknown" (no identity recorded), "changed", and from evaluate "foreign" or "overlap"
+    (with `games`); detail: what changed ("" unless changed).
     """
 
     status: str
@@ -131,8 +124,7 @@ class DataCheck:
 def compare(recorded: Any, current: DatasetIdentity, splits: Sequence[str] | None = None) -> DataCheck:
     """Compare a recorded identity (its JSON dict, or None) with the data given now.
 
-    splits: the splits that must hold the same games (evaluate: the scored split); None: the whole
-    manifest must be the same (train --resume).
+    splits: the splits that must hold the same games; None: the whole manifest must match.
     Raises:
         ValueError: `recorded` is not an identity's JSON.
     """
@@ -155,8 +147,7 @@ def _split_digest(identity: DatasetIdentity, split: str) -> str | None:
 
 
 def _what_changed(before: DatasetIdentity, now: DatasetIdentity, splits: Sequence[str]) -> str:
-    """'dataset A (manifest 1a2b3c4d, validation 118 games); A now has manifest ..., validation 30 games:
-    its validation split changed (re-converted?)'."""
+    """'dataset A (manifest 1a2b3c4d, validation 118 games); A now has ...: its validation split changed'."""
     moved = before.data_dir != now.data_dir
     where = f"{now.data_dir} has" if moved else f"{now.data_dir} now has"
     changed = [name for name in splits if _split_digest(before, name) != _split_digest(now, name)]
@@ -176,7 +167,5 @@ def _names(splits: Sequence[str]) -> str:
 
 
 def refusal(who: str, check: DataCheck, flag: str, proceed: str) -> str:
-    """The one-line refusal of a changed dataset: 'runs/x was trained on dataset D (manifest 1a2b3c4d,
-    validation 118 games); D now has manifest 3c4d5e6f, validation 30 games: its validation split changed
-    (re-converted?). Pass --allow-changed-data to score anyway (the output is labelled).'"""
+    """The one-line refusal of a changed dataset (_what_changed and the --allow-changed-data hint)."""
     return f"{who} was trained on {check.detail}. Pass {flag} to {proceed}."

@@ -1,15 +1,9 @@
 """Move labels for a policy head: dlshogi's encoding, from the side to move's view (numpy only).
 
-A move is labelled by where it goes and from which direction it comes: label = direction * 81 +
-destination, NUM_MOVE_LABELS = 27 * 81 = 2187 labels, of which the legal moves of a position use a few
-dozen. Everything is in the view of features.py (the board rotated for White, so the side to move always
-moves "up"): a shard's move code (features: ((origin * 81) + destination) * 2 + promote, origin 81 + i a
-drop of HAND_PIECE_TYPES[i]) maps to a label without knowing the position (`move_labels`), and back to the
-move code given the board (`label_to_move`: a sliding move's origin is the first piece on the ray).
-
-Squares are features' indices (rank-major): index = row * 9 + col, row 0 the top rank (the opponent's
-side), col 0 the left file (file 9 for Black, file 1 for White in the rotated view). Direction d names
-where the piece moves to, seen from the side to move (origin -> destination, rows down / cols right):
+label = direction * 81 + destination, NUM_MOVE_LABELS = 27 * 81 = 2187, in features.py's rotated view.
+A move code maps to a label without the position (`move_labels`), and back given the board
+(`label_to_move`: a sliding move's origin is the first piece on the ray). Squares are features'
+indices: row * 9 + col, row 0 the opponent's side. Direction d (origin -> destination):
 
   d      name         step (row, col)   note
   0      UP           (-n, 0)           toward row 0
@@ -28,20 +22,10 @@ where the piece moves to, seen from the side to move (origin -> destination, row
   label  = d * 81 + destination            int16, 0..2186
   LABEL_NONE = -1                          no move: MOVE_NONE (a game's final position)
 
-Two legal moves never share a label: moves with the same direction and destination come along the same
-ray, and only the first piece on it can reach the destination (tests/dataset/test_policy.py checks every legal
-move of random and real games). The direction order and the drop order are dlshogi's (make_move_label,
-with its 180-degree rotation for White); its destination is cshogi's file-major square, so a label here
-is dlshogi's with the destination renumbered to features' rank-major index.
-
-Left-right mirror (features.mirror_board: col c <-> 8 - c, file f <-> 10 - f): LEFT <-> RIGHT, UP_LEFT <->
-UP_RIGHT, DOWN_LEFT <-> DOWN_RIGHT, UP2_LEFT <-> UP2_RIGHT (with and without promotion); UP, DOWN and the
-drops keep their direction; the destination is mirrored (`mirror_labels`).
-
-Legal moves (`legal_label_mask`) come from the rules backend (cshogi when installed, else python-shogi) on
-the decoded position with the side to move as Black (features.decode_position): the rules are symmetric,
-so its moves in Black's view are the mover's. A record's history is not seen: a move that would repeat a
-position for the fourth time by perpetual check counts as legal.
+Two legal moves never share a label (only the first piece on a ray reaches the destination). The
+orders are dlshogi's, with the destination renumbered rank-major. The left-right mirror swaps LEFT and
+RIGHT in each pair and mirrors the destination (`mirror_labels`). Legal moves (`legal_label_mask`) come
+from the rules backend on the decoded position, without the record's history.
 """
 
 from __future__ import annotations
@@ -86,8 +70,7 @@ def _direction(row_step: int, col_step: int) -> int:
 
 
 def _code_label_table() -> np.ndarray:
-    """[65536] int16: the label of every uint16 move code; LABEL_NONE for MOVE_NONE, _NOT_A_MOVE for
-    codes that are no move (off the board's geometry, a promoting drop, an origin beyond the drops)."""
+    """[65536] int16 label of every move code; LABEL_NONE for MOVE_NONE, _NOT_A_MOVE for non-moves."""
     table = np.full(1 << 16, _NOT_A_MOVE, np.int16)
     for origin in range(NUM_SQUARES):
         for destination in range(NUM_SQUARES):
@@ -124,15 +107,14 @@ _MIRROR_LABEL = _mirror_table()
 
 
 def move_labels(codes: np.ndarray) -> np.ndarray:
-    """The policy labels of move codes (features' uint16 codes, side to move's view).
+    """The policy labels of move codes.
 
     Args:
-        codes: [...] uint16 (or any integer dtype) move codes; MOVE_NONE for no move.
+        codes: [...] integer move codes, side to move's view; MOVE_NONE for no move.
     Returns:
         [...] int16 labels 0..NUM_MOVE_LABELS - 1, LABEL_NONE (-1) where the code is MOVE_NONE.
     Raises:
-        ValueError: a code that is no move of the side to move's view (a board move along no ray and no
-            knight's jump, a promoting drop, an origin past the drops, a value outside 0..65535).
+        ValueError: a code that is no move (off every ray, a promoting drop, out of range).
     """
     codes = np.asarray(codes)
     if codes.dtype.kind not in "iu":
@@ -153,17 +135,9 @@ def move_labels(codes: np.ndarray) -> np.ndarray:
 
 
 def label_to_move(board: np.ndarray, label: int) -> int:
-    """The move code of a label in a position: the inverse of move_labels for the position's legal moves.
+    """The uint16 move code (as an int) of `label` 0..2186 in board [81] uint8 (side to move's view).
 
-    A board move's origin is the first square holding a piece when walking from the destination against
-    the direction (one knight's jump back for UP2_*); a drop's is its hand kind. Whether the move is legal
-    is not checked (legal_label_mask tells).
-
-    Args:
-        board: [81] uint8 piece codes, side to move's view (features).
-        label: 0..NUM_MOVE_LABELS - 1.
-    Returns:
-        the uint16 move code, as an int.
+    Legality is not checked (legal_label_mask tells).
     Raises:
         ValueError: a label out of range, or a board move whose ray holds no own piece.
     """
@@ -197,12 +171,8 @@ def _label_name(direction: int) -> str:
 
 
 def mirror_labels(labels: np.ndarray) -> np.ndarray:
-    """The labels of the left-right mirrored moves, in the mirrored position (features.mirror_board).
+    """[...] int16 labels of the left-right mirrored moves (an involution; LABEL_NONE stays).
 
-    Args:
-        labels: [...] integer labels, LABEL_NONE allowed.
-    Returns:
-        [...] int16: an involution (mirror_labels(mirror_labels(x)) == x); LABEL_NONE stays.
     Raises:
         ValueError: a label outside LABEL_NONE..NUM_MOVE_LABELS - 1.
     """
@@ -214,13 +184,9 @@ def mirror_labels(labels: np.ndarray) -> np.ndarray:
 
 def legal_move_codes(board: np.ndarray, hands: np.ndarray,
                      factory: Callable[[str], Position] | None = None) -> np.ndarray:
-    """Every legal move of an encoded position, as move codes of the side to move's view.
+    """[M] uint16 legal move codes of board [81] / hands [14] uint8, in the backend's order.
 
-    Args:
-        board: [81] uint8 piece codes; hands: [14] uint8 counts, own first (features).
-        factory: sfen -> Position (default: rules.position_factory(), cshogi when installed).
-    Returns:
-        [M] uint16 codes, in the backend's order (M = 0 when the side to move has no legal move).
+    factory: sfen -> Position (default: rules.position_factory()).
     """
     position = (factory or position_factory())(decode_position(board, hands, BLACK, 0))
     usi = position.legal_usi()
@@ -229,14 +195,7 @@ def legal_move_codes(board: np.ndarray, hands: np.ndarray,
 
 def legal_label_mask(board: np.ndarray, hands: np.ndarray,
                      factory: Callable[[str], Position] | None = None) -> np.ndarray:
-    """The legal moves of an encoded position as a mask over the labels.
-
-    Args:
-        board: [81] uint8 piece codes; hands: [14] uint8 counts, own first (features).
-        factory: as legal_move_codes.
-    Returns:
-        [NUM_MOVE_LABELS] bool, True at the label of every legal move.
-    """
+    """[NUM_MOVE_LABELS] bool, True at the label of every legal move of board [81] / hands [14] uint8."""
     mask = np.zeros(NUM_MOVE_LABELS, bool)
     mask[move_labels(legal_move_codes(board, hands, factory))] = True
     return mask
@@ -244,14 +203,7 @@ def legal_label_mask(board: np.ndarray, hands: np.ndarray,
 
 def legal_label_masks(board: np.ndarray, hands: np.ndarray,
                       factory: Callable[[str], Position] | None = None) -> np.ndarray:
-    """legal_label_mask of a batch of positions.
-
-    Args:
-        board: [N, 81] uint8; hands: [N, 14] uint8.
-        factory: as legal_move_codes.
-    Returns:
-        [N, NUM_MOVE_LABELS] bool.
-    """
+    """[N, NUM_MOVE_LABELS] bool legal_label_mask of board [N, 81] / hands [N, 14] uint8."""
     board = np.asarray(board, np.uint8).reshape(-1, NUM_SQUARES)
     hands = np.asarray(hands, np.uint8).reshape(-1, HAND_SIZE)
     factory = factory or position_factory()

@@ -23,47 +23,14 @@ Shard file `<split>-NNNNN.h5` (SCHEMA_VERSION = 3), N positions, G games:
   games/source_raw     [G]       string   optional: hex of the bytes of `source` when they are not UTF-8
   attrs: schema_version, split, num_positions, num_games
 
-A position takes 58 bytes raw (45 of them the packed position, where dlshogi's 38-byte records spend
-32) and about 14 compressed in game order (datasets/README.md has the measurements). Readers get it
-back as `board` [N, 81] and `hands` [N, 14] uint8 (POSITION_SCHEMA, the side to move's view of
-features.py): read_rows unpacks. Shards of an older SCHEMA_VERSION are refused with a message to convert
-again.
-
-`games/source` is always readable text: a file or member name that is not UTF-8 (cp932 from a zip
-made on Windows in Japan, EUC-JP from an old disk) is decoded (kifu/names.py) or, when nothing
-decodes it, written with `\\xNN` escapes. `games/source_raw` (OPTIONAL_GAME_SCHEMA) then holds its
-bytes in hex ('' for the shard's other games), to find the file again; it is written only in a
-shard where some game needs it (read_games gives it only when present).
-
-`eval` is OPTIONAL_SCHEMA: written only when at least one position of the shard has an evaluation;
-readers (read_rows, read_stored, the training pipeline) give EVAL_NONE for every row of a shard without
-it.
-
-Position datasets (`eval` too) are chunked in CHUNK_ROWS rows, compressed (COMPRESSIONS, `convert
---compression`: zstd level 1 with the shuffle filter by default, HDF5 filter ZSTD_FILTER, which h5py reads
-once hdf5plugin is imported (this module imports it: every reader here opens shards through open_shard,
-which refuses, naming the package, a shard whose filter this HDF5 lacks); gzip level 4 with shuffle, which
-any HDF5 reads; lzf, h5py's own filter that plain HDF5 tools (h5dump, other languages' HDF5) cannot decode;
-or none) and checksummed with the fletcher32 filter (schema 3): HDF5 verifies each chunk's checksum when it
-reads it, so a damaged chunk is an error (ShardFormatError, read_error: naming the shard and the chunk's
-rows), never data; a reader fetches whole chunks. The filters are recorded per dataset in the file (no
-SCHEMA_VERSION change); shard_compression names a shard's, `shogi-dnn inspect` prints it. Sizes and CPU
-costs of each: datasets/README.md.
-Within a shard, positions are stored in game order (convert's default: consecutive positions of a game
-compress 2.2x better) or in a seeded shuffled order (`convert --row-order shuffled`); the pipeline
-shuffles chunk order and rows inside multi-chunk buffers either way.
-`manifest.json` (MANIFEST_NAME) lists the shards: per shard its path, split, positions, games, sha256,
-bytes (file size) and first_game/last_game (its game id range). verify_shards checks the shards a job
-will read against it before the job starts: cheaply (exists, size, schema, split, row and game counts,
-game id range, dataset shapes and dtypes, checksummed chunks) or with `full` also the sha256.
-
-Positions without a game result (`win` NaN) are written only by `annotate` (shogi_dnn/annotate/output.py):
-off-path positions, a few random moves off a game, labelled by an engine (`eval`, and `move` its best
-move), in train shards `offpath-NNNNN.h5` whose manifest entry says how many (`no_result`, left out of
-manifest.json when 0, so convert's manifests are what they were). verify_shards refuses such shards
-unless the job reads them knowingly (`allow_no_result`): a job that learns or scores results would
-otherwise read NaN labels. No SCHEMA_VERSION change: the layout is the same, and a manifest without
-`no_result` reads as 0 everywhere.
+Readers get `board` [N, 81] and `hands` [N, 14] uint8 back (POSITION_SCHEMA; read_rows unpacks); another
+SCHEMA_VERSION is refused. `games/source` is always text (kifu/names.py, else `\\xNN` escapes);
+`games/source_raw` and `eval` are written only in a shard where some row needs them (absent `eval`
+reads as EVAL_NONE). Position datasets are chunked in CHUNK_ROWS rows, compressed (COMPRESSIONS: zstd
+via hdf5plugin by default, gzip, lzf or none) and fletcher32-checksummed: a damaged chunk raises
+ShardFormatError (read_error), never data. `manifest.json` (MANIFEST_NAME) lists per shard its path,
+split, positions, games, sha256, bytes, first_game/last_game, and `no_result` (positions with `win`
+NaN, written only by annotate's off-path shards); verify_shards checks shards against it.
 """
 
 from __future__ import annotations
@@ -85,8 +52,7 @@ from shogi_dnn.folders import run_files
 
 
 def _register_plugin_filters() -> bool:
-    """Import hdf5plugin, which registers its filters (Zstd among them) with the HDF5 h5py uses; False
-    when it is not installed (zstd shards then cannot be written or read: PLUGIN_HINT)."""
+    """Import hdf5plugin (registers Zstd with h5py's HDF5); False when it is not installed."""
     try:
         import hdf5plugin  # noqa: F401
     except (ImportError, OSError):
@@ -174,19 +140,15 @@ class ShardData:
 def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
                 games: Mapping[str, Sequence[Any]], chunk_rows: int = CHUNK_ROWS,
                 compression: str = DEFAULT_COMPRESSION) -> str:
-    """Write one shard atomically (temp file, then rename) and return its sha256.
+    """Write one shard atomically and return its sha256.
 
     Args:
-        positions: arrays keyed as POSITION_SCHEMA, all with the same first dimension N (board and
-            hands are stored packed, see STORED_SCHEMA; positions already packed, with `pieces` and
-            `promoted` as pack_stored gives them, are stored as they are, board and hands then
-            unused); `eval` may be left out, and is stored only when some row has an evaluation
-            (not features.EVAL_NONE).
+        positions: arrays keyed as POSITION_SCHEMA with one first dimension N (or already packed
+            `pieces` / `promoted`, as pack_stored gives them); `eval` is optional.
         games: columns keyed as GAME_SCHEMA, all of length G, and optionally OPTIONAL_GAME_SCHEMA ones.
-        compression: a COMPRESSIONS name (the position datasets' chunk filters).
+        compression: a COMPRESSIONS name.
     Raises:
-        ValueError: a position holds more pieces of a kind than one set (convert skips such games
-            before they get here: features.encode_game checks), or an unknown `compression`.
+        ValueError: a position holds more pieces of a kind than one set, or an unknown `compression`.
     """
     if compression not in COMPRESSIONS:
         raise ValueError(f"compression {compression!r}: expected one of {', '.join(COMPRESSIONS)}")
@@ -203,9 +165,7 @@ def write_shard(path: str | Path, split: str, positions: dict[str, np.ndarray],
 
 
 def pack_stored(positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`positions` (keyed as POSITION_SCHEMA) with the packed `pieces` and `promoted` that shards
-    store (features.pack_positions of board and hands, PACK_ROWS rows at a time); positions that have
-    them already are returned as they are.
+    """`positions` with the packed `pieces` and `promoted` added (as they are when already there).
 
     Raises:
         ValueError: a position holds more pieces of a kind than one set.
@@ -226,16 +186,10 @@ def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
                  filters: dict[str, Any]) -> bytes:
     """The bytes of one shard file, built in memory (HDF5's core driver, no backing store).
 
-    Why in memory: HDF5 writing to disk meets a full disk in its own flushes and object closes, where
-    h5py can only print ignored exceptions, and freeing the half-closed file later crashed the process
-    (exit 139). In memory, nothing touches the disk until write_shard's one Python write. The image is
-    taken flushed, before the close, so it may end with the unused rest of HDF5's last metadata block (a
-    close on disk gives it back; the superblock's end-of-file address covers it): the same objects and
-    bytes before, readable by any HDF5, and as deterministic as before (tests/convert/test_run.py compares
-    shards written in worker processes and here). Measured against the disk driver's files: the GNU
-    Shogi corpus's 4 shards are identical; the 10 of ../shared/kifu, kifu-fairy and tests/data/csa end
-    with 1,024 (one: 1,536) more zero bytes, the superblock's end-of-file address 8 bytes the only other
-    change. A dataset converted again by this version thus has other sha256s than one converted before."""
+    In memory so that a full disk meets write_shard's one Python write, never HDF5's own flushes (h5py
+    cannot raise from those). The image is taken flushed before the close, so it may end with unused
+    metadata-block bytes; it is readable by any HDF5 and deterministic.
+    """
     with _create_untimed_file(path) as f:
         _fill_file(f, split, n, stored, positions, games, chunk_rows, filters)
         f.flush()
@@ -245,8 +199,7 @@ def _shard_image(path: Path, split: str, n: int, stored: dict[str, np.ndarray],
 def _fill_file(f: h5py.File, split: str, n: int, stored: dict[str, np.ndarray],
                positions: dict[str, np.ndarray], games: Mapping[str, Sequence[Any]], chunk_rows: int,
                filters: dict[str, Any]) -> None:
-    """Write the attributes, the position datasets (chunk `filters`: a COMPRESSIONS value) and the games
-    group of a new shard `f`."""
+    """Write the attributes, position datasets (chunk `filters`) and games group of a new shard `f`."""
     f.attrs.update(schema_version=SCHEMA_VERSION, split=split, num_positions=n,
                    num_games=len(games["game_id"]))
     for key, (row_shape, dtype) in STORED_SCHEMA.items():
@@ -307,8 +260,7 @@ def file_sha256(path: str | Path) -> str:
 
 
 def shard_compression(f: h5py.File) -> str:
-    """The COMPRESSIONS name of an open shard's position datasets (from the filter pipeline of `win`; a
-    filter or level no writer here uses is named with it, e.g. "zstd 3", "HDF5 filter 307")."""
+    """The COMPRESSIONS name of an open shard's position datasets (else e.g. "zstd 3", "HDF5 filter 307")."""
     compressing = [(code, values) for code, values in filter_pipeline(f[KEY_WIN])
                    if code not in _UNNAMED_FILTERS]
     if not compressing:
@@ -335,7 +287,7 @@ def compression_available(name: str) -> bool:
 
 
 def missing_filter_hint(name: str) -> str:
-    """What to do when the HDF5 filter `name` (a FILTER_NAMES value or "HDF5 filter N") is unavailable."""
+    """What to do when the HDF5 filter `name` is unavailable."""
     if name == "zstd" and not PLUGIN_LOADED:
         return f"its HDF5 filter comes with hdf5plugin, which is not installed ({PLUGIN_HINT})"
     return (f"this HDF5 has no {name} filter (hdf5plugin {'imported' if PLUGIN_LOADED else 'not installed'};"
@@ -417,8 +369,7 @@ def unpack_rows(stored: dict[str, np.ndarray], keys: Sequence[str]) -> dict[str,
 
 
 def read_stored(f: h5py.File, key: str, start: int, stop: int | None) -> np.ndarray:
-    """Rows [start, stop) of one stored dataset of an open shard; an absent OPTIONAL_SCHEMA dataset
-    reads as its absent value (features.EVAL_NONE for `eval`) in every row."""
+    """Rows [start, stop) of one stored dataset of an open shard; an absent optional one reads as absent."""
     if key in OPTIONAL_SCHEMA and key not in f:
         row_shape, dtype, absent = OPTIONAL_SCHEMA[key]
         rows = len(range(*slice(start, stop).indices(int(f[KEY_WIN].shape[0]))))
@@ -427,8 +378,7 @@ def read_stored(f: h5py.File, key: str, start: int, stop: int | None) -> np.ndar
 
 
 def read_rows(f: h5py.File, start: int, stop: int | None, keys: Sequence[str]) -> dict[str, np.ndarray]:
-    """Rows [start, stop) of an open shard (open_shard): arrays keyed by POSITION_SCHEMA `keys`
-    (`eval` is EVAL_NONE in every row of a shard without the dataset)."""
+    """Rows [start, stop) of an open shard: arrays keyed by POSITION_SCHEMA `keys`."""
     return unpack_rows({key: read_stored(f, key, start, stop) for key in stored_keys(keys)}, keys)
 
 
@@ -440,8 +390,7 @@ def read_positions(path: str | Path, start: int = 0, stop: int | None = None,
 
 
 def read_games(path: str | Path) -> dict[str, np.ndarray]:
-    """The games table of a shard: columns keyed as GAME_SCHEMA, and those of OPTIONAL_GAME_SCHEMA the
-    shard has (strings decoded)."""
+    """The games table of a shard: GAME_SCHEMA columns and the OPTIONAL_GAME_SCHEMA ones it has (decoded)."""
     schema = {**GAME_SCHEMA, **OPTIONAL_GAME_SCHEMA}
     with open_shard(path) as f:
         group = f[GAMES_GROUP]
@@ -483,8 +432,7 @@ class Manifest:
 
     @property
     def compression(self) -> str:
-        """The COMPRESSIONS name convert wrote the shards with (settings["compression"]; a manifest
-        without it: UNNAMED_COMPRESSION)."""
+        """The COMPRESSIONS name convert wrote the shards with (UNNAMED_COMPRESSION when not recorded)."""
         name = self.settings.get("compression", UNNAMED_COMPRESSION)
         return name if name in COMPRESSIONS else DEFAULT_COMPRESSION
 
@@ -514,9 +462,7 @@ def read_manifest(root: str | Path) -> Manifest:
 
 
 def foreign_manifest(root: str | Path) -> str | None:
-    """Why DIR/manifest.json is not a shogi-dnn manifest (not a JSON object with a schema_version this or an
-    older shogi-dnn wrote and a `shards` list of {"path": NAME} entries), or None when it is one or absent.
-    Writers that replace a dataset (`--overwrite`) refuse a folder with a foreign one."""
+    """Why DIR/manifest.json is not a shogi-dnn manifest, or None when it is one or absent."""
     path = Path(root) / MANIFEST_NAME
     if not path.exists() and not path.is_symlink():
         return None
@@ -555,7 +501,7 @@ def _manifest_entry(info: ShardInfo) -> dict[str, Any]:
 
 def shard_info(path: str | Path, split: str, positions: int, games: int, sha256: str,
                game_ids: Sequence[int]) -> ShardInfo:
-    """The manifest entry of a shard just written (its size and game id range recorded for verify_shards)."""
+    """The manifest entry of a shard just written."""
     path = Path(path)
     ids = [int(i) for i in game_ids]
     return ShardInfo(path.name, split, int(positions), int(games), sha256, path.stat().st_size,
@@ -572,14 +518,10 @@ def read_error(path: str | Path, key: str, start: int, stop: int, exc: BaseExcep
 
 def verify_shards(manifest: Manifest, infos: Sequence[ShardInfo], *, full: bool = False,
                   allow_no_result: bool = False) -> None:
-    """Check shards against their manifest entries before a job reads them (train, evaluate).
+    """Check shards against their manifest entries before a job reads them.
 
-    Cheap (default; metadata only, no chunk is decompressed): the file exists with the recorded size, opens
-    with this schema, and its split, positions, games, game id range and dataset shapes/dtypes match,
-    every position dataset checksummed (fletcher32). `full`: also the sha256 of the whole file.
-    A shard with positions without a game result (`no_result`: win NaN) is refused unless
-    `allow_no_result` (a job that reads such positions knowingly).
-
+    Cheap by default (metadata only: size, schema, split, counts, game ids, shapes, dtypes, checksums);
+    `full` also checks the sha256. Shards with `no_result` positions need `allow_no_result`.
     Raises:
         ShardFormatError: one line naming the first shard that differs and what differs.
     """

@@ -22,16 +22,10 @@ black_player_id, white_player_id, initial_position_sfen), table `player` (id, pl
 `game_move` (game_id, ply, next_move = rsshogi 16-bit move, its MOVE_END code ending the list,
 next_move_time_ms = the mover's time), ordered by id.
 
-Moves over the deadline (`over_deadline`): read back from the CSA records' `T` lines, a player's moves that
-took longer than its fixed time per move (time_control fixed_time_ms, our `--movetime`); ShogiArena itself
-forfeits a move only past that plus its expiry margin, a server forfeits at the limit.
-
-Colours alternate and openings vary: ShogiArena plays each opening twice, once with each player as Black
-(`flip_policy: pair_both`). Elo: the score s = (W + D/2) / N; Elo = -400 log10(1/s - 1); its 95% interval
-from the normal approximation of the per-game score (trinomial: var = (W (1-s)^2 + D (1/2-s)^2 + L s^2) / N,
-s +- 1.96 sqrt(var / N), clipped to [0, 1]: an end at 1 is +inf), as cutechess-cli reports it; at s = 0
-or 1 the Elo is infinite and the interval is the Wilson score interval's (finite at one end). Games
-ShogiArena marks ERROR/INVALID/PAUSED are counted apart, never as results.
+`over_deadline`: a player's moves, from the CSA `T` lines, that took longer than its fixed time per move.
+Each opening is played twice, once with each player as Black. Elo = -400 log10(1/s - 1), s = (W + D/2) / N,
+with a 95% interval from the trinomial normal approximation (Wilson's at s = 0 or 1); games ShogiArena
+marks ERROR/INVALID/PAUSED are counted apart.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The values of a game's positions through a short search, for `predict`'s win-rate curve.
-
-A network's raw value of the position after a capture is the value of a piece up, though the reply
-takes it back: the raw curve is a sawtooth over every exchange. A searched value is what a reader trusts:
+"""The values of a game's positions through a short search, for `predict`'s win-rate curve:
 
   none          the network's value of each position (no search)
   quiescence    the capture quiescence value of every position (engine/quiescence.py: captures only,

@@ -1,16 +1,10 @@
-"""What every search shares (the PUCT search, engine/search.py, and the best-first minimax,
-engine/minimax.py): its limits and settings, the clock of its evaluator calls, its reported lines and
-the cp scale.
+"""What every search shares (engine/search.py, engine/minimax.py): limits, settings, the evaluator calls'
+clock, reported lines and the cp scale.
 
-Time: a search stops at the first of `stop`, the node budget (positions evaluated, quiescence included),
-a proven root, or the deadline. Before each evaluator call (a leaf batch, a capture level of the
-quiescence) it asks the clock how long the call is expected to take: the slowest of the last RECENT_STEPS
-calls, scaled up to the call's number of positions (never down), times STEP_MARGIN; a call that would
-end after the deadline is not started.
-
-Scores: cp = round(EVAL_SCALE * logit(p)) with EVAL_SCALE = 756 (evalfit.DEFAULT_SCALE, dlshogi's and
-ponanza's scale: p = sigmoid(cp / 756)), clipped to +-MAX_CP; p = 0.5 is 0, p = 0.79 about +1000,
-p = 0.93 about +2000.
+A search stops at the first of `stop`, the node budget, a proven root, or the deadline; an evaluator
+call expected (the slowest of the last RECENT_STEPS calls, scaled up to its size, times STEP_MARGIN) to
+end after the deadline is not started. cp = round(EVAL_SCALE * logit(p)), EVAL_SCALE = 756
+(evalfit.DEFAULT_SCALE), clipped to +-MAX_CP.
 """
 
 from __future__ import annotations

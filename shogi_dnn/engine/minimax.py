@@ -1,24 +1,14 @@
-"""Best-first minimax over batched evaluations, to a depth: the one-ply player (`go depth 1`: every legal
-reply in one batch) and deeper (`go depth D`). The PUCT search (engine/search.py) plays every other limit.
+"""Best-first minimax over batched evaluations to a depth (`go depth D`; 1: the one-ply player).
 
-Values are win probabilities of the side to move (players.Evaluator). Expanding a node plays each of its
-legal moves on a copy of the position and evaluates all the children in ONE batch (for an evaluator
-without a policy head, their capture quiescence values: engine/quiescence.py, Settings.quiescence_plies;
-0 plies: the static values); a child with no legal move is a proven loss for its side to move. Back-up is
-negamax on probabilities:
+Values are win probabilities of the side to move. Expanding a node evaluates all its children in ONE
+batch (their quiescence values without a policy head); a child with no legal move is a proven loss.
+Back-up is negamax on probabilities:
 
   value(node) = max over children c of (1 - value(c))      the move that leaves the opponent the least
 
-Best-first minimax (Korf & Chickering 1996): the root is expanded first (that is the one-ply player);
-then, while the limits allow, the leaf at the end of the principal variation is expanded and the values
-are backed up along its path. The search stops at the first of: `stop`, the node budget, the clock (checked
-before each expansion against the time the last one took, and before each evaluator call against the
-time it is expected to take: engine/limits.py), the depth horizon (the PV's leaf is `depth`
-plies deep and may not be expanded), or a proven result at the root. Proofs come only from positions
-without a legal move, so a reported mate is a real forced mate in the explored tree. Repetitions are not
-detected here (the PUCT search does). A child the evaluator answers with a NaN is unevaluated: valued as
-the worst move (1.0 for the opponent), never expanded, its root line without a score (p None), counted
-in `unevaluated`.
+The root is expanded first, then the principal variation's leaf, while `stop`, the node budget, the clock
+(engine/limits.py), the depth horizon and a proven root allow. Repetitions are not detected here. A NaN
+child is unevaluated: the worst move, never expanded, counted in `unevaluated`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """The USI protocol: a GUI or a tournament runner talks to the engine through stdin/stdout.
 
-Threads: the caller's thread reads commands line by line (run()); `go` starts the search in its own
-thread, so `stop`, `ponderhit`, `isready` and `quit` are answered while it thinks. Output lines are
-written whole under a lock. A search started by `go infinite` or `go ponder` holds its `bestmove` until
-`stop` (or `ponderhit`, which starts the clock of a ponder search), as USI requires. The evaluator loads
-in a thread of its own from the start (run_usi) or from `usi` on; `isready` waits for it (and its warm-up
-batch), then `readyok`, always.
-
-Faults. A model that fails to load: one line on stderr (once), `info string error: model: ...` before
-`readyok`, and at every `go` the same line and the material player's move (players.fixed_material, one
-ply); `isready` tries the load again; the exit status is then 1. A search that evaluated nothing in time
-(the deadline, the watchdog, a failed search) reports no score and never resigns: its move is the most
-visited root move when a reply was evaluated, else the policy's prior when the root was (a network with
-a policy head), else the material player's, with one `info string` naming it. NaN from the network: the
-position is unevaluated (search.py, minimax.py), one `info string` per search counts them.
+The caller's thread reads commands (run()); `go` searches in its own thread, so `stop`, `ponderhit`,
+`isready` and `quit` are answered meanwhile; output lines are written whole under a lock. `go infinite`
+and `go ponder` hold `bestmove` until `stop` (or `ponderhit`). The evaluator loads in its own thread;
+`isready` waits for it, then `readyok`, always. A model that fails to load is one stderr line, an `info
+string error` before `readyok`, the material player's move at every `go`, exit status 1. A search that
+evaluated nothing in time reports no score, never resigns, and plays the most visited move, the policy's
+prior or the material player's move, with one `info string` naming it.
 
 Commands (anything else is ignored; an error in a command is one `info string` line, never a crash):
   usi                         id name/author, the options below, usiok; starts loading the evaluator
@@ -47,15 +40,10 @@ Options:
   EnteringKingRule combo                 rules.ENTERING_KING_RULES: declare `bestmove win` when allowed
   NetworkDelay spin ms                   kept back from every time budget (GUI and pipe latency)
 
-The clock. Time per move (no movetime): remaining / MOVES_TO_GO + increment + byoyomi - NetworkDelay, at most
-the time left plus byoyomi and increment minus NetworkDelay, and at least MIN_SECONDS; every clock value
-is capped at MAX_CLOCK_MS first. The search's deadline counts from the moment the `go` line was read: the
-budget less SAFETY_FRACTION of it and less the engine's own stop latency (the longest recent time from
-the search's end to the bestmove written, plus any overshoot of the previous deadlines: `stop_margin`);
-the search checks it between leaf batches and inside the quiescence against the time its next evaluator
-call is expected to take (limits.py). A watchdog thread answers for the search at the full budget (read
-time + budget) if the search has not answered by then (an evaluator call stretched by the machine's load):
-the move is the tree's best as it stands, the search stops after its call.
+The clock: time per move (no movetime) is remaining / MOVES_TO_GO + increment + byoyomi - NetworkDelay,
+within the time left and at least MIN_SECONDS (clock values capped at MAX_CLOCK_MS). The deadline counts
+from the `go` line read, less SAFETY_FRACTION and the engine's stop latency (`stop_margin`); a watchdog
+answers with the tree's best at the full budget if the search has not.
 """
 
 from __future__ import annotations

@@ -1,24 +1,18 @@
-"""A capture quiescence search over batched evaluations: what a value network without a policy is asked at
-the leaves, so that it is never asked about a position where a piece simply hangs.
+"""A capture quiescence search over batched evaluations: a policy-less network's value at the leaves.
 
-For each leaf position, level by level (one evaluator batch per level, for all the leaves together):
+Level by level, one evaluator batch per level for all the leaves together:
 
   level 0   the leaves themselves: their static value (P(the side to move wins), the network's)
   level k   every legal capture of each node kept at level k - 1 (a move onto a square holding an opponent
             piece); the `width` captures best for the mover (lowest value left to the opponent) are kept
             and searched at the next level, up to `plies` capture plies
 
-Back-up, from the deepest level up, negamax on probabilities with stand-pat (the side to move may decline
-every capture, so a capture only counts when it does better than the static value):
+Back-up, negamax on probabilities with stand-pat:
 
   q(node) = max(static(node), max over kept captures c of (1 - q(c)))
 
-A node searched for captures that has no legal move at all is mated: q = 0 exactly. A capture the
-evaluator answers with a NaN is dropped (unevaluated); a leaf's own NaN is its value (the caller's to
-treat). Checks and their evasions are not searched (stand-pat even in check), the usual
-simplification. The clock (`expired(positions)`: would a call on that many positions end too late?) is
-asked before each capture level with the level's size: then the search stops there and backs up what it
-has, so a level is never started that the clock cannot pay for.
+A node without a legal move is mated (q = 0). A NaN capture is dropped. Checks are not searched. The clock
+(`expired(positions)`) is asked before each level; the search then backs up what it has.
 """
 
 from __future__ import annotations

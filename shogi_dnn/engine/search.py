@@ -1,56 +1,28 @@
-"""PUCT tree search over batched evaluations (AlphaZero's and dlshogi's Monte Carlo tree search). What it
-shares with the best-first minimax (limits, settings, the clock, reported lines, the cp scale) is in
-engine/limits.py; the entering-king rule is rules.declaration_win.
+"""PUCT tree search over batched evaluations (AlphaZero's and dlshogi's MCTS); shared parts: engine/limits.py.
 
-Values are win probabilities of the side to move (players.Evaluator). Every edge (node, move i) keeps a
-visit count n_i and a value sum w_i from the node's mover's view; a playout walks down from the root,
-picking at each expanded node the move with the highest
+Values are win probabilities of the side to move. Each edge keeps visits n_i and value sum w_i; a
+playout picks at each expanded node the move with the highest
 
   Q_i + c_puct * P_i * sqrt(N) / (1 + n_i)      Q_i = w_i / n_i, or FPU when n_i = 0
 
-(N: the node's visits, its own evaluation included; P_i: the prior; FPU = the node's mean value minus
-`fpu_reduction`, at least 0; ties go to the first move in the legal-move order). At the first position
-not yet evaluated (the leaf) it stops; `batch_size` leaves are collected with a virtual loss (n_i counts the
-pending playout, w_i not yet: a loss, so the next playout of the batch looks elsewhere; a playout that
-meets a pending leaf ends the batch), evaluated in ONE evaluator call, expanded and backed up (1 - v at
-each step up). The leaf's value and priors:
+(FPU = the node's mean value minus `fpu_reduction`, at least 0; ties to the first legal move).
+`batch_size` leaves are collected with a virtual loss, evaluated in ONE call, expanded and backed up
+(1 - v at each step up). Leaf value and priors:
 
   policy network    the network's value; priors = softmax of the policy logits over the legal moves
-  no policy head    the capture quiescence value of the leaf (engine/quiescence.py: captures only,
-                    `quiescence_plies` plies, the best `quiescence_width` captures a node, stand-pat with
-                    the static value); uniform priors
+  no policy head    the capture quiescence value of the leaf (engine/quiescence.py); uniform priors
 
-Inside the tree (never evaluated):
-  no legal move      a proven loss for the side to move (shogi has no stalemate; the rules backends refuse
-                     a pawn-drop mate), 0 plies
-  declaration        the side to move may declare an entering-king win (rules.declaration_win): a proven win
-  repetition         the position already occurred, in the game (`history`) or on the path: the first
-                     repetition ends the line (engines do not wait for the fourth occurrence): a draw
-                     (`draw_value`), unless every move of one side since the earlier occurrence gave check:
-                     that side loses (perpetual check, kifu/repetition.py's rule)
-Proofs back up (MCTS-solver): a node with a child lost for its mover is won (the shortest such mate); a node
-whose children all exist and are won for their movers is lost (the longest); a won child is never picked
-again while another move is open; the value backed up through a proven node is its exact 0 or 1.
-A proven root ends the search; `score mate N` is reported only for proofs.
-
-Reported lines count completed playouts only (a pending playout's virtual loss is not a value): a root
-move with no completed playout and no proof has no score (RootLine.p None), whatever the clock did. A
-leaf the evaluator answers with a NaN (value or priors) is unevaluated: its playouts are undone, the
-edge to it is not picked again (unless every edge is), and `unevaluated` counts it; a NaN root ends the
-search with no lines.
-
-The root's children are all created when it is expanded, so a mate in one (or a repetition or a
-declaration one ply away) is known before the first playout. The move: a child proven lost for the
-opponent (the shortest mate), else the most visited (ties by Q, then by the prior); with `temperature`
-T > 0, a move drawn with probability proportional to n_i^(1/T) (varied games).
-The tree is kept between moves (`subtree`): after our move and the opponent's reply the node reached is the
-next root, its statistics kept.
-
-Time (engine/limits.py): the deadline is checked between leaf batches and inside the quiescence (before
-each capture level), each time against the time that call is expected to take.
-
-A node's state once expanded is one object, its Edges (dlshogi's child_node_t): priors, visit counts,
-value sums, pending playouts, blocked moves and the children, one entry per legal move.
+Inside the tree:
+  no legal move      a proven loss for the side to move
+  declaration        rules.declaration_win: a proven win
+  repetition         the first repetition (game `history` or path) is a draw (`draw_value`), or a loss
+                     for the side that checked with every move since (perpetual check)
+Proofs back up (MCTS-solver); `score mate N` is reported only for proofs; a proven root ends the search.
+Lines count completed playouts only (no score: RootLine.p None). A NaN leaf is unevaluated: its playouts
+undone, its edge not picked again, counted in `unevaluated`. The move: a proven mate, else the most
+visited (ties by Q, then prior), or with `temperature` T > 0 drawn ~ n_i^(1/T). The tree is kept between
+moves (`subtree`). An expanded node's state is its Edges: priors, visits, value sums, pending playouts,
+blocked moves and children, one entry per legal move.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """One writer at a time for a folder (a run directory, a dataset folder): an advisory lock file.
 
-`train` holds its run directory's lock and `convert` its --out folder's for as long as they run; a
-second writer is refused in one line naming the holder. Readers of a run (evaluate, report, inspect,
-predict) never look at that lock, so they never wait. docs/runs-and-data.md says what a user sees and does.
-
-A dataset's readers (train, evaluate: read_dataset) also hold DATASET/readers.lock shared (flock LOCK_SH)
-while they run, and its writers (convert, annotate: replace_dataset) take it exclusively, without
-waiting, for as long as they write: `convert --overwrite` of a dataset a `train` is reading is refused in
-one line naming the reader, and a `train` on a dataset being converted names the converter. Each reader
-appends its Holder as one JSON line to readers.lock (O_APPEND) so that a refusal can name it; a writer
-that gets the lock empties the file (no reader left). Where the folder is read-only or flock is not
-supported, a reader goes on without the lock (one log line): nothing can replace a read-only dataset
-anyway, and the trainer still says when the data changed under it (trainer.py).
+`train` holds its run directory's lock and `convert` its --out folder's while they run; a second writer
+is refused in one line naming the holder. Readers of a run never look at that lock. A dataset's
+readers (read_dataset) also hold DATASET/readers.lock shared, appending their Holder as one JSON line,
+and its writers (replace_dataset) take it exclusively without waiting and empty it. Where the folder is
+read-only or has no flock, a reader goes on without the lock (one log line).
 
 The lock file (WRITER_LOCK in the folder: RUN/writer.lock, DATASET/writer.lock) holds one JSON object:
 
@@ -23,15 +16,11 @@ The lock file (WRITER_LOCK in the folder: RUN/writer.lock, DATASET/writer.lock) 
   mode      "flock" or "exclusive" (how it holds the lock, below)
 
 Two modes:
-  flock      (default) the file is created if absent and locked with fcntl.flock(LOCK_EX | LOCK_NB). The
-             kernel (or the NFS server) drops the lock when its process dies, however it dies, so a file
-             left behind by a dead writer is simply taken over (with a line saying so). The holder deletes
-             the file when it ends.
-  exclusive  where flock fails (ENOLCK, EOPNOTSUPP, ...: some network or FUSE file systems), or when
-             SHOGI_DNN_LOCK_MODE=exclusive says so (an NFS mount with `nolock` / `local_lock=flock`
-             locks on one machine only): the file is created with O_CREAT | O_EXCL, and its existence is
-             the lock. A file left by a dead process of THIS host is taken over (its pid is checked); one
-             of another host is refused, with the file to delete if that writer is gone.
+  flock      (default) fcntl.flock(LOCK_EX | LOCK_NB) on the file: the kernel drops the lock when its
+             process dies, so a file left by a dead writer is taken over. The holder deletes the file.
+  exclusive  where flock fails (ENOLCK, EOPNOTSUPP, ...) or SHOGI_DNN_LOCK_MODE=exclusive: O_CREAT |
+             O_EXCL, the file's existence is the lock. A dead process's file of THIS host is taken over
+             (pid checked); another host's is refused, naming the file to delete.
 """
 
 from __future__ import annotations
@@ -122,11 +111,9 @@ class WriterLock:
 def acquire(folder: str | Path, name: str, command: str, *, instead: str) -> WriterLock:
     """Take `folder`/`name` for `command` (the folder is created if absent).
 
-    Args:
-        instead: the way out a refusal names, e.g. "choose another --run-dir".
+    `instead`: the way out a refusal names, e.g. "choose another --run-dir".
     Raises:
-        LockedError: another live writer holds it: "DIR is being written by train, pid 1234 on host h
-            since 12:03:04; wait for it or choose another --run-dir".
+        LockedError: another live writer holds it.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -270,12 +257,7 @@ class ReaderLock:
 
 
 def read_dataset(folder: str | Path, command: str) -> ReaderLock:
-    """Hold `folder`/readers.lock shared for `command` (one of a dataset's readers) until released.
-
-    Raises:
-        LockedError: a writer (convert, annotate) is writing the dataset now: "DIR is being written by
-            convert, pid 1234 on host h since 12:03:04; wait for it to finish".
-    """
+    """Hold `folder`/readers.lock shared for `command`. Raises LockedError while it is written."""
     import fcntl
 
     folder = Path(folder)
@@ -309,12 +291,7 @@ def read_dataset(folder: str | Path, command: str) -> ReaderLock:
 
 
 def replace_dataset(folder: str | Path, command: str) -> ReaderLock:
-    """Hold `folder`/readers.lock exclusively for `command` (a dataset's writer) until released; empty it.
-
-    Raises:
-        LockedError: a reader holds it: "DIR is being read by train, pid 1234 on host h since 12:03:04;
-            wait for it to end (or stop it), or choose another --out".
-    """
+    """Hold `folder`/readers.lock exclusively for `command`; empty it. Raises LockedError while it is read."""
     import fcntl
 
     folder = Path(folder)
@@ -334,8 +311,9 @@ def replace_dataset(folder: str | Path, command: str) -> ReaderLock:
 
 
 def _flock_now(fd: int, operation: int) -> str:
-    """flock(`fd`, `operation`) without waiting: '' when held, the reason when this file system has no flock
-    (then `fd` is closed). Raises BlockingIOError (`fd` closed) when another holder has it, OSError else."""
+    """flock(`fd`, `operation`) without waiting: '' when held, else why this file system has no flock (`fd`
+    closed). Raises BlockingIOError (`fd` closed) when another holder has it, OSError else.
+    """
     import fcntl
 
     try:

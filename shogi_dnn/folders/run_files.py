@@ -1,9 +1,6 @@
-"""The run directory: the one owner of every RUN/ file name, and the helpers that read and write them.
-TensorFlow-free (report and predict's argument checks use it before TensorFlow starts). Also the one
-atomic write of the package: every file another step reads (RUN/ files, shards, manifests, convert's
-state, reports, plots, exports, match files, benchmark JSON) is written through atomic_path (or its
-forms write_atomic, write_json_atomic, atomic_pair): a temp, then a rename; nothing partial on an error;
-a full disk is one line.
+"""The run directory: the one owner of every RUN/ file name and its read/write helpers (no TensorFlow).
+Also the one atomic write of the package (atomic_path and its forms write_atomic, write_json_atomic,
+atomic_pair): a temp, then a rename; nothing partial on an error; a full disk is one line.
 
   file                          written by                  holds
   RUN/run.json                  training.trainer            data_dir, dataset (identity.py: the data
@@ -90,11 +87,7 @@ def export_path(run_dir: str | Path, fmt: str) -> Path:
 
 
 def check_run_dir(run_dir: str | Path) -> Path:
-    """The run directory as a Path.
-
-    Raises:
-        RunError: it does not exist, or holds none of run.json, model.keras, checkpoints/, metrics.jsonl.
-    """
+    """The run directory as a Path. Raises RunError when it is missing or holds no run file."""
     path = Path(run_dir)
     if not path.is_dir():
         raise RunError(f"{path}: no such run directory")
@@ -121,11 +114,7 @@ def checkpoint_name(step: int) -> str:
 
 
 def find_checkpoint(run_dir: Path, checkpoint: str | None = None) -> Path:
-    """A checkpoint directory: the latest (None), or one named "ckpt-00000012", "12" or by path.
-
-    Raises:
-        RunError: no such checkpoint (the message lists what there is).
-    """
+    """The latest checkpoint (None), or one named "ckpt-00000012", "12" or by path. Raises RunError."""
     found = list_checkpoints(run_dir)
     if checkpoint is None:
         if not found:
@@ -159,8 +148,7 @@ class CheckpointProgress:
         return self.epoch >= self.epochs
 
     def text(self) -> str:
-        """'checkpoint ckpt-00000398 at step 398 of 3,316 (25,472 samples, epoch 0 of 3): the run is
-        unfinished' (or the run's end, or an earlier checkpoint of a finished run)."""
+        """'checkpoint ckpt-00000398 at step 398 of 3,316 (25,472 samples, epoch 0 of 3): the run is ...'."""
         planned = (f"of {self.planned_steps:,} " if self.planned_steps else "")
         where = f"step {self.step:,} {planned}({self.samples:,} samples, epoch {self.epoch} of {self.epochs})"
         state = ("the run's end" if self.finished else
@@ -173,11 +161,7 @@ class CheckpointProgress:
 
 
 def checkpoint_progress(run_dir: str | Path, checkpoint: Path) -> CheckpointProgress:
-    """The progress of a checkpoint folder of the run (its state.json, and run.json's planned_steps).
-
-    Raises:
-        RunError: state.json unreadable or without its state and train.epochs (one line naming it).
-    """
+    """The progress of a checkpoint folder. Raises RunError when its state.json is unreadable."""
     path = checkpoint / CHECKPOINT_STATE
     raw = read_json(path)
     try:
@@ -201,17 +185,13 @@ def unfinished_checkpoint(run_dir: str | Path) -> CheckpointProgress | None:
 
 
 def existing_run_message(run_dir: str | Path, latest: Path) -> str:
-    """The refusal of a new run in a folder that already has checkpoints (before and after TensorFlow)."""
+    """The refusal of a new run in a folder that already has checkpoints."""
     return (f"{run_dir} already has checkpoints (latest {latest.name}): add --resume to continue it, "
             f"or choose a new --run-dir")
 
 
 def refuse_existing_run(run_dir: str | Path) -> None:
-    """A new run (no --resume) into a folder with checkpoints is refused, without TensorFlow.
-
-    Raises:
-        RunError: RUN/checkpoints holds a complete checkpoint (one line naming the newest).
-    """
+    """Raise RunError when a new run (no --resume) goes into a folder with a complete checkpoint."""
     existing = list_checkpoints(run_dir)
     if existing:
         raise RunError(existing_run_message(run_dir, existing[-1]))
@@ -222,12 +202,7 @@ _WORKER_DIR = re.compile(r"^worker\d+$")     # a cluster worker's folder in a sh
 
 
 def refuse_foreign_folder(run_dir: str | Path, flag: str = "--run-dir") -> None:
-    """A run goes into a new folder, an empty one or a shogi-dnn run (one holding a run file: run.json,
-    checkpoints/, writer.lock, ...); any other folder is refused before anything is written there.
-
-    Raises:
-        RunError: `flag RUN: not empty and not a shogi-dnn run (NAME, ...); choose ...` (one line).
-    """
+    """Raise RunError for a run folder that is neither new, empty, nor a shogi-dnn run."""
     path = Path(run_dir)
     if not path.is_dir():
         return
@@ -240,11 +215,7 @@ def refuse_foreign_folder(run_dir: str | Path, flag: str = "--run-dir") -> None:
 
 
 def lock_run_dir(run_dir: str | Path, command: str) -> locks.WriterLock:
-    """Take the run directory's writer lock (created if absent) for `command` until released.
-
-    Raises:
-        locks.LockedError: another live writer holds it (one line naming it).
-    """
+    """Take the run directory's writer lock for `command`. Raises locks.LockedError when it is held."""
     return locks.acquire(run_dir, WRITER_LOCK, command, instead="choose another --run-dir")
 
 
@@ -289,11 +260,7 @@ def data_dir(run_dir: str | Path, override: str | Path | None = None) -> Path:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Records of RUN/metrics.jsonl, in order. A truncated last line (interrupted write) is skipped.
-
-    Raises:
-        RunError: missing file, or a corrupt line other than the last (names the line).
-    """
+    """Records of RUN/metrics.jsonl, a truncated last line skipped. Raises RunError on a corrupt line."""
     path = check_run_dir(run_dir) / METRICS_JSONL
     if not path.is_file():
         raise RunError(f"{path}: missing (has the run logged anything?)")
@@ -319,9 +286,9 @@ EVAL_OTHER_DATA = "@"        # eval-<split>@<folder>-<hash>.json: a split of a d
 
 
 def eval_path(run_dir: str | Path, split: str, other_data: Path | None = None) -> Path:
-    """RUN/eval-<split>.json for the run's own dataset; RUN/eval-<split>@<folder>-<hash>.json for another
-    dataset folder `other_data` (its name, and 8 hex digits of its absolute path), so that a score on
-    other data never replaces the run's own."""
+    """RUN/eval-<split>.json, or RUN/eval-<split>@<folder>-<hash>.json for another dataset folder `other_data`
+    (8 hex digits of its absolute path).
+    """
     name = f"{EVAL_PREFIX}{split}"
     if other_data is not None:
         folder = Path(os.path.abspath(other_data))
@@ -331,14 +298,13 @@ def eval_path(run_dir: str | Path, split: str, other_data: Path | None = None) -
 
 
 def is_own_data(run_dir: str | Path, data: str | Path) -> bool:
-    """Whether the dataset folder `data` is the one run.json records (the same folder by its absolute
-    path; a run that records none has no other)."""
+    """Whether the dataset folder `data` is the one run.json records (by absolute path)."""
     recorded = read_run_json(run_dir).get("data_dir")
     return not recorded or os.path.realpath(recorded) == os.path.realpath(data)
 
 
 def read_evals(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """Every RUN/eval-<split>.json of the run's own dataset, keyed by split (not those of other data)."""
+    """Every RUN/eval-<split>.json of the run's own dataset, keyed by split."""
     path = check_run_dir(run_dir)
     return {p.stem[len(EVAL_PREFIX):]: read_json(p) for p in sorted(path.glob(f"{EVAL_PREFIX}*.json"))
             if EVAL_OTHER_DATA not in p.stem}
@@ -350,10 +316,7 @@ ALLOW_TRAINED_GAMES = "--allow-trained-games"  # evaluate's flag to score games 
 
 
 def eval_labels(result: dict[str, Any]) -> list[str]:
-    """What a reader of an eval-<split>.json must show beside its numbers: TRAINED GAMES (scored with
-    --allow-trained-games on data holding games the run trained on), DATA CHANGED (a run without its
-    trained games, scored with --allow-changed-data on data other than its own: its "data_check") and its
-    "warnings" (too few games)."""
+    """The labels an eval-<split>.json's numbers need: TRAINED GAMES, DATA CHANGED and its "warnings"."""
     check = result.get("data_check") or {}
     status = check.get("status")
     changed = ([f"DATA CHANGED since training, scored with {ALLOW_CHANGED_DATA}: {check.get('detail')}"]
@@ -365,9 +328,7 @@ def eval_labels(result: dict[str, Any]) -> list[str]:
 
 
 def unfinished_label(result: dict[str, Any]) -> list[str]:
-    """'UNFINISHED RUN: checkpoint ... : the run is unfinished ...' (or EARLIER CHECKPOINT, of a finished
-    run) for an evaluation of a checkpoint short of the run's end (its "checkpoint",
-    CheckpointProgress.to_dict); none otherwise."""
+    """'UNFINISHED RUN: ...' (or EARLIER CHECKPOINT) for an evaluation short of the run's end."""
     checkpoint = result.get("checkpoint")
     if not isinstance(checkpoint, dict) or checkpoint.get("finished") is not False:
         return []
@@ -385,8 +346,7 @@ IN_SAMPLE_SPLITS = ("train", "all")     # splits of the run's own dataset that h
 
 
 def in_sample_label(result: dict[str, Any]) -> list[str]:
-    """'IN-SAMPLE: 16 of these 19 games are games the run trained on ...' for an evaluation of the run's
-    own training split, or of all its splits; none for a held-out split or another dataset."""
+    """'IN-SAMPLE: 16 of these 19 games are games the run trained on ...' for the run's own training split."""
     split = result.get("split")
     status = (result.get("data_check") or {}).get("status")
     if split not in IN_SAMPLE_SPLITS or status in ("foreign", "overlap", "changed"):
@@ -400,11 +360,7 @@ def in_sample_label(result: dict[str, Any]) -> list[str]:
 
 
 def write_atomic(path: Path, data: str | bytes, *, tmp: Path | None = None, mode: int | None = None) -> Path:
-    """Write text (UTF-8) or bytes to `path` through atomic_path (temp file `tmp`, `path.tmp` by default).
-
-    Args:
-        mode: permission bits given to the file before it is renamed into place (a script: 0o755).
-    """
+    """Write text (UTF-8) or bytes to `path` through atomic_path; `mode`: the file's permission bits."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     with atomic_path(path, tmp=tmp, needed=len(payload)) as temp:
         if isinstance(data, str):
@@ -418,12 +374,11 @@ def write_atomic(path: Path, data: str | bytes, *, tmp: Path | None = None, mode
 
 def write_json_atomic(path: Path, data: dict[str, Any], *, sort_keys: bool = False,
                       allow_nan: bool = True) -> Path:
-    """Write JSON (indent 2, UTF-8) to a hidden temp file beside `path` (named by pid), then rename it
-    into place (write_atomic).
+    """Write JSON (indent 2, UTF-8) to `path` through write_atomic.
 
     Args:
-        sort_keys: sort object keys (the trainer's files and checkpoint state are written sorted).
-        allow_nan: False for files other programs read as strict JSON (eval-<split>.json).
+        sort_keys: sort object keys.
+        allow_nan: False for files other programs read as strict JSON.
     """
     text = json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False, allow_nan=allow_nan) + "\n"
     return write_atomic(path, text, tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
@@ -434,12 +389,7 @@ _SPECIAL_FILES = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block 
 
 
 def refuse_special_file(path: str | Path, flag: str | None = None) -> None:
-    """Refuse an output path that exists and is neither a regular file nor a folder (a device such as
-    /dev/null, a FIFO, a socket): a write would replace it. A symlink is the link (replaced, not followed).
-
-    Raises:
-        OutputError: `[flag ]path: a character device, not a regular file or folder; choose another path`.
-    """
+    """Raise OutputError for an existing `path` that is neither a regular file nor a folder (device, FIFO)."""
     try:
         mode = os.lstat(path).st_mode
     except OSError:             # absent (or unreadable): the write itself reports it
@@ -454,20 +404,14 @@ def refuse_special_file(path: str | Path, flag: str | None = None) -> None:
 @contextlib.contextmanager
 def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = None,
                 fsync: bool = False) -> Iterator[Path]:
-    """The one atomic write of shogi-dnn: write `path` (a file or a folder) through a temp path, yielded
-    (`path.tmp` by default), renamed into place when the block ends without an error.
+    """Write `path` (a file or a folder) through a temp path, yielded, renamed into place on success.
 
-    A temp left by a killed earlier write of the same name is removed first. On any error (an interrupt
-    included) the temp file or folder is removed, so nothing partial is left, and a full disk is a one-line
-    DiskFullError naming `path` and the space needed (`needed` bytes, an estimate) and free. A `path` (or
-    temp) that is a device, FIFO or socket is refused first (refuse_special_file), never replaced. A folder
-    replaces a folder through a rename aside (`<tmp>.old`, removed after; put back if the second rename
-    fails), since one rename cannot replace a non-empty folder.
+    A stale temp is removed first; on any error the temp is removed, and a full disk is a DiskFullError
+    naming `path`, `needed` bytes and free. A folder replaces a folder through a rename aside.
 
     Args:
-        tmp: the temp path, beside `path` (same filesystem); its name is the caller's stale-file pattern.
-        fsync: make the write durable before it gets its valid name (a power cut, not only a kill): every
-            file under the temp (or the temp file) is fsynced, then the folder that holds `path`.
+        tmp: the temp path, beside `path` (same filesystem); `path.tmp` by default.
+        fsync: fsync every file under the temp, then the folder holding `path`, before the rename.
     """
     tmp = tmp or path.with_name(path.name + ".tmp")
     for checked in (path, tmp):
@@ -484,13 +428,12 @@ def atomic_path(path: Path, *, tmp: Path | None = None, needed: int | None = Non
 @contextlib.contextmanager
 def atomic_pair(path: Path, companion: Path, *, staging: Path | None = None,
                 needed: int | None = None) -> Iterator[tuple[Path, Path]]:
-    """atomic_path for two things replaced as one unit: a file or folder and its companion file beside it
-    (an exported model and its sidecar). Yields their temp paths inside a staging folder beside `path`
-    (`.<name>.<pid>.tmp` by default), removed at the end whatever happens. On success the old companion
-    is removed, `path` renamed into place, then the companion: a reader never finds a new `path` beside
-    an old companion (in the instant between the renames, no companion at all). Errors as atomic_path:
-    an error before the renames leaves the old pair as it was; a full disk is one line naming `path`; a
-    device, FIFO or socket in the way is refused first (refuse_special_file)."""
+    """atomic_path for a file or folder and its companion file beside it (a model and its sidecar).
+
+    Yields their temp paths in a staging folder beside `path`, removed at the end. On success the old
+    companion is removed, then `path` and the companion are renamed in: a new `path` never sits beside an
+    old companion.
+    """
     staging = staging or path.with_name(f".{path.name}.{os.getpid()}.tmp")
     for checked in (path, companion, staging):
         refuse_special_file(checked)
@@ -563,15 +506,10 @@ def _fsync_tree(root: Path) -> None:
 
 
 def check_writable(folder: str | Path, flag: str, value: str | Path | None = None) -> Path:
-    """Prove that files can be written in `folder` before any work: a probe file is created and removed
-    there (in its nearest existing parent when the folder is not made yet; nothing is created). A
-    read-only folder or mount, a file where the folder should be, or a missing permission is then one
-    line naming the flag, not a traceback (TensorFlow's PermissionDeniedError) after minutes of work; so is
-    an output (`value`, else the folder) that is a device, FIFO or socket (refuse_special_file).
+    """Prove that files can be written in `folder` (a probe file, created and removed) before any work.
 
     Args:
-        flag: the option that named the folder (`--out`); value: what it said, when not `folder`
-            itself (an output file's path: the folder is its parent).
+        flag: the option that named the folder; value: what it said, when not `folder` itself.
     Raises:
         OutputError: `flag value: cannot write in folder (reason); choose a writable folder`.
     """
@@ -594,8 +532,7 @@ def check_writable(folder: str | Path, flag: str, value: str | Path | None = Non
 
 
 def remove_stale_temp_files(run_dir: Path) -> list[Path]:
-    """Remove the temp files a killed run left in RUN/ (`.tmp-<pid>-model.keras`, `.<name>.<pid>.tmp`,
-    `report.md.tmp`, `plots/*.tmp`): never valid files, and they may hold a lot of space. Returns them."""
+    """Remove the temp files a killed run left in RUN/ and return them."""
     run_dir = Path(run_dir)
     stale = [*run_dir.glob(f".tmp-*-{MODEL_FILE}"), *run_dir.glob(".*.tmp"),
              *run_dir.glob(f"{REPORT_MD}.tmp"), *(run_dir / PLOTS_DIR).glob("*.tmp")]

@@ -61,8 +61,7 @@ def read_record_bytes(data: bytes, name: str, fmt: str | None = None) -> Iterato
 
 
 def read_record_file(path: str | Path) -> Iterator[GameRecord | KifuError]:
-    """Parse one record file from disk (see read_record_bytes); its games and errors carry a readable
-    name (names.from_path: a file name that is not UTF-8 is decoded, never passed on as surrogates)."""
+    """Parse one record file from disk (read_record_bytes), named by names.from_path."""
     path = Path(path)
     yield from read_record_bytes(path.read_bytes(), names.from_path(path).text)
 

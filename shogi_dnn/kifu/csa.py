@@ -1,22 +1,13 @@
 """CSA records (V2, V2.1, V2.2 and V3.0) -> GameRecord: the reader (`parse`).
 
-The start position is built by kifu/csa_board.py and the writer (GameRecord -> CSA V2.2, `format_csa`)
-is kifu/csa_writer.py; this module reads the lines, replays the moves and decides the result.
+Start positions: kifu/csa_board.py; the writer: kifu/csa_writer.py. Covered: `N+`/`N-`, `$EVENT` (other
+`$` keys ignored), `PI`, `P1`..`P9`, `P+`/`P-` (`00AL`), the `+`/`-` side to move, `'` comments
+(floodgate's ratings, `'summary:` and `'** <score>` evaluations: kifu/evals.py), `T` lines, comma-joined
+statements, `/`-separated games, every `%` special move and Shogi Wars' endings (`SENTE_WIN_TORYO`, ...).
 
-Covered: `N+`/`N-` names, `$EVENT` (other `$` keys are read and ignored), start positions given by
-`PI` (with removed pieces: handicaps), `P1`..`P9` rows (3-character or single-space cells; text after
-nine 3-character cells is ignored, as cshogi does, unless it reads as a tenth cell), `P+`/`P-`
-piece lines including `00AL`, the `+`/`-` side to move, `'` comments (floodgate's `'black_rate:`,
-`'white_rate:`, `'summary:` and `'** <score> <pv>` engine evaluations, see shogi_dnn.kifu.evals),
-`T` time lines (V3.0 fractions too), several statements on one line separated by commas, several
-games in one file separated by a `/` line, every `%` special move, and
-Shogi Wars' non-standard endings (`SENTE_WIN_TORYO`, `GOTE_WIN_TIMEOUT`, `DRAW_SENNICHI`, ...).
-
-Results: the `%` ending decides (a floodgate `'summary:` line that contradicts it is ignored); the
-summary is used only when there is no `%` ending, its entries matched to the players by the `N+`/`N-`
-names (not by their order); a summary that names neither player order makes the game a KifuError.
-Every move is replayed with `shogi_dnn.rules` and checked legal; a bad game is yielded as a
-KifuError (file, line, ply) and parsing continues with the next game of the file.
+Results: the `%` ending decides; without one, the floodgate summary, its entries matched to the players
+by name (a summary that matches neither order is a KifuError). Every move is replayed with
+`shogi_dnn.rules` and checked legal.
 """
 
 from __future__ import annotations
@@ -155,11 +146,10 @@ def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
     """Yield each game of a CSA file: a GameRecord, or a KifuError for a game that cannot be read.
 
     Args:
-        text: the decoded file (see shogi_dnn.kifu.text.decode_record); '\\n' or '\\r\\n' line ends.
+        text: the decoded file (kifu.text.decode_record); '\\n' or '\\r\\n' line ends.
         path: file name used in records and errors.
 
-    Never raises on bad input: a bad game becomes a yielded KifuError naming the file, line and
-    (for a move) ply, and parsing goes on with the next game after the `/` separator.
+    Never raises on bad input: a bad game becomes a KifuError naming file, line and ply.
     """
     game: _Game | None = None
     found = 0
@@ -331,10 +321,8 @@ _COMMENT_HEADS = frozenset("bws*")       # the first letters of the comments _re
 
 
 def _read_eval(game: _Game, comment: str, number: int) -> None:
-    """`'** <score> <pv>`: the Black-view score of the position reached so far (the first one wins).
-
-    Comments after the ending are not read; a malformed score is no evaluation, and one in full-width
-    digits (`'** ９９`) is counted as such (a repair of kind REPAIRED_EVAL, line `number`).
+    """`'** <score> <pv>`: the Black-view score of the position reached so far (the first one wins); one in
+    full-width digits is counted as a repair (REPAIRED_EVAL).
     """
     if game.ending is not None:
         return
@@ -390,12 +378,9 @@ def _build_record(game: _Game, path: str, new_game_position=None) -> GameRecord:
 def _replay(game: _Game, position: rules.Position, path: str) -> list[str]:
     """Play every move on `position` (legality checked by push_usi); USI moves in order.
 
-    A position with `push_csa_moves` (rules.native's compiled checker, or the cshogi backend) plays runs
-    of moves in one call (rules.native's `push_csa_text` the whole move text as read, first); the move it
-    stops at (malformed, illegal, by the wrong side) is played here the reference way, which gives
-    the error (or plays it, should the fast path be stricter), and the run goes on after it.
-    A last move that is illegal and followed by %ILLEGAL_MOVE / %±ILLEGAL_ACTION is the recorded
-    offence, not a broken record: it is dropped, and the ending decides the result.
+    A position with `push_csa_moves` plays runs of moves in one call; the move it stops at is played here
+    the reference way, which gives the error. An illegal last move followed by %ILLEGAL_MOVE /
+    %±ILLEGAL_ACTION is the recorded offence: it is dropped and the ending decides.
     """
     usi_moves: list[str] = []
     ply = 0
@@ -504,14 +489,11 @@ def _wars_result(match: re.Match[str], number: int, path: str) -> tuple[Winner, 
 
 
 def _summary_result(game: _Game, path: str) -> tuple[Winner, Ending]:
-    """A floodgate summary `summary:toryo:alice win:bob lose` -> (winner, ending); no summary or an
-    unknown kind -> no result.
+    """A floodgate summary `summary:toryo:alice win:bob lose` -> (winner, ending), entries matched to the
+    `N+`/`N-` names; no summary or an unknown kind -> no result.
 
-    shogi-server writes Black's entry first, but the line names the players, so each entry is matched
-    against the `N+`/`N-` names rather than trusted by position (a record with the entries swapped
-    still gets the right winner). Entries that match neither order of the players (no names, other
-    names, or one name for both players with a win/lose outcome, whose order cannot be told) cannot
-    label the game: KifuError naming the summary line (only used when there is no `%` ending).
+    Raises:
+        KifuError: entries that match neither order of the players.
     """
     parts = game.summary.split(":")
     ending = SUMMARY_KINDS.get(parts[0].strip()) if len(parts) >= 3 else None

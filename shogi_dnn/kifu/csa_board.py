@@ -1,15 +1,12 @@
 """CSA start positions: the `PI`, `P1`..`P9` and `P+`/`P-` lines of a game -> its start SFEN.
 
-The reader (kifu/csa.py) hands each position line to `read_position_line`, which keeps it in the game's
-`StartLines`; `start_position` then builds the board once the game is read:
+`read_position_line` keeps each line in the game's `StartLines`; `start_position` builds the board:
   PI[removed]     the even-game board with the listed pieces removed (`PI82HI22KA`: a handicap)
   P1..P9          the nine board rows, file 9 first: cells ` * ` (empty) or `+FU`/`-KY`, any spacing; rows
                   cshogi reads at fixed columns are read as it does (see _parse_row, GameRecord.repairs)
   P+ / P-         pieces placed (`P+63TO`) or put in hand (`P-00KI`); `00AL` gives that side every piece
                   of the set left over (kings excepted)
-The side to move is the `+`/`-` line, else the side of the first move. A board that is a standard
-handicap gets its 手合割 name (as KIF writes it), any other `PI` start is named `PI<removed pieces>`.
-Also here: the CSA piece names (`FU` .. `RY`), which the reader and the writer (kifu/csa_writer.py) share.
+The side to move is the `+`/`-` line, else the first mover's. Also here: the CSA piece names.
 """
 
 from __future__ import annotations
@@ -89,17 +86,12 @@ def start_position(start: StartLines, first_mover: int, start_line: int,
                    path: str) -> tuple[str, str, tuple[str, ...]]:
     """(start SFEN, handicap name, repairs) of a game from its position lines.
 
-    Games given by a `PI` line alone (nearly all) are built once per distinct line and side to move.
-
     Args:
-        start: the game's position lines.
-        first_mover: the side to move when no `+`/`-` line says (Shogi Wars and small test files omit
-            it): the colour of the first move.
-        start_line: the game's first line (named by an error no position line can be blamed for).
-        path: the file, for errors.
+        first_mover: the side to move when no `+`/`-` line says.
+        start_line: the game's first line, for errors no position line can be blamed for.
     Returns:
-        The SFEN (move number 1); the 手合割 name of a standard handicap board, `PI<removed>` for any
-        other PI start, else ''; the GameRecord.repairs of the board rows ((): none).
+        The SFEN (move number 1); the 手合割 name of a standard handicap board, `PI<removed>` for another
+        PI start, else ''; the GameRecord.repairs of the board rows.
     Raises:
         KifuError: the lines give no valid start position (naming the line at fault).
     """
@@ -151,15 +143,11 @@ def _board_from_rows(rows: dict[int, tuple[int, str]], repairs: list[str], path:
 
 
 def _parse_row(text: str, number: int, path: str) -> tuple[list[int], str]:
-    """9 piece codes (file 9 first) from a `P1` row, and '' or what was repaired; cells are ` * ` or
-    `+FU`, any spacing.
+    """9 piece codes (file 9 first) from a `P1` row, and '' or what was repaired.
 
-    Read as cshogi reads a row (nine cells at fixed columns), where the meaning is unambiguous: text
-    after nine well-formed 3-character cells is ignored (`P1-KY-KE-GI-KI-OU-KI-GI-KE-KY *.` is the
-    even-game rank 1), and a last cell written ` *` followed by another character (` *.`, ` *\t`,
-    ` *x`) is the empty square cshogi reads there. Refused (as cshogi's undefined reading of them):
-    text after the cells that starts like a tenth cell (`-KY`, ` * `, ` *` at the end of the line),
-    since which cell is one too many cannot be told, and any other malformed cell.
+    Read as cshogi reads a row (nine cells at fixed columns) where unambiguous: text after nine cells is
+    ignored, and a last cell ` *` followed by another character is empty. Text after the cells that starts
+    like a tenth cell, and any other malformed cell, is refused.
     """
     try:
         cells = _row_cells(text, number, path)
@@ -207,8 +195,9 @@ def _fixed_cell(cell: str) -> int | None:
 
 
 def _fixed_row(text: str) -> tuple[list[int], str] | None:
-    """The 9 cells at fixed columns, repaired as _parse_row says: (codes, what was repaired); ([], '')
-    when the text after them starts like a tenth cell (ambiguous); None when the cells are not there."""
+    """The 9 cells at fixed columns: (codes, what was repaired); ([], '') when a tenth cell follows; None
+    when the cells are not there.
+    """
     if len(text) < 26:
         return None
     cells = [_fixed_cell(text[k:k + 3]) for k in range(0, 24, 3)]

@@ -18,15 +18,10 @@ from shogi_dnn.rules import HAND_PIECE_TYPES, PROMOTED, SFEN_TYPE
 
 
 def format_csa(record: GameRecord) -> str:
-    """Write `record` as a CSA V2.2 game: names, event, ratings, start position, moves, ending.
-
-    The start position is `PI` (with removed pieces for a standard handicap board) when it is one,
-    else P1..P9 rows with P+/P- hand lines. CSA has no move number, so a start SFEN read back has
-    move number 1. MAX_MOVES is written as `%MAX_MOVES` (the CSA V3.0 marker, read by `parse`).
+    """Write `record` as a CSA V2.2 game (a start SFEN read back has move number 1).
 
     Raises:
-        ValueError: a move is illegal, or the winner cannot be expressed with the record's ending
-            (e.g. RESIGN won by the side to move).
+        ValueError: a move is illegal, or the winner cannot be expressed with the record's ending.
     """
     lines = ["V2.2", f"N+{record.black}", f"N-{record.white}"]
     if record.event:

@@ -1,8 +1,6 @@
 """Japanese notation shared by the KIF and KI2 readers: numerals, piece names, result words, 手合割.
 
-Piece types are rules.PieceType (rules/pieces.py). Results are `Outcome`s: the ending and who wins,
-relative to the side to move when the word is read (a result word is written where the next move would
-be).
+An `Outcome` is an ending and its winner relative to the side to move where the word is read.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """KI2 reader: KIF headers and board diagrams, moves written without their origin square.
 
-A KI2 move (`▲７六歩`, `△同　銀`, `▲５八金右`, `△２二角成`, `▲５五角打`) names the destination,
-the piece and, when needed, relative words (右/左/直 and 上/引/寄, 行/入 = 上) and 打/成/不成.
-Each is resolved against the legal moves of the position: exactly one legal move must fit, so an
-ambiguous or impossible move fails that game with a KifuError naming file, line and ply. Several
-moves may share a line. Results are read as in KIF (`まで103手で上手の勝ち`, result words).
+A KI2 move (`▲７六歩`, `△同　銀`, `▲５八金右`, `△２二角成`, `▲５五角打`) is resolved against the
+legal moves: exactly one must fit, else the game is a KifuError. Results are read as in KIF.
 """
 
 from __future__ import annotations
@@ -79,15 +76,7 @@ def _check_side(state: GameState, colour: int, line_no: int) -> None:
 
 
 def resolve_move(position: Position, move: re.Match[str], to: str) -> list[str]:
-    """Every legal USI move that fits a KI2 move's piece, 打/成/不成 and relative words.
-
-    Args:
-        position: the position before the move.
-        move: a match of `_KI2_MOVE` (groups piece, side 右/左, motion 直/上/寄/引, act).
-        to: the destination in USI ('7f').
-    Returns:
-        The fitting moves: one when the move is well written, none or several otherwise.
-    """
+    """Every legal USI move from `position` that fits a KI2 move (a `_KI2_MOVE` match) landing on `to`."""
     piece_type = ja.PIECE_TYPES[move.group("piece")]
     act = move.group("act") or ""
     board_moves, drops = _moves_to(position, to, piece_type)

@@ -1,17 +1,10 @@
 """KIF reader and writer (Kifu for Windows format, also Shogi Wars, Shogidokoro and Piyo Shogi exports).
 
-A KIF game is: header lines `key：value` (先手/後手/下手/上手, 棋戦, 手合割, ...), optionally a board
-diagram (`後手の持駒：`, nine `|...|` rows, `先手の持駒：`, `後手番`), then one move a line,
-`   1 ７六歩(77)   ( 0:01/00:00:01)`, ending with a result word as a move (`  91 投了`) and/or a
-summary line `まで90手で後手の勝ち`. Comments (`*`) are skipped except the engine evaluations GUIs
-write (ShogiHome, ShogiGUI, Shogidokoro; see shogi_dnn.kifu.evals); bookmarks (`&`) and `#` lines
-are skipped; the `変化：N手` variation blocks after the main line are ignored. A new header after
-moves starts the next game (files with several games concatenated). Every result word and まで line
-of the main line must name the same winner (投了 + まで…で先手の勝ち is fine): conflicting ones (投了
-then 中断, or a まで…で中断 line after 投了) make the game a KifuError naming the line that disagrees.
-
-The line-level machinery here (`GameState`, `read_games`) is shared with the KI2 reader, which only
-reads its move lines differently.
+A KIF game: header lines `key：value`, optionally a board diagram, then one move a line
+(`   1 ７六歩(77)   ( 0:01/00:00:01)`), a result word as a move and/or a `まで90手で後手の勝ち` line.
+Comments (`*`) are skipped except engine evaluations (kifu/evals.py); `&`, `#` lines and `変化：N手`
+blocks are skipped. A header after moves starts the next game. Every result word and まで line must name
+the same winner, else the game is a KifuError. `GameState` and `read_games` are shared with ki2.py.
 """
 
 from __future__ import annotations
@@ -147,8 +140,7 @@ class GameState:
         self.outcome_line = line
 
     def entry_turn(self, line: int) -> int:
-        """The side to move at the next entry: the position's, or after a recorded illegal move (an
-        entry too, though not played) the offender's opponent."""
+        """The side to move at the next entry (after a recorded illegal move: the offender's opponent)."""
         turn = self.board(line).turn
         return turn if self.foul_by is None else 1 - self.foul_by
 
@@ -174,10 +166,9 @@ REPAIRED_HANDICAP = "kif_handicap_board"   # the GameRecord.repairs kind of a �
 
 
 def _check_handicap(state: GameState, sfen: str, line: int) -> None:
-    """A 手合割 header naming a standard start whose pieces (board and hands; the side to move is not
-    compared) differ from the board diagram's: the diagram is read (it is the position the moves were
-    played from; a 手合割 is a label, and writers leave `平手` on custom positions), and the contradiction
-    counted as a repair of kind REPAIRED_HANDICAP naming the header's line and what the diagram is."""
+    """A 手合割 naming a standard start whose pieces differ from the board diagram's: the diagram is read and
+    the contradiction counted as a repair (REPAIRED_HANDICAP).
+    """
     name = state.headers.get("手合割", "")
     named = ja.handicap_sfen(name) if name else None
     if named is None or _pieces(named) == _pieces(sfen):
@@ -252,8 +243,7 @@ def read_games(text: str, path: str, fmt: str,
                read_move_line: LineHandler) -> Iterator[GameRecord | KifuError]:
     """Split a KIF/KI2 text into games and yield each as a GameRecord or a KifuError.
 
-    `read_move_line(state, line, line_no)` reads the format's move lines and returns True when the
-    line was one (KIF: `  12 同　歩(23)`, KI2: `▲７六歩 △３四歩`).
+    `read_move_line(state, line, line_no)` reads the format's move lines; True when the line was one.
     """
     state: GameState | None = None
     found = False
@@ -333,10 +323,9 @@ FOUL_MARKS = ("反則", "王手放置", "二歩", "打ち歩詰", "打歩詰", "
 
 
 def _accept_recorded_foul(state: GameState, line_no: int = 0) -> None:
-    """An illegal last move followed by `*反則手にて終局`, a 反則 result word or a `まで…反則…` line is
-    the game's result, not a broken record: the side that played it lost. The move counts as an entry:
-    `N 反則勝ち` after it is the offender's opponent (to move at N) winning, as the Kakinoki KIF notes,
-    python-shogi and tsshogi read it; `N 反則負け` would say the opponent lost, which contradicts it."""
+    """An illegal last move followed by `*反則手にて終局`, a 反則 result word or a `まで…反則…` line: the side
+    that played it lost (`N 反則勝ち` after it is the offender's opponent winning).
+    """
     state.error = None
     state.illegal_pending = False
     state.foul_by = state.board(state.start_line).turn
@@ -420,9 +409,7 @@ def _result(state: GameState, position: Position) -> tuple[Winner, Ending]:
 
 
 def _check_results(state: GameState, position: Position) -> None:
-    """Every result word and まで line of the main line must name the same winner (or all none):
-    `投了` then `中断`, or `投了` and `まで…で中断`, is conflicting result information, which never
-    becomes a label. Raises KifuError naming the first line that disagrees with the first result."""
+    """Raise KifuError naming the first result word or まで line that names another winner than the first."""
     claims: list[tuple[int, str, Winner]] = []
     if state.outcome is not None:
         word = next((w for w, o in ja.RESULT_WORDS.items() if o is state.outcome), "反則")
@@ -547,16 +534,11 @@ _TIME = "   ( 0:00/00:00:00)"
 
 
 def format_kif(record: GameRecord) -> str:
-    """Write a record as KIF (UTF-8 text): 手合割 or board diagram, moves with origins, result.
-
-    The result is written as a result word and a `まで…` line carrying the winner, so `parse` gives
-    back the same start, moves and winner.
+    """Write a record as KIF (UTF-8 text): 手合割 or board diagram, moves with origins, the result.
 
     Raises:
-        IllegalMoveError: a move of the record is not legal (records from `parse` never have one).
-        ValueError: the result word of the record's ending, read for the side to move, would name
-            another winner than the record's (e.g. RESIGN won by the side to move): the two markers
-            would conflict (`parse` refuses such a game), as format_csa refuses it.
+        IllegalMoveError: a move of the record is not legal.
+        ValueError: the result word of the record's ending would name another winner than the record's.
     """
     name = ja.handicap_name(record.start_sfen)
     black_key, white_key = ("先手", "後手") if name in (None, "平手") else ("下手", "上手")

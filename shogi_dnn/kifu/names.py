@@ -1,20 +1,9 @@
 """Readable names for record files and archive members whose names are not UTF-8.
 
-A name goes where text must be UTF-8 (the games table, convert-report.json, the manifest, log lines,
-error messages), so `convert` never passes on the surrogate-escaped `str` that os.listdir gives for a
-name that is not UTF-8 (that crashed the shard write: `surrogates not allowed`). A `Name` holds:
-
-- `text`: the name to show, always UTF-8 encodable. The name's bytes are decoded as UTF-8, else as
-  cp932 (Windows in Japan: zip files made there, old FAT/NTFS disks), else as EUC-JP (old Unix
-  disks), one path component at a time (a folder may be UTF-8 and a file inside it cp932); bytes
-  that none of these decode (or decode to control or private-use characters) are written as
-  `\\xNN`. When both cp932 and EUC-JP decode a component, the one with fewer half-width katakana
-  wins (EUC-JP bytes read as cp932 give them; real names seldom have them), cp932 on a tie.
-- `raw`: the name's bytes as found, when they are not `text` in UTF-8 (b"" otherwise), so the file
-  can be found again: `games/source_raw` (dataset/shards.py) keeps them, in hex.
-
-The file itself is still opened with the `str` os.listdir gave (its bytes are those on disk); only
-what is shown changes. UTF-8 names are unchanged, so existing datasets convert byte for byte as before.
+A `Name` holds `text`, always UTF-8 encodable: each path component decoded as UTF-8, else cp932, else
+EUC-JP (the one with fewer half-width katakana when both decode; cp932 on a tie), else with `\\xNN`
+escapes; and `raw`, the bytes as found when they are not `text` in UTF-8 (b"" otherwise), kept in the
+shards' `games/source_raw`. Files are still opened by the `str` os.listdir gave.
 """
 
 from __future__ import annotations
@@ -77,9 +66,9 @@ def from_path(path: str | os.PathLike[str]) -> Name:
 
 
 def from_zip(info: zipfile.ZipInfo) -> Name:
-    """The Name of a zip member. Without the UTF-8 flag (bit 11) zipfile decodes the name as cp437;
-    the raw bytes are read back from that and decoded here, unless an Info-ZIP Unicode Path extra
-    field whose CRC matches them gives the name in UTF-8."""
+    """The Name of a zip member: its raw bytes when not flagged UTF-8 (bit 11), unless an Info-ZIP Unicode
+    Path extra field with a matching CRC gives the name.
+    """
     if info.flag_bits & ZIP_UTF8_FLAG:
         return from_str(info.filename)
     try:

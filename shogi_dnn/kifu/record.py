@@ -1,8 +1,4 @@
-"""Typed game records shared by every reader (CSA, KIF, KI2, SFEN).
-
-A reader yields `GameRecord`s for good games and `KifuError`s (yielded, not raised) for bad ones,
-so that one bad game in a multi-game file never hides the good games after it.
-"""
+"""Typed game records shared by every reader (CSA, KIF, KI2, SFEN); readers yield KifuErrors for bad games."""
 
 from __future__ import annotations
 
@@ -59,26 +55,20 @@ class GameRecord:
     """One game's main line as read from a record.
 
     Attributes:
-        start_sfen: the start position (handicaps and custom boards included), SFEN with move number.
+        start_sfen: the start position, SFEN with move number.
         moves: the main-line moves in USI (`7g7f`, `P*5e`, `8h2b+`); every move was checked legal.
-        winner: who won; UNKNOWN when the record has no result (SFEN lines, 中断, no ending).
+        winner: who won; UNKNOWN when the record has no result.
         ending: how the game ended.
         black, white: player names ('' when absent).
-        black_rating, white_rating: ratings when the record gives them (floodgate comments), else None.
+        black_rating, white_rating: ratings, else None.
         source: file and line where the game starts.
         format: 'csa', 'kif', 'ki2' or 'sfen'.
         handicap: the 手合割 name or CSA handicap ('' for an even game or an unnamed custom position).
         event: the event/棋戦 name ('' when absent).
-        evals: engine evaluations the record carries: `()` when it carries none, else one entry per
-            position (`len(moves) + 1`: the start position, then the position after each move), each
-            in centipawns from the view of the side to move in that position, clipped to
-            ±`shogi_dnn.kifu.evals.MATE_EVAL` (a mate score is ±MATE_EVAL), or None where the record
-            gives none. Which comments are read and how their signs are turned: shogi_dnn.kifu.evals.
-        repairs: what the reader repaired to read the game, one line each (`<kind> <where>: <what>`,
-            e.g. `csa_board_row P2 line 5: last cell ' *.' read as empty`); `()` for a clean record.
-        move_codes: optional, derived: `moves` as absolute move codes (features.absolute_move_code,
-            [len(moves)] int64) when the reader had them at hand (the CSA reader's compiled checker),
-            else None; encoding then skips turning the USI back into codes. Not compared.
+        evals: `()` or one per position (`len(moves) + 1`): centipawns from the side to move's view,
+            clipped to ±MATE_EVAL, None where none (kifu/evals.py).
+        repairs: what the reader repaired, one line each (`<kind> <where>: <what>`); `()` when clean.
+        move_codes: [len(moves)] int64 absolute move codes when the reader had them, else None. Not compared.
     """
 
     start_sfen: str

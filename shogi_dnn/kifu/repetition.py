@@ -1,15 +1,9 @@
 """Fourfold repetition (千日手): where a game was over, and how, from its positions.
 
-The rule (JSA, CSA server, Shogi Wars): the game ends when the same position (board, hands and side
-to move) occurs for the fourth time: a draw, unless every move of one side since the first of the four
-occurrences gave check (連続王手の千日手), and then that side loses. A record that plays on past the
-fourth occurrence is cut there; a record that claims a repetition (千日手, %SENNICHITE) that did not
-happen is not believed.
-
-`fourfold_index(keys)` finds the end from one hashable key per position (the encoder hands it packed
-rows; see features.first_fourfold, which does the same in a few numpy calls); `settle` turns it into
-the record's result, replaying the game with a rules position only when a repetition was found or
-claimed (a few games in a thousand), so that ordinary games cost nothing more than the keys.
+The game ends when the same position (board, hands, side to move) occurs for the fourth time: a draw,
+unless every move of one side since the first occurrence gave check (連続王手の千日手): that side
+loses. A record that plays on is cut there; a claimed repetition that did not happen is not believed.
+`fourfold_index` finds the end from one key per position; `settle` turns it into the result.
 """
 
 from __future__ import annotations
@@ -33,12 +27,7 @@ _CLAIMS = (Ending.SENNICHITE, Ending.OUTE_SENNICHITE)
 
 
 def fourfold_index(keys: Sequence[Hashable]) -> int:
-    """The index of the first position that occurs for the fourth time, or -1.
-
-    Args:
-        keys: one key per position (index 0 the start), equal exactly when the positions (with the side
-            to move) are the same.
-    """
+    """The index of the first position that occurs for the fourth time, or -1 (`keys`: one per position)."""
     counts: dict[Hashable, int] = {}
     for index, key in enumerate(keys):
         seen = counts.get(key, 0) + 1
@@ -50,8 +39,7 @@ def fourfold_index(keys: Sequence[Hashable]) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Settled:
-    """What the repetition rule makes of a record: the record to use (cut and relabelled, or the same),
-    the kind of change (one of the constants above, '' when nothing happened) and the plies cut."""
+    """What the rule makes of a record: the record to use, the kind of change ('' for none), the plies cut."""
 
     record: GameRecord
     kind: str = ""
@@ -62,13 +50,10 @@ def settle(record: GameRecord, end: int, checks: Sequence[bool] | None = None, f
     """Apply the rule to `record` given `end` = fourfold_index of its positions.
 
     Args:
-        checks, first: optional: whether the side to move is in check in each position up to `end`, and
-            the index of the first of the four occurrences (the encoder's rows give them without a
-            replay); else the game is replayed with a rules position.
-
+        checks, first: whether the side to move is in check in each position up to `end`, and the index
+            of the first occurrence; else the game is replayed.
     Raises:
-        KifuError: a claimed repetition (ending SENNICHITE/OUTE_SENNICHITE) with no fourfold one: the
-            result is not believed (the reason names the claim), as a bad record.
+        KifuError: a claimed repetition with no fourfold one.
     """
     if end < 0:
         if record.ending in _CLAIMS:
@@ -109,9 +94,9 @@ def repetition_result(record: GameRecord, end: int) -> tuple[Winner, Ending]:
 
 def result_from_checks(first: int, end: int, checks: Sequence[bool],
                        first_turn: int) -> tuple[Winner, Ending]:
-    """Draw, or OUTE_SENNICHITE lost by the side that gave check with every move after position `first`
-    up to `end` (`checks[i]`: the side to move is in check in position i; `first_turn`: the colour to
-    move in position 0)."""
+    """Draw, or OUTE_SENNICHITE lost by the side that checked with every move after `first` up to `end`
+    (`checks[i]`: the side to move is in check in position i).
+    """
     for checker in (0, 1):
         # Positions after the checker's moves since the first occurrence: the other side to move.
         after = [checks[i] for i in range(first + 1, end + 1) if (first_turn + i) % 2 != checker]

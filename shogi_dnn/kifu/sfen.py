@@ -7,11 +7,8 @@ Accepted lines (an optional leading `position ` as a USI engine receives it):
     sfen lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1 moves 5a4b 7g7f
     lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2     (a bare position)
 
-The move number of `sfen` may be left out (it is then 1). Blank lines and `#` comments are skipped.
-The result is unknown (Winner.UNKNOWN, Ending.NONE): such games are not training data, but inspect
-and predict take them. The one exception is a final `resign` or `win` token that some GUIs append
-(the side to move resigned / declared an entering-king win). Every move is checked legal; a bad
-line is a KifuError for that line only, and parsing goes on with the next line.
+The move number may be left out (1). Blank lines and `#` comments are skipped. The result is unknown,
+except for a final `resign` or `win` token. A bad line is a KifuError for that line only.
 """
 
 from __future__ import annotations
@@ -28,13 +25,8 @@ USI_ENDINGS = {"resign": Ending.RESIGN, "win": Ending.ENTERING_KING}
 
 
 def parse(text: str, path: str) -> Iterator[GameRecord | KifuError]:
-    """Yield one GameRecord (or a KifuError) for each game line of `text`.
-
-    Args:
-        text: decoded file text; '\\n' or '\\r\\n' line ends.
-        path: file name used in records and errors.
-
-    Never raises on bad input; a file without any game line yields one KifuError.
+    """Yield one GameRecord (or a KifuError) per game line of `text` ('\\n' or '\\r\\n' line ends); one
+    KifuError for a file without any game line.
     """
     found = 0
     for number, raw in enumerate(text.split("\n"), start=1):

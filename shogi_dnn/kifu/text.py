@@ -12,12 +12,8 @@ _CSA_ENCODING = re.compile(rb"^'CSA encoding=([A-Za-z0-9_\-]+)", re.MULTILINE)
 def decode_record(data: bytes) -> str:
     """Decode the bytes of a record file to text with '\\n' line ends.
 
-    Order: a UTF-8 BOM; an explicit `encoding=` header (KIF `#KIF version=2.0 encoding=...`,
-    CSA V3 `'CSA encoding=...`); strict UTF-8; cp932 (a superset of Shift_JIS used by Windows GUIs);
-    EUC-JP. When no encoding decodes every byte, the one that decodes the most lines is used line by line,
-    with replacement characters only in the lines it cannot decode: a bad byte in a comment leaves the
-    moves intact, and a bad byte in a move line makes that line (and no other) unreadable, so the reader
-    names it.
+    Order: a UTF-8 BOM, an `encoding=` header, strict UTF-8, cp932, EUC-JP; when none decodes every byte,
+    the one that decodes the most lines, line by line (replacement characters only in bad lines).
     """
     if data.startswith(codecs.BOM_UTF8):
         text = data[len(codecs.BOM_UTF8):].decode("utf-8", errors="replace")

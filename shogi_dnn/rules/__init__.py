@@ -1,18 +1,5 @@
-"""Move rules behind one small interface, so readers and the encoder never touch a library directly.
-
-  pieces.py            `PieceType` and the piece tables: hand order, promotion, set counts, SFEN letters,
-                       piece values
-  moves.py             `MOVES`: how each piece type moves (the one move table); `attacks`, `in_check`
-  position.py          the `Position` protocol, IllegalMoveError, the square/piece/colour conventions
-  pyshogi_backend.py   `ShogiPosition` on python-shogi (always installed, the reference)
-  cshogi_backend.py    `CshogiPosition` on cshogi (extra `fast`; identical results, faster)
-  factory.py           `new_position`, `position_factory`, `resolve_backend`: picks a backend;
-                       `position_from_sfen`: new_position after the full check of a hand-given position
-  validity.py          `check_sfen`, IllegalPositionError: the positions no game can reach, refused
-  entering_king.py     `declaration_win`: when the side to move may declare an entering-king win
-
-Callers outside this folder import from `shogi_dnn.rules`; the modules inside import each other directly
-(pieces <- position, moves <- validity <- backends <- factory), so there is no import cycle.
+"""Move rules behind one small interface (Position, its backends, pieces, moves, validity), so readers and
+the encoder never touch a library directly; docs/architecture.md maps the modules.
 """
 
 from shogi_dnn.rules.entering_king import ENTERING_KING_RULE, ENTERING_KING_RULES, declaration_win

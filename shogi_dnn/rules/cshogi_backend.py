@@ -1,9 +1,7 @@
 """cshogi backend of the rules interface (optional extra `fast`): the same `Position` as rules.ShogiPosition.
 
-cshogi's conventions differ from the package's (rules/position.py): its square is (file - 1) * 9 + (rank - 1)
-and its piece types order B, R before G (1 P, 2 L, 3 N, 4 S, 5 B, 6 R, 7 G, 8 K, 9..14 promoted,
-white = 16 + type). Both are translated here with lookup tables, so callers see identical values;
-tests/rules/test_backends.py checks that both backends give the same positions, legal moves and shards.
+cshogi's square is (file - 1) * 9 + (rank - 1) and its piece types order B, R before G (1 P, 2 L, 3 N,
+4 S, 5 B, 6 R, 7 G, 8 K, 9..14 promoted, white = 16 + type); lookup tables translate both.
 """
 
 from __future__ import annotations
@@ -97,10 +95,10 @@ class CshogiPosition:
         self._board.push(move)
 
     def push_csa_moves(self, tokens: Sequence[str]) -> list[str]:
-        """Play CSA move tokens (`+7776FU`) in order; the USI of those played. Stops before the first
-        that is malformed, by the side not to move, names the wrong piece, or is illegal (push_usi's
-        checks: cshogi's is_legal, the promotion zone, a piece that could never move again), leaving
-        it to the caller's reference path (kifu.csa), which gives its error."""
+        """Play CSA move tokens (`+7776FU`) in order; the USI of those played. Stops before the first that is
+        malformed, by the wrong side, names the wrong piece or is illegal (push_usi's checks); the caller's
+        reference path (kifu.csa) then gives its error.
+        """
         if not tokens:
             return []
         joined = "\n".join(tokens) + "\n"
@@ -128,8 +126,7 @@ class CshogiPosition:
 
     @staticmethod
     def _promotes_and_lands_well(move: int, turn: int) -> bool:
-        """What cshogi's is_legal lets through: a promotion outside the zone, and a pawn, lance or
-        knight (moved or dropped) where it could never move again."""
+        """False for what cshogi's is_legal lets through: a promotion outside the zone, a dead piece."""
         destination_rank, origin = (move & 0x7F) % 9, (move >> 7) & 0x7F
         if move & _PROMOTION:
             zone = (0, 1, 2) if turn == 0 else (6, 7, 8)

@@ -1,6 +1,4 @@
-"""Backend choice: `new_position(sfen)` and `position_factory()` return a `Position` on cshogi when it is
-installed (extra `fast`; tests/rules/test_backends.py checks it judges every move as python-shogi does),
-else on python-shogi. This module sits above both backends, so neither imports the other."""
+"""Backend choice: a `Position` on cshogi when installed (extra `fast`), else on python-shogi."""
 
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ def available_backends() -> tuple[str, ...]:
 
 
 def resolve_backend(name: str | None = None) -> str:
-    """The backend to use: `name` if given and not 'auto', else $SHOGI_DNN_BACKEND, else the fastest.
+    """The backend: `name` unless None or 'auto', else $SHOGI_DNN_BACKEND, else the fastest.
 
     Raises:
         ConfigError: an unknown backend name, or cshogi asked for but not installed.
@@ -53,16 +51,12 @@ def position_factory(backend: str | None = None):
 
 
 def new_position(sfen: str) -> Position:
-    """A position for readers (legality, KI2 move resolution) on the resolved backend: cshogi when
-    installed (it judges every move exactly as python-shogi does, tests/rules/test_backends.py), else
-    python-shogi; SHOGI_DNN_BACKEND=python-shogi forces the reference library."""
+    """A position on the resolved backend (SHOGI_DNN_BACKEND=python-shogi forces the reference library)."""
     return position_factory()(sfen)
 
 
 def position_from_sfen(sfen: str) -> Position:
-    """new_position for a position given by hand (an engine's, a user's): the full check of
-    rules/validity.py first, both kings required; new_position alone lets a side have no king, as
-    record files of mate problems need.
+    """new_position for a position given by hand, after rules/validity.py's full check (both kings required).
 
     Raises:
         IllegalPositionError: one line naming the rule the position breaks (or the bad SFEN text).

@@ -1,11 +1,9 @@
 """How each piece type moves, and the one pure-Python attack and check test built on it.
 
 MOVES[t] = (steps, slides) for every PieceType t, as (row step, column step) directions from Black's
-view on the board of rules/position.py (row 0 is rank a, column 0 is file 9): forward is row step -1.
-A step reaches the one square in its direction; a slide goes along it through empty squares and stops
-at the first occupied one, which it still attacks. White's pieces move the same way turned round
-(row step negated). Every piece's moves are left-right symmetric, so "turned round" may equally be
-read as the 180-degree rotation (both steps negated), as training/attack_planes.py does.
+view (row 0 is rank a, column 0 is file 9; forward is row step -1). A step reaches one square; a slide
+goes through empty squares and attacks the first occupied one. White's moves are turned round (row step
+negated; every move is left-right symmetric, so a 180-degree rotation is the same).
 
   type                    steps                               slides
   PAWN                    forward                             -
@@ -20,8 +18,7 @@ read as the 180-degree rotation (both steps negated), as training/attack_planes.
   PROM_BISHOP (horse)     the 4 orthogonals                   the 4 diagonals
   PROM_ROOK (dragon)      the 4 diagonals                     the 4 orthogonals
 
-No piece both steps and slides in one direction. Attacks are pseudo-legal (python-shogi's
-`Board.attackers`): a pinned piece still attacks, and the attacked square may hold any piece.
+Attacks are pseudo-legal (python-shogi's `Board.attackers`): a pinned piece still attacks.
 """
 
 from __future__ import annotations
@@ -72,20 +69,13 @@ _KING = int(PieceType.KING)
 
 
 def attacks(codes: Sequence[int], square: int, target: int) -> bool:
-    """True when the piece on `square` attacks the square `target` (pseudo-legal, see the docstring).
-
-    Args:
-        codes: 81 piece codes in square-index order (0 empty, t Black's piece of type t, 14 + t White's).
-        square: the attacker's square index; it must hold a piece.
-        target: the square index attacked or not.
-    """
+    """True when the piece on `square` (it must hold one) attacks `target` in `codes`, pseudo-legally."""
     colour, piece = divmod(codes[square] - 1, NUM_PIECE_TYPES)
     return _attacks(codes, square, piece, colour, target)
 
 
 def in_check(codes: Sequence[int], colour: int) -> bool:
-    """True when `colour`'s king is attacked in `codes` (81 piece codes, see attacks); False without a
-    king of `colour` (a mate problem's attacker). With two, the first in square order counts."""
+    """True when `colour`'s king is attacked in `codes`; False without one (the first king if two)."""
     king_code = _KING + NUM_PIECE_TYPES * colour
     if king_code not in codes:
         return False

@@ -1,21 +1,12 @@
-"""The compiled CSA move checker (`play_csa` of the C extension shogi_dnn.rules._native, _native.c): the CSA
-reader's hot path, when the extension was built at install time.
+"""The compiled CSA move checker (shogi_dnn.rules._native, _native.c): the CSA reader's hot path.
 
-`NativeGame` is a position for the CSA reader: `push_csa_moves` plays runs of CSA move tokens in C,
-checking each legal on the way (the move geometry, blocked slides, the promotion zone, pieces that
-could never move again, two pawns on a file, the mover's king left in check). The C code accepts a
-move only when the reference rules certainly accept it (tests/rules/test_native.py compares it with
-python-shogi on every candidate move of real positions); what it does not decide (a pawn drop that
-gives check, which may be a pawn-drop mate; a position without both kings) stops the run, and that
-one move goes through the reference backend (`push_usi`: cshogi or python-shogi), which also words
-every error. So a record reads exactly as it does without the extension, only faster.
-
-The reader hands `NativeGame.push_csa_text` a game's move lines as it read them (one text, no list of
-tokens), counts runs of move lines in C too (`move_line_counter`: exactly its regex's lines), and takes
-the absolute codes of the moves played (`NativeGame.move_codes`) into GameRecord.move_codes, so that
-features.encode_game does not turn the USI moves back into codes.
-
-SHOGI_DNN_NATIVE=0 turns it off (the readers then use the rules backend for every move, and the regex).
+`NativeGame.push_csa_moves` plays runs of CSA move tokens in C, checking each legal (geometry, blocked
+slides, promotion zone, dead pieces, nifu, own king left in check). The C code accepts a move only when
+the reference rules certainly do (tests/rules/test_native.py); what it does not decide (a pawn drop
+giving check, a position without both kings) stops the run, and that move goes through the reference
+backend (`push_usi`), which also words every error. `move_line_counter` and `eval_run_reader` read
+runs of move lines and evaluation comments in C; `NativeGame.move_codes` gives the absolute move codes.
+SHOGI_DNN_NATIVE=0 turns it off.
 """
 
 from __future__ import annotations
@@ -63,8 +54,7 @@ def _usi_code(usi: str) -> int:
 
 @functools.lru_cache(maxsize=1)
 def _usi_table() -> np.ndarray:
-    """USI of every absolute move code ((origin * 81 + destination) * 2 + promote; origin 81 + i a
-    drop of P L N S G B R[i]), as an object array indexed by the code (None where no move is)."""
+    """USI of every absolute move code, an object array indexed by the code (None where no move is)."""
     names = [square_name(index) for index in range(NUM_SQUARES)]
     table = np.full((NUM_SQUARES + HAND_KINDS) * NUM_SQUARES * 2, None, object)
     board = [origin + destination for origin in names for destination in names]
@@ -77,8 +67,9 @@ def _usi_table() -> np.ndarray:
 
 @functools.lru_cache(maxsize=1024)
 def _start(sfen: str) -> tuple[bytes, bytes, int]:
-    """A start position's board codes, hands (Black's, then White's) and side to move; python-shogi
-    validates it first (IllegalMoveError for a bad SFEN). Cached: a corpus has few start positions."""
+    """A start position's board codes, hands (Black's, then White's) and side to move (python-shogi checks
+    it: IllegalMoveError). Cached.
+    """
     position = ShogiPosition(sfen)
     black, white = position.hand_counts()
     return bytes(position.piece_codes()), bytes(black + white), position.turn
@@ -101,8 +92,7 @@ class NativeGame:
         return self.push_csa_text("\n".join(tokens) + "\n", len(tokens))
 
     def push_csa_text(self, text: str, count: int) -> list[str]:
-        """push_csa_moves of `count` tokens given as one text, each token followed by "\n" (as a
-        record's lines of moves read)."""
+        """push_csa_moves of `count` tokens given as one text, each followed by "\n"."""
         if not count:
             return []
         codes = np.empty(count, np.int64)
@@ -126,8 +116,7 @@ class NativeGame:
         self._codes.append(np.array([_usi_code(usi)], np.int64))
 
     def move_codes(self) -> np.ndarray:
-        """[moves played] int64: the absolute code of every move played so far
-        (features.absolute_move_code)."""
+        """[moves played] int64 absolute code of every move played (features.absolute_move_code)."""
         if len(self._codes) == 1:
             return self._codes[0]
         return np.concatenate(self._codes) if self._codes else np.empty(0, np.int64)
@@ -161,23 +150,22 @@ def new_csa_position(sfen: str):
 
 
 def csa_position_factory():
-    """new_csa_position with enabled() decided once (the reader asks once a file, not once a game)."""
+    """new_csa_position with enabled() decided once."""
     return NativeGame if enabled() else new_position
 
 
 def move_line_counter():
-    """When enabled(): `count(text, offset)`, how many consecutive lines from `offset` of `text` are
-    one well-formed CSA move each (exactly the lines the regex (?:[+-][0-9]{4}[A-Z]{2}\n)+ matches),
-    counted in C; else None (the reader uses the regex)."""
+    """When enabled(): `count(text, offset)`, the number of consecutive well-formed CSA move lines from
+    `offset` (the regex (?:[+-][0-9]{4}[A-Z]{2}\n)+); else None.
+    """
     return _csa_move_lines if enabled() else None
 
 
 def eval_run_reader():
-    """When enabled(): `read(text, offset, number, moves_before, evals)`, the C reader of a run of move
-    lines and plain evaluation comments (`'** 123 PV`, one after each move in engine records such as
-    floodgate's): (characters, lines, moves' text, each move's line number or None when the lines are
-    consecutive), each comment's score set into `evals` as the CSA reader's line-by-line path would (see
-    _native.c csa_eval_run); else None."""
+    """When enabled(): `read(text, offset, number, moves_before, evals)`, the C reader of a run of move lines
+    and evaluation comments (`'** 123 PV`): (characters, lines, moves' text, line numbers or None), scores
+    set into `evals`; else None.
+    """
     return _csa_eval_run if enabled() else None
 
 

@@ -16,9 +16,7 @@
   PROM_BISHOP     13     +B    (also HORSE, 馬)
   PROM_ROOK       14     +R    (also DRAGON, 龍)
 
-The values are python-shogi's numbering and are stored in shards (piece codes: 0 empty, t Black's
-piece of type t, NUM_PIECE_TYPES + t White's; see rules/position.py), so they never change. PieceType
-is an IntEnum: a member is the int it stands for, so code and data that hold plain ints compare equal.
+The values are python-shogi's numbering and are stored in shards, so they never change.
 """
 
 from __future__ import annotations
@@ -80,6 +78,5 @@ PIECE_VALUES: dict[PieceType, int] = {
 
 
 def piece_code(piece_type: int, colour: int) -> int:
-    """The piece code of `colour`'s (0 black, 1 white) piece of `piece_type`: t Black's, 14 + t White's
-    (rules/position.py)."""
+    """The piece code of `colour`'s (0 black, 1 white) piece of `piece_type`: t Black's, 14 + t White's."""
     return int(piece_type) + NUM_PIECE_TYPES * colour

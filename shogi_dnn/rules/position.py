@@ -63,8 +63,7 @@ class Position(Protocol):
 
 
 def position_key(position: Position) -> str:
-    """What makes two positions the same for repetition: board, side to move and hands (the SFEN without
-    its move number)."""
+    """The position for repetition: board, side to move and hands (the SFEN without its move number)."""
     return position.sfen().rsplit(" ", 1)[0]
 
 
@@ -90,14 +89,7 @@ def square_name(index: int) -> str:
 
 def format_sfen(codes: Sequence[int], black_hand: Sequence[int], white_hand: Sequence[int], turn: int,
                 move_number: int = 1) -> str:
-    """The SFEN of a position: the one SFEN writer of the package.
-
-    Args:
-        codes: 81 piece codes in square-index order (0 empty, t Black's piece of type t, 14 + t White's).
-        black_hand, white_hand: 7 counts each, in HAND_PIECE_TYPES order.
-        turn: BLACK or WHITE to move.
-        move_number: SFEN's last field.
-    """
+    """The SFEN of a position (the one SFEN writer): 81 piece codes, 7 hand counts a side, turn, move no."""
     rows = []
     for rank in range(9):
         row, empty = "", 0

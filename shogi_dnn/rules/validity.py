@@ -1,8 +1,7 @@
 """Which SFEN positions can stand on a shogi board: the check every position given by hand passes.
 
-check_sfen(sfen) reads the first three SFEN fields itself (board, side to move, hands: the backends'
-own parsers rewrite what they cannot hold, python-shogi keeps `300P`, cshogi wraps it to `4L12P`)
-and raises IllegalPositionError, one line naming the first rule broken, unless:
+check_sfen(sfen) reads the first three SFEN fields itself (the backends' parsers rewrite what they cannot
+hold) and raises IllegalPositionError, one line naming the first rule broken, unless:
 
   rule            the position must have
   syntax          9 ranks of 9 squares; pieces P L N S G B R K (lower case: White's), `+` only before
@@ -18,16 +17,8 @@ and raises IllegalPositionError, one line naming the first rule broken, unless:
   nifu            no two unpromoted pawns of one side on one file
   check           the side not to move is not in check (its king could be taken)
 
-These are the rules no legal game can break, so every position reached by legal moves from a start
-that passes them passes them too. Where the check runs:
-  rules.ShogiPosition (so every backend, every reader, convert): require_kings=False, once per position
-      built from text (cshogi's and the native CSA reader's start positions are cached, so convert pays
-      it once per distinct start). Record files hold mate problems (tsume: no attacker king), which stay
-      readable; every other rule applies to them too.
-  rules.position_from_sfen, predict.read_position (predict's and inspect's position argument), the
-      export sidecar's usage: the full check, both kings required.
-Moves are checked by the backends as before. A hand count that does not fit the encoding
-(features.HAND_MAX, the piece set) is refused here, never rewritten.
+Legal moves keep these. Every position built from text passes require_kings=False (mate problems stay
+readable); position_from_sfen and predict's positions the full check.
 """
 
 from __future__ import annotations
@@ -52,8 +43,7 @@ _COLOUR_NAME = ("black", "white")
 
 
 class IllegalPositionError(IllegalMoveError):
-    """A position no shogi game can reach (or SFEN text that is no position): names the rule broken.
-    A subclass of IllegalMoveError, so every reader that reports a bad start position reports it."""
+    """A position no shogi game can reach (or SFEN text that is no position): names the rule broken."""
 
 
 # A board as check_sfen reads it: {(rank 0..8 from `a`, column 0..8 from file 9): (colour, piece)},
@@ -62,11 +52,8 @@ Board = dict[tuple[int, int], tuple[int, str]]
 
 
 def check_sfen(sfen: str, require_kings: bool = True) -> None:
-    """Raise IllegalPositionError unless `sfen` (board, side, hands[, move number]) passes every rule
-    of the module docstring; the message is `sfen <board> <side> <hands>: <what is wrong>`.
-
-    Args:
-        require_kings: exactly one king each (a game's position); False: at most one (a mate problem).
+    """Raise IllegalPositionError (`sfen <board> <side> <hands>: <what is wrong>`) unless `sfen` passes every
+    rule of the module docstring; require_kings: exactly one king each (False: at most one).
     """
     fields = sfen.split()
     where = "sfen " + " ".join(fields[:3])
