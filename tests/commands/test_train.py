@@ -183,7 +183,7 @@ def test_sigint_in_the_first_second_ends_train_in_one_line(dataset: Path, tmp_pa
     try:
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=180)     # a hang guard: on a loaded machine it has taken over 60 s
     finally:
         if proc.poll() is None:
             proc.kill()
