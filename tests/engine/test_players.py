@@ -93,7 +93,7 @@ def test_priors_from_a_policy_output(tmp_path: Path) -> None:
     logits = board.astype(np.float32) @ weights
     want = np.exp(logits[labels] - logits[labels].max())
     assert got.priors[0] == pytest.approx(want / want.sum(), rel=1e-5)
-    assert got.win.tolist() == pytest.approx([scoring.sigmoid(0.1 * hands.sum())], abs=1e-6)
+    assert got.win.tolist() == pytest.approx([float(scoring.sigmoid(0.1 * hands.sum()))], abs=1e-6)
     for move, label in zip(legal, labels):                 # the label names the move (policy.label_to_move)
         assert features.decode_move(policy.label_to_move(board, int(label)), position.turn) == move
     plain = players.make_evaluator("network", _tiny_onnx(tmp_path / "tiny.onnx"))
