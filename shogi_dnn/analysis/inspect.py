@@ -18,7 +18,14 @@ import h5py
 import numpy as np
 
 from shogi_dnn import kifu
-from shogi_dnn.convert.filters import SKIP_DUPLICATE, SKIP_NO_RESULT, ConvertSettings, Deduplicator, game_key
+from shogi_dnn.convert.filters import (
+    SKIP_DUPLICATE,
+    SKIP_NO_RESULT,
+    SKIP_PROBLEM,
+    ConvertSettings,
+    Deduplicator,
+    game_key,
+)
 from shogi_dnn.convert.worker import TrainedGame, trained_game
 from shogi_dnn.dataset import shards
 from shogi_dnn.dataset.features import (
@@ -313,7 +320,9 @@ def convert_note(game: ShownGame) -> str:
     if trained is None:
         return ""
     if trained.record is None:
-        why = {SKIP_NO_RESULT: "no result", SKIP_DUPLICATE: "the same start and moves as an earlier game "
+        why = {SKIP_NO_RESULT: "no result (and the last position is not checkmate)",
+               SKIP_PROBLEM: "a mate problem (the start position has one king), not a game",
+               SKIP_DUPLICATE: "the same start and moves as an earlier game "
                "(--dedup)"}.get(trained.skip, trained.skip)
         return f"skipped: {trained.detail or why}"
     if trained.repetition in ("", repetition.ENDED_SENNICHITE, repetition.ENDED_OUTE_SENNICHITE):

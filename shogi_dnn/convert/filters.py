@@ -25,6 +25,7 @@ DRAWS = ("keep", "drop")
 SKIP_ERROR, SKIP_NO_RESULT, SKIP_RATING, SKIP_MOVES, SKIP_ENDING, SKIP_DRAW = (
     "error", "no_result", "min_rating", "min_moves", "ending", "draw")
 SKIP_DUPLICATE = "duplicate"       # the start position and moves of an earlier kept game (--dedup)
+SKIP_PROBLEM = "mate_problem"      # a start with one king: a tsume problem and its solution, not a game
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +52,8 @@ class GameFilter:
 
     def skip_reason(self, record: GameRecord) -> str | None:
         """The reason a game is not kept (a SKIP_* name), or None when it is kept."""
+        if not has_both_kings(record.start_sfen):
+            return SKIP_PROBLEM
         if not record.has_result:
             return SKIP_NO_RESULT
         if self.draws == "drop" and record.winner is Winner.DRAW:
@@ -73,6 +76,12 @@ class GameFilter:
             rating = ratings[loser]
             return rating is not None and rating >= minimum
         return all(r is not None and r >= minimum for r in ratings.values())
+
+
+def has_both_kings(sfen: str) -> bool:
+    """Whether the board of an SFEN holds both kings (a tsume problem's holds the defender's alone)."""
+    board = sfen.split(" ", 1)[0]
+    return "K" in board and "k" in board
 
 
 ROW_ORDERS = ("game", "shuffled")

@@ -2,7 +2,7 @@
 
 Each format module exposes `parse(text, path) -> Iterator[GameRecord | KifuError]`: good games are
 yielded as records, bad ones as (yielded, not raised) KifuErrors naming file, line and ply.
-`read_record_bytes` picks the format from the file name, then from the content.
+`read_record_bytes` picks the format from the file name, then from the content (board_end: mate decides).
 """
 
 from __future__ import annotations
@@ -57,7 +57,10 @@ def read_record_bytes(data: bytes, name: str, fmt: str | None = None) -> Iterato
     except KifuError as exc:
         yield exc
         return
-    yield from _parser(fmt)(text, name)
+    from shogi_dnn.kifu.board_end import settle_board_mate
+
+    for item in _parser(fmt)(text, name):
+        yield item if isinstance(item, KifuError) else settle_board_mate(item)
 
 
 def read_record_file(path: str | Path) -> Iterator[GameRecord | KifuError]:
