@@ -85,6 +85,8 @@ def _main(argv: list[str] | None) -> int:
                 return 2
             raise
         return int(module.main(rest))
+    except BrokenPipeError:                # an OSError too, but not an error: main() ends quietly
+        raise
     except (ShogiDnnError, OSError) as exc:
         print(f"shogi-dnn {name}: error: {printable(str(exc))}", file=sys.stderr)
         return 2

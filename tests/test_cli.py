@@ -55,6 +55,19 @@ def test_a_closed_pipe_ends_quietly() -> None:
         assert proc.returncode in (0, 141)
 
 
+def test_a_closed_pipe_inside_a_command_is_not_an_error(capsys, monkeypatch) -> None:
+    """`shogi-dnn predict GAME | head`: the command's own print meets the closed pipe (an OSError, which the
+    commands' error handler must not turn into `error: [Errno 32] Broken pipe`, exit 2)."""
+    from shogi_dnn.commands import inspect as inspect_command
+
+    def write_to_a_closed_pipe(argv: list[str]) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(inspect_command, "main", write_to_a_closed_pipe)
+    assert cli.main(["inspect", "anything"]) == 141
+    assert capsys.readouterr().err == ""
+
+
 def test_verbose_is_taken_anywhere_and_listed(capsys) -> None:
     assert "--verbose" in (cli._usage())
     assert cli.main(["report", "--run-dir", "/nonexistent-run", "--verbose"]) == 2
