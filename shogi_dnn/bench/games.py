@@ -1,6 +1,7 @@
 """`shogi-dnn bench games`: the engine's strength in games, through ShogiArena (a USI tournament runner).
 
-Our engine (`shogi-dnn usi`, the run's network, or an exported ONNX model; --player material: the floor)
+Our engine (`shogi-dnn usi`: the run's network, an exported ONNX model, or with neither --run-dir nor --model
+the network packaged with shogi-dnn; --player material: the floor)
 plays `--games` games against one opponent: `material` (the same engine on the material baseline fitted on
 the run's training split, at one ply: the floor), `material:same` (the material baseline with our side's
 search, limit and options: a match that measures the evaluation, not the search), or `fairy:N`
@@ -19,6 +20,7 @@ evaluated by the PUCT search) or --movetime MS (PUCT within the time); search op
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
@@ -30,7 +32,9 @@ RESIGN_CP = 3000                      # both of our players resign below -3000 c
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="shogi-dnn bench games", description=__doc__.split("\n\n")[1])
-    parser.add_argument("--run-dir", required=True, help="the run (its network; the material fit's data)")
+    parser.add_argument("--run-dir", default=None,
+                        help="the run whose network plays (and whose training split the material baseline is "
+                             "fitted on); neither this nor --model: the network packaged with shogi-dnn")
     parser.add_argument("--model", default=None,
                         help="play an exported ONNX model instead of the run's Keras model (faster start, "
                              "no TensorFlow)")
@@ -61,13 +65,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def opponent_player(spec: str, run_dir: Path, ours: arena.Player | None = None) -> arena.Player:
+def opponent_player(spec: str, run_dir: Path | None, ours: arena.Player | None = None) -> arena.Player:
     """`material`, `material:same` (our player's limit and options), `fairy:N` or `fairy:N:SKILL` -> the
-    opponent Player."""
+    opponent Player. The material players need a run (their baseline is fitted on its training split)."""
+    if spec in ("material", "material:same") and run_dir is None:
+        raise RunError(f"--opponent {spec} needs --run-dir: the material baseline is fitted on a run's "
+                       "training split (any run of yours will do); fairy:N needs none")
     if spec == "material":
+        assert run_dir is not None
         return arena.Player("material", arena.usi_command(run_dir, "material"),
                             {"ResignValue": RESIGN_CP}, {"depth_limit": 1})
-    if spec == "material:same" and ours is not None:
+    if spec == "material:same" and ours is not None and run_dir is not None:
         return arena.Player("material-same", arena.usi_command(run_dir, "material"), dict(ours.options),
                             dict(ours.time_control))
     kind, _, rest = spec.partition(":")
@@ -105,11 +113,21 @@ def engine_limit(args: argparse.Namespace) -> dict[str, int]:
     return {"depth_limit": args.depth if args.depth is not None else 1}
 
 
+def _elo_text(value: float) -> str:
+    """An Elo figure: a whole number with its sign (+0, never -0), or +inf / -inf."""
+    return f"{value:+}" if math.isinf(value) else f"{round(value):+d}"
+
+
 def format_result(result: arena.MatchResult) -> str:
-    elo, low, high = result.elo()
-    text = (f"{result.player} vs {result.opponent}: {result.games} games  +{result.wins} ={result.draws} "
-            f"-{result.losses}  score {100 * result.score:.1f}%  "
-            f"Elo {elo:+.0f} [{low:+.0f}, {high:+.0f}] (95%)")
+    head = (f"{result.player} vs {result.opponent}: {result.games} games  +{result.wins} ={result.draws} "
+            f"-{result.losses}")
+    if result.games == 0:
+        text = f"{head}  no game finished: no score"
+    else:
+        elo, low, high = result.elo()
+        interval = ("interval unbounded: too few games" if math.isinf(low) and math.isinf(high)
+                    else f"95% {_elo_text(low)} .. {_elo_text(high)}")
+        text = f"{head}  score {100 * result.score:.1f}%  Elo {_elo_text(elo)} ({interval})"
     if not result.complete:
         text += "  (stopped at --timeout: the games finished by then)"
     if result.not_played:
@@ -121,12 +139,12 @@ def format_result(result: arena.MatchResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv or [])
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    if run_dir is not None and not run_dir.is_dir():
         raise RunError(f"{run_dir}: no such run directory")
+    if args.player == "material" and (args.model or run_dir is None):
+        raise RunError("--player material plays a run's material baseline: give --run-dir, without --model")
     model = Path(args.model) if args.model else run_dir
-    if args.player == "material" and args.model:
-        raise RunError("--player material plays the run's material baseline: drop --model")
     player = arena.Player(args.player, arena.usi_command(model, args.player), engine_options(args),
                           engine_limit(args))
     opponent = opponent_player(args.opponent, run_dir, player)

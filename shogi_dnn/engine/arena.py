@@ -187,11 +187,12 @@ def random_openings(count: int, plies: int, seed: int) -> list[str]:
     return lines
 
 
-def usi_command(model: Path, player: str = "network", extra: Sequence[str] = ()) -> tuple[str, ...]:
-    """argv of `shogi-dnn usi` on this interpreter and this copy of the package."""
-    flag = "--model" if Path(model).is_file() else "--run-dir"
-    return (sys.executable, "-m", "shogi_dnn", "usi", flag, str(Path(model).resolve()), "--player", player,
-            *extra)
+def usi_command(model: Path | None, player: str = "network", extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """argv of `shogi-dnn usi` on this interpreter and this copy of the package (model None: the packaged
+    network)."""
+    source: tuple[str, ...] = () if model is None else \
+        ("--model" if Path(model).is_file() else "--run-dir", str(Path(model).resolve()))
+    return (sys.executable, "-m", "shogi_dnn", "usi", *source, "--player", player, *extra)
 
 
 def fairy_stockfish() -> str:

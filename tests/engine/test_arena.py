@@ -106,6 +106,30 @@ def test_material_same_takes_our_search_and_limit(material_run: Path) -> None:
     assert result.to_dict()["over_deadline"]["material-same"] == {"limit_ms": 200, "over": 2, "moves": 41}
 
 
+def test_the_packaged_network_plays_without_a_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from shogi_dnn.bench import games
+
+    argv = arena.usi_command(None)
+    assert argv[3:] == ("usi", "--player", "network")        # no --run-dir, no --model: the packaged network
+    args = games.parse_args(["--opponent", "fairy:16", "--out", "x"])
+    assert args.run_dir is None and args.model is None
+    for opponent in ("material", "material:same"):
+        assert cli.main(["bench", "games", "--opponent", opponent, "--out", str(tmp_path / "m")]) == 2
+        assert "needs --run-dir" in capsys.readouterr().err and not (tmp_path / "m").exists()
+    assert cli.main(["bench", "games", "--player", "material", "--opponent", "fairy:16",
+                     "--out", str(tmp_path / "m")]) == 2
+    assert "give --run-dir" in capsys.readouterr().err
+
+
+def test_elo_is_never_minus_zero_and_an_open_interval_is_said() -> None:
+    from shogi_dnn.bench import games
+
+    level = games.format_result(arena.MatchResult("a", "b", 1, 0, 1, 0))     # +1 -1: level, 2 games
+    assert "Elo +0 (interval unbounded: too few games)" in level and "-0" not in level
+    assert "no game finished: no score" in games.format_result(arena.MatchResult("a", "b", 0, 0, 0, 0))
+    assert "Elo +35 (95% -113 .. +197)" in games.format_result(arena.MatchResult("a", "b", 10, 2, 8, 0))
+
+
 def _usi_process(run_dir: Path) -> subprocess.Popen:
     # stdin read strictly, as under a UTF-8 locale (the C locale would escape bad bytes)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8:strict"}
