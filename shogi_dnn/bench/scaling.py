@@ -108,23 +108,39 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def build_report(points: Sequence[Point], meta: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON document: per device count its points and fit; speed-up/efficiency over one device.
 
-    Raises:
-        ConfigError: a device count has fewer than 2 batch sizes or unusable timings.
+    A device count whose points do not fit (noisy timings: a time per step that does not grow with the
+    batch) keeps its points under "unfitted", with the fit's error and what to do; "problems" lists it.
+    A fit with no fixed cost (t = 0: the timings did not resolve one) has no b90, so its speed-up is taken
+    at the largest per-replica batch measured on both counts, and "problems" says so.
     """
     counts = sorted({p.devices for p in points})
-    fits, entries = {}, []
+    fits: dict[int, throughput.ThroughputFit] = {}
+    entries, unfitted, problems = [], [], []
     for n in counts:
         own = [p for p in points if p.devices == n]
-        fit = throughput.fit_throughput([p.global_batch for p in own], [p.seconds_per_step for p in own], n)
+        try:
+            fit = throughput.fit_throughput([p.global_batch for p in own],
+                                            [p.seconds_per_step for p in own], n)
+        except ConfigError as exc:
+            unfitted.append({"devices": n, "fit_error": str(exc), "points": [p.to_dict() for p in own]})
+            problems.append(f"the {n}-device fit failed ({exc}); its points are kept under \"unfitted\": "
+                            "rerun with more --steps and --repeats on a quiet machine")
+            continue
         fits[n] = fit
         entries.append({**fit.to_dict(), "points": [p.to_dict() for p in own]})
     gains = []
     if 1 in fits:
-        for n in counts[1:]:
-            at_b90 = throughput.scaling(fits[1], fits[n])
-            measured = _measured_speedups(points, n)
-            gains.append({**at_b90.to_dict(), "measured": measured})
-    return {"schema": SCHEMA, **meta, "fits": entries, "scaling": gains}
+        for n in sorted(fits)[1:]:
+            batch = None
+            if fits[n].per_replica_b90 <= 0:
+                batch = max({p.per_replica_batch for p in points if p.devices == n}
+                            & {p.per_replica_batch for p in points if p.devices == 1})
+                problems.append(f"the {n}-device fit has no fixed cost (t = 0, so no b90): its speed-up is "
+                                f"taken at per-GPU batch {batch}, the largest measured on 1 and {n} devices")
+            at_b90 = throughput.scaling(fits[1], fits[n], batch)
+            gains.append({**at_b90.to_dict(), "measured": _measured_speedups(points, n)})
+    return {"schema": SCHEMA, **meta, "fits": entries, "unfitted": unfitted, "scaling": gains,
+            "problems": problems}
 
 
 def _measured_speedups(points: Sequence[Point], n: int) -> list[dict[str, float]]:
@@ -141,12 +157,13 @@ def _measured_speedups(points: Sequence[Point], n: int) -> list[dict[str, float]
 
 def format_table(report: Mapping[str, Any]) -> str:
     """Console table: measured positions/s per batch and device count, then the fits and scaling."""
-    batches = sorted({pt["per_replica_batch"] for f in report["fits"] for pt in f["points"]})
+    measured = sorted([*report["fits"], *report.get("unfitted", [])], key=lambda f: f["devices"])
+    batches = sorted({pt["per_replica_batch"] for f in measured for pt in f["points"]})
     lines = ["positions/s by per-GPU batch (rows) and device count (columns)",
-             f"{'batch':>7} " + " ".join(f"{str(f['devices']) + ' dev':>10}" for f in report["fits"])]
+             f"{'batch':>7} " + " ".join(f"{str(f['devices']) + ' dev':>10}" for f in measured)]
     for b in batches:
         cells = []
-        for f in report["fits"]:
+        for f in measured:
             match = [pt["positions_per_s"] for pt in f["points"] if pt["per_replica_batch"] == b]
             cells.append(f"{match[0]:>10.0f}" if match else f"{'-':>10}")
         lines.append(f"{b:>7} " + " ".join(cells))
@@ -160,6 +177,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         lines.append(f"{g['devices']} devices over 1 at per-GPU batch {g['per_replica_batch']:.0f} "
                      f"(their b90): "
                      f"speed-up {g['speedup']:.2f}, efficiency {100 * g['efficiency']:.0f}%")
+    for f in report.get("unfitted", []):
+        lines.append(f"{f['devices']:>7} not fitted: {f['fit_error']}")
     return "\n".join(lines)
 
 
@@ -185,6 +204,10 @@ def write_plot(report: Mapping[str, Any], path: Path) -> None:
         ax.plot(grid, fit.throughput(grid), "-", color=color,
                 label=f"fit v0={fit.v0:.0f}/s, t={1000 * fit.t:.1f} ms")
         ax.axhline(fit.v0, color=color, linestyle=":", linewidth=0.8)
+    for index, entry in enumerate(report.get("unfitted", []), start=len(report["fits"])):
+        x = np.array([pt["global_batch"] for pt in entry["points"]], dtype=np.float64)
+        y = np.array([pt["positions_per_s"] for pt in entry["points"]])
+        ax.plot(x, y, "x", color=f"C{index}", label=f"{entry['devices']} device(s) measured (no fit)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("global batch (positions per step)")
     ax.set_ylabel("positions / s")
@@ -220,8 +243,10 @@ def measure_point(strategy, config: Config, per_replica_batch: int, steps: int, 
     from shogi_dnn.training.devices import check_model_fits, local_values
     from shogi_dnn.training.model import build_model
     from shogi_dnn.training.optimizer import build_optimizer
+    from shogi_dnn.training.precision import resolve
     from shogi_dnn.training.steps import UpdateSpec, make_train_step
 
+    config, _ = resolve(config, strategy.extended.worker_devices)
     n = strategy.num_replicas_in_sync
     global_batch = n * per_replica_batch
     check_model_fits(config, strategy, per_replica_batch)
@@ -313,4 +338,10 @@ def main(argv: Sequence[str]) -> int:
     write_plot(report, out.with_suffix(".png"))
     print(format_table(report))
     print(f"wrote {out} and {out.with_suffix('.png')}")
+    for problem in report["problems"]:
+        print(f"shogi-dnn bench scaling: {problem}", file=sys.stderr)
+    if not report["fits"]:
+        print("shogi-dnn bench scaling: no device count could be fitted, so `plan --scaling-fit` and "
+              f"`train --scaling-fit` cannot use {out} (its points are kept)", file=sys.stderr)
+        return 1
     return 0

@@ -57,9 +57,29 @@ def test_json_plot_and_table(tmp_path) -> None:
     assert row64.split()[1] == f"{64 / (64 / 258 + 0.054):.0f}"
 
 
-def test_one_batch_size_per_device_count_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="2 device\\(s\\): need at least 2 distinct batch sizes"):
-        bench.build_report([p for p in model_points() if p.devices != 2 or p.per_replica_batch == 8], {})
+def test_a_device_count_that_cannot_be_fitted_keeps_its_points() -> None:
+    report = bench.build_report([p for p in model_points() if p.devices != 2 or p.per_replica_batch == 8], {})
+    assert [f["devices"] for f in report["fits"]] == [1, 4]
+    (lost,) = report["unfitted"]
+    assert lost["devices"] == 2 and len(lost["points"]) == 1
+    assert "need at least 2 distinct batch sizes" in lost["fit_error"]
+    assert any("the 2-device fit failed" in p and "--repeats" in p for p in report["problems"])
+    assert "2 not fitted" in bench.format_table(report)
+    assert set(throughput.fits_from_dict(report, "x")) == {1, 4}     # plan --scaling-fit reads the rest
+
+
+def test_a_fit_without_fixed_cost_is_compared_at_a_measured_batch(tmp_path) -> None:
+    """Noisy points can fit t = 0 (no b90): the speed-up is taken at a measured batch, not a crash."""
+    points = [p for p in model_points() if p.devices == 1]
+    points += [bench.Point(devices=2, per_replica_batch=b, steps=10, seconds=10 * 2 * b / 514.0)
+               for b in (8, 16, 32, 64, 128)]
+    report = bench.build_report(points, {})
+    (gain,) = report["scaling"]
+    assert gain["per_replica_batch"] == 128 and gain["speedup"] > 1
+    assert any("no fixed cost" in p for p in report["problems"])
+    bench.write_json(report, tmp_path / "s.json")
+    bench.write_plot(report, tmp_path / "s.png")
+    assert (tmp_path / "s.png").stat().st_size > 0
 
 
 def test_an_interrupted_sweep_keeps_the_complete_device_counts(caplog) -> None:
