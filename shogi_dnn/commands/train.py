@@ -116,12 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     run_files.refuse_foreign_folder(run_dir)            # run files among others (/etc): none written
     created = [d for d in (run_dir, *run_dir.parents) if not d.exists()]   # the folders this run makes
     try:
-        return _locked_train(args, argv, config, cluster_spec, fits, run_dir)
+        code = _locked_train(args, argv, config, cluster_spec, fits, run_dir)
     except BaseException:
         for folder in created:                          # a refused run leaves no empty folder behind
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
         raise
+    if cluster_spec is not None and _is_process_command(argv):
+        # Every worker has left the run together (cluster.leave_together); TensorFlow's teardown is skipped:
+        # its coordination client aborts the process (SIGABRT) once the leader has exited first.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    return code
 
 
 def _locked_train(args: argparse.Namespace, argv: list[str] | None, config: Config,
@@ -198,6 +206,7 @@ def _train(args: argparse.Namespace, config: Config, cluster_spec: cluster.Clust
             options = StartOptions(args.resume, args.resume_strict, args.data_changed, resume_command(args),
                                    command, args.price_per_hour)
             Trainer(parts, options, stop).run()
+            cluster.leave_together(strategy)
         except Exception as exc:      # only a lost peer is translated; everything else propagates unchanged
             if cluster_spec is not None and cluster.is_peer_lost(exc):
                 raise RunError(cluster.peer_lost_message(exc, cluster_spec)) from exc

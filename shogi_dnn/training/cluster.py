@@ -608,6 +608,14 @@ def is_multi_worker(strategy) -> bool:
     return num_workers(strategy) > 1
 
 
+def leave_together(strategy) -> None:
+    """Every worker waits here for the others (a collective) at the end of a run, so that no worker's
+    process exits while another still heartbeats to the coordination service (its C++ client aborts the
+    process, SIGABRT, when the leader is gone first)."""
+    if is_multi_worker(strategy):
+        _gather_int(strategy, 0)
+
+
 def agreed_checkpoints(strategy, existing: Sequence[Path]) -> list[Path]:
     """On resume, make every worker restore the same step: `existing` cut after the newest checkpoint
     that every worker has (a worker killed during a save may lack the chief's newest one).
