@@ -21,6 +21,7 @@ from shogi_dnn.errors import ShogiDnnError, is_out_of_memory, out_of_memory_mess
 COMMANDS = {
     "convert": "convert game records into HDF5 shards",
     "annotate": "a USI engine's evaluations and off-path positions for a dataset",
+    "selfplay": "games of a USI engine against itself (or two engines), CSA with its scores",
     "inspect": "summarise a dataset, shard, record file or position; --sfen dumps positions",
     "train": "staged multi-GPU training",
     "evaluate": "score a trained run on a split",

@@ -27,7 +27,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("shogi_dnn.rules",),
     ("shogi_dnn.kifu",),
     ("shogi_dnn.dataset",),         # the dataset format and what is computed from it
-    ("shogi_dnn.convert", "shogi_dnn.annotate"),     # annotate: a USI engine's labels for a dataset
+    ("shogi_dnn.convert", "shogi_dnn.annotate",      # annotate: a USI engine's labels for a dataset
+     "shogi_dnn.selfplay"),                          # selfplay: its games (annotate's USI client)
     ("shogi_dnn.training",),
     ("shogi_dnn.analysis",),
     ("shogi_dnn.engine", "shogi_dnn.bench"),     # bench/games.py runs engine/arena.py; engine never
@@ -40,7 +41,7 @@ TOP_LEVEL = {"shogi_dnn", "shogi_dnn.__main__", "shogi_dnn.cli", "shogi_dnn.conf
              "shogi_dnn.wording", "shogi_dnn.plotting"}
 # The data side: fast to start and to test, never TensorFlow (nor Keras, nor the training side).
 DATA_SIDE = ("shogi_dnn.rules", "shogi_dnn.kifu", "shogi_dnn.dataset", "shogi_dnn.folders", "shogi_dnn.packaged",
-             "shogi_dnn.convert", "shogi_dnn.annotate", "shogi_dnn.analysis.inspect",
+             "shogi_dnn.convert", "shogi_dnn.annotate", "shogi_dnn.selfplay", "shogi_dnn.analysis.inspect",
              "shogi_dnn.analysis.report",
              "shogi_dnn.analysis.report_plots", "shogi_dnn.analysis.report_checks",
              "shogi_dnn.analysis.tower_diagnosis", "shogi_dnn.analysis.eval_rows",

@@ -166,10 +166,14 @@ class UsiEngine:
         Raises:
             EngineFailure: the engine exited, did not finish in time or gave no bestmove.
         """
+        return self.go(f"sfen {sfen}", nodes, timeout, new_game=True)
+
+    def go(self, position: str, nodes: int, timeout: float, new_game: bool = False) -> SearchResult:
+        """search() of `position POSITION` (`sfen S [moves ...]`); `usinewgame` first when `new_game`."""
         deadline = time.monotonic() + timeout
         # One write, no `isready` round trip: the engine carries out its commands in order, so the
         # search starts after usinewgame's clearing all the same.
-        self._send("usinewgame", f"position sfen {sfen}", f"go nodes {nodes}")
+        self._send(*(["usinewgame"] if new_game else []), f"position {position}", f"go nodes {nodes}")
         lines = self._lines_until("bestmove", deadline)
         parts = lines[-1].split()
         if len(parts) < 2:

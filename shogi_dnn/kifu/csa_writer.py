@@ -3,12 +3,16 @@
   V2.2, N+/N- names, $EVENT, 'black_rate:/'white_rate: ratings   from the record's fields
   start position      `PI` (with the removed pieces of a handicap) when it is the even-game board less
                       some pieces and no hands, else P1..P9 rows with P+/P- hand lines; then `+`/`-`
-  moves               `+7776FU`: the sign of the side to move, the piece after the move
+  moves               `+7776FU` (sign of the side to move, piece after the move), `'** <Black's view>`
+                      after it where the record evaluates the position it leads to (kifu/evals.py)
   ending              the `%` special move (kifu/csa.py's SPECIAL_MOVES) whose implied winner is the
                       record's; none for Ending.NONE
+  `header`, `tail`    comment lines before the start position, after the ending
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from shogi_dnn import rules
 from shogi_dnn.kifu.csa import SPECIAL_MOVES, special_move_winner
@@ -17,7 +21,7 @@ from shogi_dnn.kifu.record import Ending, GameRecord
 from shogi_dnn.rules import HAND_PIECE_TYPES, PROMOTED, SFEN_TYPE
 
 
-def format_csa(record: GameRecord) -> str:
+def format_csa(record: GameRecord, header: Sequence[str] = (), tail: Sequence[str] = ()) -> str:
     """Write `record` as a CSA V2.2 game (a start SFEN read back has move number 1).
 
     Raises:
@@ -30,13 +34,18 @@ def format_csa(record: GameRecord) -> str:
         lines.append(f"'black_rate:{record.black}:{record.black_rating}")
     if record.white_rating is not None:
         lines.append(f"'white_rate:{record.white}:{record.white_rating}")
+    lines += [f"'{comment}" for comment in header]
     lines += _position_lines(record.start_sfen)
     position = rules.new_position(record.start_sfen)
-    for usi in record.moves:
+    for ply, usi in enumerate(record.moves, start=1):
         lines.append(usi_to_csa_move(position, usi))
         position.push_usi(usi)
+        score = record.evals[ply] if record.evals else None
+        if score is not None:             # side to move's view -> Black's
+            lines.append(f"'** {score if position.turn == rules.BLACK else -score}")
     if record.ending is not Ending.NONE:
         lines.append(_special_move(record, position))
+    lines += [f"'{comment}" for comment in tail]
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,7 @@
 """A scripted USI engine for annotate's tests: deterministic answers, and crashes or hangs on demand.
 
 Run as a program (tests write a wrapper script naming it as the engine). Its answer to a position
-depends on the position alone (board, side to move, hands: the SFEN's first three fields):
+(`position sfen S [moves ...]` or `position startpos [moves ...]`) depends on the position alone (board, side to move, hands: the SFEN's first three fields):
 `info depth 1 score cp score_of(sfen) pv M` then `bestmove M`, M the legal move move_of(sfen) when the
 config asks for moves (python-shogi), else `resign`. $FAKE_USI_CONFIG names a JSON file:
   {"moves": bool, "crash": [keys], "hang": [keys], "delay": seconds per search, "mate": [keys],
@@ -52,6 +52,21 @@ def write_engine(folder: Path, **config: object) -> str:
     return str(script)
 
 
+def _position(words: list[str]) -> str:
+    """The SFEN of `sfen S [moves ...]` / `startpos [moves ...]` (python-shogi plays the moves)."""
+    if words[:1] == ["startpos"]:
+        start, rest = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", words[1:]
+    else:
+        start, rest = " ".join(words[1:5]), words[5:]
+    if rest[:1] != ["moves"] or len(rest) == 1:
+        return start
+    import shogi
+    board = shogi.Board(start)
+    for move in rest[1:]:
+        board.push_usi(move)
+    return board.sfen()
+
+
 def main() -> None:
     path = os.environ.get("FAKE_USI_CONFIG")
     config = json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
@@ -65,7 +80,7 @@ def main() -> None:
         elif words[0] == "isready":
             print("readyok", flush=True)
         elif words[0] == "position":
-            sfen = " ".join(words[2:6]) if words[1] == "sfen" else ""
+            sfen = _position(words[1:])
         elif words[0] == "go":
             key = position_key(sfen)
             if key in config.get("crash", ()):
