@@ -320,7 +320,9 @@ def convert_note(game: ShownGame) -> str:
     if trained is None:
         return ""
     if trained.record is None:
-        why = {SKIP_NO_RESULT: "no result (and the last position is not checkmate)",
+        unfinished = raw.ending is Ending.NONE and raw.format != "sfen" and raw.moves
+        no_mate = " (and the last position is not checkmate)" if unfinished else ""
+        why = {SKIP_NO_RESULT: f"no result{no_mate}",
                SKIP_PROBLEM: "a mate problem (the start position has one king), not a game",
                SKIP_DUPLICATE: "the same start and moves as an earlier game "
                "(--dedup)"}.get(trained.skip, trained.skip)

@@ -15,8 +15,8 @@ MATE_ON_BOARD = "mate_on_board"
 
 def settle_board_mate(record: GameRecord) -> GameRecord:
     """`record` decided by a checkmate in its last position when it has no result, else unchanged."""
-    if record.has_result or record.ending is not Ending.NONE or not record.moves:
-        return record
+    if record.has_result or record.ending is not Ending.NONE or not record.moves or record.format == "sfen":
+        return record                     # SFEN / USI lines are positions to look at, not games
     board = record.start_sfen.split(" ", 1)[0]
     if "K" not in board or "k" not in board:        # a tsume problem's solution, not a game
         return record

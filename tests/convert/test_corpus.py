@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from shogi_dnn.convert.filters import has_both_kings
 from shogi_dnn.convert.run import REPORT_NAME, STATE_NAME, ConvertSettings, run_convert
 from shogi_dnn.convert.sources import SourceFile, iter_sources
 from shogi_dnn.convert.worker import SKIP_REPETITION
@@ -46,7 +47,8 @@ def _games(out: Path) -> list[tuple[str, int, str]]:
 
 
 def _reader_counts(root: Path) -> tuple[collections.Counter, int, int]:
-    """What the readers themselves find: (source -> good games with a result), no-result games, errors."""
+    """What the readers themselves find: (source -> good games with a result), no-result games, errors.
+    A tsume problem (a start with one king) is neither: convert skips it as a mate problem."""
     good: collections.Counter = collections.Counter()
     no_result = errors = 0
     for item in iter_sources([root]):
@@ -54,6 +56,8 @@ def _reader_counts(root: Path) -> tuple[collections.Counter, int, int]:
         for record in read_record_file(item.name):
             if isinstance(record, KifuError):
                 errors += 1
+            elif not has_both_kings(record.start_sfen):
+                continue
             elif record.has_result:
                 good[record.source.path] += 1
             else:
@@ -117,11 +121,13 @@ def test_real_kifu_no_game_lost(shared_dir: Path, tmp_path: Path) -> None:
                and (str(root / r["local_path"]), int(r["mainline_moves"]), r["winner"]) not in converted]
     assert set(missing) <= DETAILS_DISAGREE, missing
     # --dedup (the default): the repositories share games in several formats (the same game as KI2 and
-    # KIF, CSA and KIF, USI and KIF, ...): 34 of the 122 good games repeat an earlier one's start and moves
-    # (the copies of one tsume puzzle with an unpromoted pawn on its last rank are refused as impossible).
+    # KIF, CSA and KIF, USI and KIF, ...): 34 of the 116 good games repeat an earlier one's start and moves.
+    # 5 of the 116 have no result word but end in checkmate on the board (the rules decide them); 18 records
+    # start with one king (tsume problems and their solutions) and are not games.
     dedup = run_convert([root], tmp_path / "d", SETTINGS, workers=2)
-    assert sum(good.values()) == 122
-    assert dedup.skipped["duplicate"] == 34 and dedup.converted == sum(good.values()) - 34 - unconfirmed == 87
+    assert sum(good.values()) == 116
+    assert dedup.fidelity["repaired:mate_on_board"] == 5 and dedup.skipped["mate_problem"] == 18
+    assert dedup.skipped["duplicate"] == 34 and dedup.converted == sum(good.values()) - 34 - unconfirmed == 81
     assert dedup.skipped["no_result"] == no_result and dedup.errors == report.errors
 
 

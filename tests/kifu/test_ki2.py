@@ -217,7 +217,7 @@ def test_consistent_end_markers_are_read() -> None:
     ("20091203.ki2", 172, Winner.WHITE, Ending.RESIGN, ""),          # Shift_JIS
     ("7mai.ki2u", 2, Winner.UNKNOWN, Ending.INTERRUPTED, "左七枚落ち"),
     ("fork.ki2", 3, Winner.BLACK, Ending.RESIGN, ""),                # variations
-    ("simple.ki2u", 167, Winner.UNKNOWN, Ending.NONE, ""),
+    ("simple.ki2u", 167, Winner.BLACK, Ending.CHECKMATE, ""),       # no result word: mate on the board
     ("mogproject-001.ki2", 111, Winner.BLACK, Ending.RESIGN, ""),
 ])
 def test_real_ki2_fixtures(data_dir: Path, name: str, plies: int, winner: Winner, ending: Ending,
