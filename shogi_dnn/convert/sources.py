@@ -58,7 +58,7 @@ from shogi_dnn.kifu import RECORD_SUFFIXES, names
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".7z")
 # A folder or archive entry is a record file when its suffix is one of these (case-insensitive).
-RECORD_FILE_SUFFIXES = tuple(RECORD_SUFFIXES)
+RECORD_FILE_SUFFIXES = (*RECORD_SUFFIXES, ".hcpe", ".psv", ".bin")   # and the position files (dataset/packed)
 _7Z_QUEUE = 8          # members decompressed ahead of the consumer (bounds memory for .7z)
 MAX_MEMBER_BYTES = 256 << 20     # an archive member decompressing to more is skipped (module docstring)
 MAX_RATIO = 100                  # ... or to more than this many times its compressed size

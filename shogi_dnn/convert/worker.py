@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from shogi_dnn.convert import packed_source
 from shogi_dnn.convert.filters import SKIP_ERROR, ConvertSettings, assign_split, game_key
 from shogi_dnn.convert.sources import SourceFile, skip_kind
 from shogi_dnn.dataset import fast_encoding
@@ -141,6 +142,14 @@ def process_file(source: SourcePiece | KifuError, settings: ConvertSettings, bac
     """Parse, filter, split and encode every game of one file or piece (runs in a worker process)."""
     if isinstance(source, KifuError):
         return FileResult(source.path, readable=False, errors=[str(source)], input_skipped=skip_kind(source))
+    kind = packed_source.kind_of(source.name)
+    if kind is not None:                      # hcpe / PackedSfenValue: positions, not records
+        result = FileResult(source.name, last=source.last, first_line=source.first_line)
+        started = time.perf_counter()
+        result.games = [ConvertedGame(*game) for game in
+                        packed_source.convert_rows(source.data, source.name, kind, settings, result)]
+        result.encode_s += time.perf_counter() - started
+        return result
     with _rules_backend(backend):
         return _process_records(source, settings, position_factory(backend))
 
