@@ -64,8 +64,9 @@ class ModelConfig:
     value_head: str = _one_of("flatten", ("flatten", "pool"))
     # "none", "local" (per tower) or "sync" (synchronised across towers)
     batch_norm: str = _one_of("none", ("none", "local", "sync"))
-    # "none", "mixed_float16" (with loss scaling) or "mixed_bfloat16"
-    mixed_precision: str = _one_of("none", ("none", "mixed_float16", "mixed_bfloat16"))
+    # "none", "mixed_float16" (with loss scaling), "mixed_bfloat16", or "auto": the one the towers compute
+    # fastest in, chosen when the run starts and kept on resume (training/precision.py)
+    mixed_precision: str = _one_of("none", ("none", "mixed_float16", "mixed_bfloat16", "auto"))
     # input planes: "pieces" (42: pieces and hands), "attacks" (77: those plus 35 attack/check planes computed
     # on the device, training/attack_planes.py) or "tactics" (81: attacks plus 4 planes: hanging pieces,
     # pieces attacked by a cheaper piece, per side)

@@ -486,8 +486,11 @@ def main(argv: Sequence[str]) -> int:
     cfg = load_config(args.config, args.set)
     logging.getLogger("tensorflow").setLevel(logging.WARNING)   # MirroredStrategy logs every reduction
     from shogi_dnn.training.devices import benchmark_devices  # TensorFlow from here on
+    from shogi_dnn.training.precision import resolve
 
     devices = benchmark_devices(max(args.devices))        # before anything initialises TensorFlow
+    cfg, chosen = resolve(cfg, devices)                   # model.mixed_precision "auto": as train decides
+    log.info("model.mixed_precision = %s (%s)", chosen.policy, chosen.why)
     global_batch = args.global_batch or config.global_batch(cfg, len(devices))
     with tempfile.TemporaryDirectory(prefix="shogi-dnn-bench-") as scratch:
         paths, source = train_paths(args.data, Path(scratch), args.synthetic_positions)

@@ -34,6 +34,8 @@ from shogi_dnn.training.checkpoints import CheckpointManager
 from shogi_dnn.training.losses import Batch, LossSpec, Sums
 from shogi_dnn.training.model import build_model
 from shogi_dnn.training.optimizer import build_optimizer
+from shogi_dnn.training.precision import Precision
+from shogi_dnn.training.precision import resolve as resolve_precision
 from shogi_dnn.training.run_log import MetricsLog
 from shogi_dnn.training.stages import StagePlan
 from shogi_dnn.training.steps import UpdateSpec, make_eval_step, make_iterator_step, make_train_step
@@ -105,6 +107,7 @@ class RunParts:
     plan: the stages and their planned updates (StagePlan.total_updates is the lr decay's horizon,
     updates_left the ETA's). devices: every tower of every worker (cluster.device_names). started: when
     assembly began (time.perf_counter seconds): a run's elapsed time and cost count its start-up.
+    precision: model.mixed_precision as resolved (config holds the policy) and why (run.json).
     """
 
     config: Config
@@ -120,6 +123,7 @@ class RunParts:
     devices: list[str]
     validation_paths: list[Path]
     started: float
+    precision: Precision
 
     @property
     def is_chief(self) -> bool:
@@ -149,6 +153,8 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     no_result = no_result_positions(manifest, config)
     dataset = identity.dataset_identity(manifest)    # recorded in run.json and every checkpoint
     # Workers of one run share the code, the dataset and the config, before anything is built (a collective).
+    config, chosen = resolve_precision(config, cluster.device_names(strategy), run_dir)
+    log.info("model.mixed_precision = %s (%s)", chosen.policy, chosen.why)
     cluster.check_agreement(strategy, cluster.agreement_items(config.to_dict(), dataset.to_dict()))
     global_batch = config_mod.global_batch(config, strategy.num_replicas_in_sync)
     devices.check_model_fits(config, strategy, global_batch // strategy.num_replicas_in_sync)
@@ -163,7 +169,7 @@ def assemble_run(config: Config, data_dir: Path, run_dir: Path, strategy: tf.dis
     metrics = MetricsLog(run_dir, write_files=cluster.is_chief(strategy))   # the chief alone writes metrics
     return RunParts(config, data_dir, run_dir, manifest, dataset, plan, eval_target, steps,
                     checkpoints, metrics, cluster.device_names(strategy),
-                    [manifest.shard_path(s) for s in manifest.split("validation")], started)
+                    [manifest.shard_path(s) for s in manifest.split("validation")], started, chosen)
 
 
 def no_result_positions(manifest: shards.Manifest, config: Config) -> int:

@@ -52,7 +52,7 @@ from shogi_dnn.config import ModelConfig
 from shogi_dnn.dataset import features, policy
 from shogi_dnn.errors import RunError
 from shogi_dnn.rules import NUM_SQUARES
-from shogi_dnn.training import attack_planes
+from shogi_dnn.training import attack_planes, precision
 
 BOARD_SIDE = 9                    # the board is BOARD_SIDE x BOARD_SIDE squares
 VALUE_HEAD_PLANES = 1             # 1x1-conv planes before the value head's dense layers (as AlphaZero)
@@ -108,7 +108,9 @@ class _LayerFactory:
 
     def __init__(self, cfg: ModelConfig, seed: int | None) -> None:
         self.cfg = cfg
-        self.dtype = "float32" if cfg.mixed_precision == "none" else cfg.mixed_precision
+        policy = precision.local_precision().policy if cfg.mixed_precision == precision.AUTO \
+            else cfg.mixed_precision
+        self.dtype = "float32" if policy == "none" else policy
         self._seed = seed
         self._count = 0
 

@@ -206,4 +206,5 @@ def run_info(parts: RunParts, options: StartOptions, history_entry: dict[str, An
             "peak_lr": config_mod.scaled_lr(parts.config.optim, steps.update_batch),
             "resume_command": options.resume_command, "shogi_dnn": __version__,
             "tensorflow": tf.__version__, "keras": keras.__version__,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "eval_target": parts.eval_target.to_dict()}
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "eval_target": parts.eval_target.to_dict(),
+            "precision": parts.precision.to_dict()}

@@ -236,11 +236,13 @@ def test_resume_after_kill_equals_uninterrupted(dataset: Path, tmp_path: Path, k
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("jit_compile,precision", [(False, "none"), (True, "none"), (False, "auto")])
 def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: Path, deterministic: None,
-                                                      jit_compile: bool) -> None:
-    """Stopped after 3 updates and resumed: the uninterrupted run's weights bit for bit, XLA or not."""
+                                                      jit_compile: bool, precision: str) -> None:
+    """Stopped after 3 updates and resumed: the uninterrupted run's weights bit for bit, XLA or not, and in
+    the precision "auto" picks (bfloat16 on a CPU with AMX or AVX512-BF16), which the resumed run keeps."""
     config = tiny_config(checkpoint_every_steps=0, jit_compile=jit_compile)
+    config = dataclasses.replace(config, model=dataclasses.replace(config.model, mixed_precision=precision))
     _, straight = train(config, dataset, tmp_path / "straight", devices=2)
     train(config, dataset, tmp_path / "stopped", devices=2, stop_after=3)
     state, _ = checkpoints.read_state(checkpoints.find_checkpoint(tmp_path / "stopped"))
@@ -249,6 +251,11 @@ def test_stop_request_checkpoints_and_resumes_exactly(dataset: Path, tmp_path: P
     _, resumed = train(config, dataset, tmp_path / "stopped", devices=2, resume=True)
     for a, b in zip(straight, resumed):
         np.testing.assert_array_equal(a, b)
+    chosen = json.loads((tmp_path / "stopped" / "run.json").read_text())["precision"]
+    saved = json.loads((tmp_path / "stopped" / "config.json").read_text())["model"]["mixed_precision"]
+    assert saved == chosen["policy"] != "auto"
+    if precision == "auto":
+        assert chosen["why"] == "auto: the run's choice (RUN/config.json)"          # the resume kept it
     # Every update is logged once: the partial interval before the stop (step 3) is not lost.
     train_lines = [r for r in read_metrics(tmp_path / "stopped") if r["kind"] == "train"]
     assert [r["step"] for r in train_lines][:3] == [2, 3, 4]
