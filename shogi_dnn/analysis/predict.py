@@ -23,6 +23,7 @@ from shogi_dnn import kifu, rules
 from shogi_dnn.analysis import scoring
 from shogi_dnn.dataset import features, policy, shards
 from shogi_dnn.errors import KifuError, ShogiDnnError
+from shogi_dnn.folders import run_files
 from shogi_dnn.kifu.kif import move_text
 from shogi_dnn.kifu.record import GameRecord, Winner
 from shogi_dnn.kifu.sfen import parse_line
@@ -376,6 +377,31 @@ SWING_NOTE = ("swing: the moves whose change of p(black) survives the reply most
               "recapture do not count)")
 TOP_NOTE = (f"next: the move played from the position; network's top {TOP_MOVES}: its most likely "
             "legal moves there with their probability among the legal moves (* = the move played)")
+
+
+def validation_accuracy(run_dir: str | Path) -> float | None:
+    """The last validation accuracy in RUN/metrics.jsonl, None where there is none (or no readable log)."""
+    try:
+        records = run_files.read_metrics(run_dir)
+    except ShogiDnnError:
+        return None
+    accuracies = [r.get("accuracy") for r in records if r.get("kind") == "validation"]
+    return float(accuracies[-1]) if accuracies and isinstance(accuracies[-1], (int, float)) else None
+
+
+def caveats(record: GameRecord, run_dir: str | Path | None, packaged_source: str = "") -> list[str]:
+    """What a reader of the curve must know first, in words: a model at chance (its curve is noise), a
+    network that learned one engine's self-play only (`packaged_source`), a handicap game."""
+    notes = []
+    accuracy = validation_accuracy(run_dir) if run_dir is not None else None
+    if accuracy is not None and accuracy <= scoring.CHANCE_ACCURACY:
+        notes.append(f"the model is at chance (validation accuracy {accuracy:.3f}): this curve is noise")
+    if packaged_source:
+        notes.append(f"trained on {packaged_source} only")
+    if record.start_sfen.split(" ")[:3] != kifu.STANDARD_START_SFEN.split(" ")[:3]:
+        notes.append(f"a handicap game ({record.handicap})" if record.handicap
+                     else "not from the standard start position")
+    return notes
 
 
 def format_curve(curve: GameCurve, record: GameRecord | None = None, notes: Sequence[str] = (),

@@ -211,6 +211,10 @@ def _validation_lines(records: Sequence[dict[str, Any]]) -> list[str]:
     best = min((r for r in validation if r.get("loss") is not None), key=lambda r: r["loss"], default=None)
     if best:
         lines.append(f"\nBest validation loss {_n(best['loss'])} at {best.get('samples', 0):,} samples.")
+    last = validation[-1].get("accuracy")
+    if isinstance(last, (int, float)) and last <= scoring.CHANCE_ACCURACY:
+        lines.append(f"\n> **WARNING**: the model is at chance (last validation accuracy {last:.3f}, a coin "
+                     "is 0.5): it has learned nothing yet, and its curves and evaluations show noise.")
     return lines
 
 

@@ -39,6 +39,7 @@ RESAMPLE_CELLS = 1 << 22     # resamples x games held at once (32 MB of float64 
 PLY_EDGES: tuple[float, ...] = (0, 20, 40, 60, 80, 100, 150, math.inf)
 # Rating bands (mean of both players' ratings): [-inf, 1000), [1000, 1500), ... [3500, inf).
 RATING_EDGES: tuple[float, ...] = (-math.inf, 1000, 1500, 2000, 2500, 3000, 3500, math.inf)
+CHANCE_ACCURACY = 0.52     # a validation accuracy at or below this: the model has learned nothing
 
 
 def sigmoid(logits: np.ndarray) -> np.ndarray:

@@ -141,9 +141,10 @@ def main(argv: list[str]) -> int:
     curve = predict.game_curve(model, record, values, mode.describe())
     split, split_short = (dataset_notes(run_dir, args.data, record, curve.positions) if own
                           else packaged_notes(record, curve.positions))
-    print(predict.format_curve(curve, record, [choice.describe(), split], args.notation))
+    warnings = predict.caveats(record, run_dir if own else None, "" if own else packaged.TRAINED_ON)
+    print(predict.format_curve(curve, record, [choice.describe(), split, *warnings], args.notation))
     names = f"{record.black or 'Black'} vs {record.white or 'White'}"
     predict.plot_curve(curve, out, f"{names} ({choice.path.name}, game {choice.index} of {choice.total})",
-                       record, [split_short, mode.short()], args.notation)
+                       record, [split_short, mode.short(), *warnings], args.notation)
     print(f"\nwrote {out}")
     return 0

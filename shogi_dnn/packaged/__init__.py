@@ -24,6 +24,7 @@ from pathlib import Path
 from shogi_dnn.errors import RunError
 
 NAME = "fairy-medium"
+TRAINED_ON = "one engine's self-play (Fairy-Stockfish, 2,677 games)"   # what MODEL_CARD.md says it learned
 KERAS_FILE, ONNX_FILE, ONNX_SIDECAR = "model.keras", "model.onnx", "model.onnx.json"
 CARD_FILE, TRAINED_GAMES_FILE = "MODEL_CARD.md", "trained-games.npz"
 # An ONNX file is a protobuf ModelProto; its first field (ir_version, field 1, varint) starts with 0x08.
