@@ -80,6 +80,10 @@ def main(argv: list[str]) -> int:
     fits = read_fits(args)
     per_device, per_count = plan.parse_prices(args.price_per_hour)
     if args.gpu and not fits:
+        if args.plot:
+            raise ConfigError("--plot draws a measured fit's curve (--scaling-fit or --fit); an estimate "
+                              "from --gpu's published figures has none: drop --plot, or measure with "
+                              "`shogi-dnn bench scaling` first")
         gpu = gpus.find_gpu(args.gpu)
         if args.cpus < 0:
             raise ConfigError(f"--cpus {args.cpus}: must be >= 0")

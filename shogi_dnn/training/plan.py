@@ -106,6 +106,10 @@ class Plan:
                 "micro_batches": self.micro_batches, "rows": [r.to_dict() for r in self.rows]}
 
 
+# What to change when a sample group cannot fill one update (as train's start-up check says it).
+_SMALL_FIX = ("lower data.num_groups, train.global_batch or train.micro_batches (--set), or plan fewer "
+              "devices, or convert more games")
+
 def fit_for(fits: Mapping[int, ThroughputFit], devices: int) -> ThroughputFit:
     """The fit of `devices`, else the nearest measured count M scaled: v0 x devices / M, the same t."""
     nearest = throughput.select_fit(fits, devices)
@@ -171,7 +175,7 @@ def _epoch(cfg: Config, groups: Sequence[int], fit: ThroughputFit, devices: int,
     for positions in groups:
         if positions < update_batch:
             raise ConfigError(f"{devices} device(s): a sample group has {positions} positions, fewer than "
-                              f"one update ({update_batch} = global batch x micro-batches)")
+                              f"one update ({update_batch} = global batch x micro-batches): {_SMALL_FIX}")
         n = positions // update_batch
         updates.append(min(n, cfg.train.max_steps_per_stage) if cfg.train.max_steps_per_stage > 0 else n)
     epoch_seconds = sum(updates) * update_seconds
@@ -256,7 +260,10 @@ def format_plan(plan: Plan) -> str:
         notes.append(f"{FLAG_INPUT}: the input pipeline is slower than the GPUs; pos/s is the pipeline's")
     if any(r.fit_devices != r.devices for r in plan.rows):
         notes.append("~M: no fit for this device count; the fit of M devices scaled (v0 x N / M, same t)")
-    return "\n".join(lines + ([""] + notes if notes else []))
+    notes.append("not counted: start-up (TensorFlow, the shards' checks, building and compiling the step: "
+                 "tens of seconds), the validation passes and checkpoints; on a small dataset they are most "
+                 "of a run")
+    return "\n".join(lines + [""] + notes)
 
 
 def plot_plan(plan: Plan, path: str | Path) -> Path:
@@ -341,7 +348,7 @@ def estimate_plan(manifest: shards.Manifest, cfg: Config, gpu: gpus_lib.Gpu, dev
     for positions in groups:
         if positions < update_batch:
             raise ConfigError(f"{devices} GPU(s): a sample group has {positions} positions, fewer than one "
-                              f"update ({update_batch} = global batch x micro-batches)")
+                              f"update ({update_batch} = global batch x micro-batches): {_SMALL_FIX}")
         n = positions // update_batch
         updates += min(n, cfg.train.max_steps_per_stage) if cfg.train.max_steps_per_stage > 0 else n
     flops = memory.training_flops(cfg.model)

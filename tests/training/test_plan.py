@@ -109,6 +109,18 @@ def test_command_needs_a_fit(dataset, capsys) -> None:
     assert "--scaling-fit" in capsys.readouterr().err
 
 
+def test_plan_says_what_it_leaves_out_and_what_to_change(dataset, capsys, tmp_path) -> None:
+    cfg = load_config(REPO / "train/base.toml", SETS)
+    text = plan.format_plan(plan.make_plan(dataset, cfg, PUBLISHED, devices=[1]))
+    assert "not counted: start-up" in text and "validation passes" in text
+    big = load_config(REPO / "train/base.toml", [*SETS, "train.per_replica_batch=4000"])
+    with pytest.raises(ConfigError, match="fewer than one update .*: lower data.num_groups"):
+        plan.make_plan(dataset, big, PUBLISHED, devices=[1])
+    assert cli.main(["plan", "--data", str(dataset.root), "--config", str(REPO / "train/base.toml"),
+                     "--gpu", "T4", "--plot", str(tmp_path / "p.png")]) == 2
+    assert "--plot draws a measured fit's curve" in capsys.readouterr().err and not (tmp_path / "p.png").exists()
+
+
 @pytest.mark.parametrize("epoch_seconds, unit, first", [(21 * 60, "minutes", 21.0), (6 * 3600, "hours", 6.0),
                                                         (3 * 86400, "days", 3.0)])
 def test_plot_reads_in_the_unit_that_fits(dataset, epoch_seconds: float, unit: str, first: float) -> None:
