@@ -11,7 +11,7 @@ import os
 import sys
 
 from shogi_dnn.analysis import inspect
-from shogi_dnn.errors import ConfigError, KifuError, ShardFormatError
+from shogi_dnn.errors import ConfigError, KifuError, ShardFormatError, ShogiDnnError, printable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,11 +51,19 @@ def main(argv: list[str] | None = None) -> int:
                                f"{len(words)} paths)")
     if args.json:
         raise ConfigError(f"--json takes one PATH ({len(words)} given): inspect each on its own")
+    failed = 0
     for number, path in enumerate(words):
         if number:
             print()
         args.path = path
-        code = max(code, _inspect_one(args))
+        try:
+            code = max(code, _inspect_one(args))
+        except (ShogiDnnError, OSError) as exc:    # one unreadable path among several: said, the rest shown
+            print(f"shogi-dnn inspect: error: {printable(str(exc))}", file=sys.stderr)
+            failed += 1
+    if failed:
+        print(f"shogi-dnn inspect: {failed} of {len(words)} paths could not be inspected", file=sys.stderr)
+        return 2
     return code
 
 

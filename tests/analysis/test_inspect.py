@@ -299,3 +299,14 @@ def test_summary_counts_have_thousands_separators() -> None:
     assert "endings: checkmate 1,674 (95.8%), draw 74 (4.2%)" in text
     assert "winners: black 1,001 (57.3%), white 747 (42.7%)" in text
     assert "engine evaluations: 12,345 positions (5.3%), train 12,345" in text
+
+
+def test_several_paths_go_on_past_an_unreadable_one(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.csa"
+    bad.write_text("garbage\n")
+    good = tmp_path / "good.csa"
+    good.write_text("V2.2\nPI\n+\n+7776FU\n-3334FU\n%TORYO\n")
+    assert cli.main(["inspect", str(bad), str(good)]) == 2
+    captured = capsys.readouterr()
+    assert f"{good}: 1 game (1 with a result)" in captured.out
+    assert "bad.csa:1:" in captured.err and "1 of 2 paths could not be inspected" in captured.err
