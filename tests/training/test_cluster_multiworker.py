@@ -27,8 +27,9 @@ PRESET = REPO / "train" / "cpu-smoke.toml"
 # The cluster sums gradients in another order than one machine (a ring across workers), a float32 rounding
 # difference (1e-8); cpu-smoke's lr 0.05 with momentum amplifies it to 1e-2 within 40 steps, so the
 # comparison with one machine uses a calmer optimizer (with it both agree to 3e-8 after 40 steps).
+# float32: the runs are compared with one machine's to float32's rounding (bfloat16's would be 1e-2)
 SETTINGS = ["train.max_steps_per_stage=0", "train.checkpoint_every_steps=4", "train.log_every_steps=8",
-            "optim.lr=0.01", "optim.momentum=0.0"]
+            "optim.lr=0.01", "optim.momentum=0.0", "model.mixed_precision=none"]
 TIMEOUT_S = 240
 SHIM = bind_shim.library_path() is not None and sys.platform.startswith("linux")
 
