@@ -1,8 +1,8 @@
 """What annotate does, decided before any engine starts: the settings, the chunks and the off-path draw.
 
 The plan depends only on the source dataset (its manifest) and the settings, never on the worker
-count, so a seed gives the same positions, the same random moves and (the engine searching each
-position after `usinewgame`, Threads 1, at a fixed node budget) the same labels:
+count, so a seed gives the same positions, the same random moves and (a fresh engine searching each
+chunk after one `usinewgame`, Threads 1, at a fixed node budget) the same labels:
 
   eval chunks       every source shard of every split (manifest order), cut in runs of chunk_positions
                     rows; a chunk searches the rows of its run whose `eval` is features.EVAL_NONE
@@ -28,7 +28,8 @@ from shogi_dnn.dataset import identity, shards
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.rules import Position, new_position
 
-PLAN_VERSION = 1          # bump when a chunk's result would change for the same settings
+PLAN_VERSION = 2          # bump when a chunk's result would change for the same settings (2: the hash sized
+                          # to the node budget, usi_client.sized_options; one usinewgame per chunk)
 EVAL_CHUNK, OFF_PATH_CHUNK = "eval", "off_path"
 
 

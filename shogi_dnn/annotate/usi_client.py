@@ -48,6 +48,16 @@ ENGINE_DIRS = ("/usr/games",)          # Debian installs game engines outside th
 # Sent when the engine offers them: one thread (a fixed-node search is then deterministic), a small
 # hash, no contempt (a score symmetric for both sides).
 DEFAULT_OPTIONS = (("Threads", "1"), ("Hash", "16"), ("Contempt", "0"))
+HASH_BYTES_PER_NODE = 64               # what a search's transposition table needs, generously, per node
+
+
+def sized_options(nodes: int) -> tuple[tuple[str, str], ...]:
+    """DEFAULT_OPTIONS with the hash sized to a search of `nodes` nodes: a power of two of MB, 1 to 16.
+    `usinewgame` clears the whole hash, and a 16 MB clear costs more CPU than a 1,000-node search."""
+    megabytes = 1
+    while megabytes < 16 and megabytes * (1 << 20) < nodes * HASH_BYTES_PER_NODE:
+        megabytes *= 2
+    return tuple((k, str(megabytes) if k == "Hash" else v) for k, v in DEFAULT_OPTIONS)
 START_TIMEOUT = 10.0                   # seconds for `usi` -> `usiok` and the first `readyok`
 _SCORE = re.compile(r"\bscore (cp|mate)(?: (\S*))?")
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -119,8 +129,9 @@ def last_score(lines: Sequence[str]) -> int | None:
 class UsiEngine:
     """One engine process. Not thread-safe: each worker owns its own."""
 
-    def __init__(self, path: str, options: Sequence[tuple[str, str]] = ()) -> None:
-        """Start the engine and set its options.
+    def __init__(self, path: str, options: Sequence[tuple[str, str]] = (),
+                 defaults: Sequence[tuple[str, str]] = DEFAULT_OPTIONS) -> None:
+        """Start the engine and set `defaults` (where it offers them), then `options`.
 
         Raises:
             RunError: it cannot be started, or does not answer `usi`/`isready` within START_TIMEOUT.
@@ -137,12 +148,12 @@ class UsiEngine:
         self._stdin = cast(IO[bytes], self.proc.stdin)          # both pipes: never None
         self._stdout = cast(IO[bytes], self.proc.stdout)
         try:
-            self._handshake(options)
+            self._handshake(defaults, options)
         except EngineFailure as exc:
             self.close()
             raise RunError(f"engine {path}: not a working USI engine ({exc})") from None
 
-    def _handshake(self, options: Sequence[tuple[str, str]]) -> None:
+    def _handshake(self, defaults: Sequence[tuple[str, str]], options: Sequence[tuple[str, str]]) -> None:
         self._send("usi")
         for line in self._lines_until("usiok", time.monotonic() + START_TIMEOUT):
             if line.startswith("id name "):
@@ -150,7 +161,7 @@ class UsiEngine:
             match = _OPTION.match(line)
             if match:
                 self.offered[match.group(1)] = match.group(2)
-        for name, value in DEFAULT_OPTIONS:
+        for name, value in defaults:
             # One already at the engine's default is not sent: Fairy-Stockfish rebuilds its threads
             # and hash for Threads and Hash (about 50 ms of its CPU at each start), to the same state.
             if name in self.offered and self.offered[name] != value:

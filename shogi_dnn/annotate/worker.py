@@ -1,10 +1,11 @@
 """One chunk labelled by one engine: the positions read from the source shards, searched, the labels kept.
 
-Each chunk gets a fresh engine process (usinewgame before each search already makes a score independent
-of the positions before it; a fresh process also drops whatever state usinewgame leaves), so a
-chunk's labels do not depend on which worker ran it or what it ran before. A position the engine
-crashes or hangs on (per-position timeout) costs that position: it is counted by kind ("crash",
-"timeout", "protocol"), left without a label, and the engine is started again for the next one;
+Each chunk gets a fresh engine process, `usinewgame` once, then the chunk's positions in order (the hash
+sized to the node budget, usi_client.sized_options), so a chunk's labels are those a fresh engine gives
+searching that chunk: they do not depend on which worker ran it or what it ran before. A position the
+engine crashes or hangs on (per-position timeout) costs that position: it is counted by kind ("crash",
+"timeout", "protocol"), left without a label, and a fresh engine continues the chunk (the labels after it
+may differ in their last digits from an uninterrupted run's: the engine's tables start empty there);
 MAX_CONSECUTIVE_FAILURES failures in a row stop the job (an engine that cannot search at all).
 
 A chunk's result, as job.py saves it (ChunkResult.arrays; numpy .npz):
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from shogi_dnn.annotate.plan import EVAL_CHUNK, Chunk, Plan, random_walk
-from shogi_dnn.annotate.usi_client import EngineFailure, SearchResult, UsiEngine
+from shogi_dnn.annotate.usi_client import EngineFailure, SearchResult, UsiEngine, sized_options
 from shogi_dnn.dataset import features, shards
 from shogi_dnn.errors import RunError
 from shogi_dnn.kifu.evals import MATE_EVAL
@@ -77,11 +78,14 @@ class Labeller:
     def __init__(self, engine: str, plan: Plan, stop: threading.Event) -> None:
         self.path, self.plan, self.stop = engine, plan, stop
         self.engine: UsiEngine | None = None
+        self.new_game = True
         self.consecutive = 0
 
     def fresh(self) -> None:
         self.close()
-        self.engine = UsiEngine(self.path, self.plan.settings.options)
+        settings = self.plan.settings
+        self.engine = UsiEngine(self.path, settings.options, sized_options(settings.nodes))
+        self.new_game = True            # `usinewgame` before the process's first search only
 
     def close(self, graceful: bool = True) -> None:
         if self.engine is not None:
@@ -96,7 +100,9 @@ class Labeller:
         if self.engine is None:
             self.fresh()
         try:
-            result = self.engine.search(sfen, self.plan.settings.nodes, self.plan.settings.timeout)
+            result = self.engine.go(f"sfen {sfen}", self.plan.settings.nodes, self.plan.settings.timeout,
+                                    new_game=self.new_game)
+            self.new_game = False
         except EngineFailure as exc:
             counts[exc.kind] += 1
             if len(failures) < MAX_LISTED:

@@ -7,7 +7,8 @@ counted in CPU seconds (user + system) of every process it runs, the engines' in
 
   annotate         the whole job, `shogi-dnn annotate DATA --out TMP --nodes N --workers W` in a child
                    process: start-up, reading, searching, writing the shards
-  engine_newgame   one engine, Threads 1, Hash 16, Contempt 0, and for each position `usinewgame`,
+  engine_newgame   one engine, Threads 1, Contempt 0 and annotate's Hash (usi_client.sized_options: 1 MB
+                   up to 16,000 nodes), and for each position `usinewgame`,
                    `position sfen S`, `go nodes N`, read to `bestmove`: the least that labels independent
                    of the positions searched before cost (usinewgame clears the engine's tables)
   engine_alone     the same loop without `usinewgame`: the engine's own speed
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from shogi_dnn.annotate.output import REPORT_NAME
-from shogi_dnn.annotate.usi_client import DEFAULT_ENGINE, DEFAULT_OPTIONS, find_engine
+from shogi_dnn.annotate.usi_client import DEFAULT_ENGINE, find_engine, sized_options
 from shogi_dnn.dataset import features, shards
 from shogi_dnn.errors import RunError, ShogiDnnError
 
@@ -144,7 +145,8 @@ def engine_loop(engine: str, sfens: Sequence[str], nodes: int, newgame: bool) ->
 
     stdin.write("usi\n")
     until("usiok")
-    stdin.write("".join(f"setoption name {k} value {v}\n" for k, v in DEFAULT_OPTIONS) + "isready\n")
+    options = sized_options(nodes)               # as annotate sets them
+    stdin.write("".join(f"setoption name {k} value {v}\n" for k, v in options) + "isready\n")
     until("readyok")
     first = "usinewgame\n" if newgame else ""
     for sfen in sfens:

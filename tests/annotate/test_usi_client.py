@@ -85,3 +85,12 @@ def test_a_missing_engine_or_one_that_is_not_usi_is_one_error(tmp_path) -> None:
     silent.chmod(0o755)
     with pytest.raises(RunError, match="not a working USI engine"):
         UsiEngine(str(silent))
+
+
+def test_the_hash_is_sized_to_the_node_budget() -> None:
+    """usinewgame clears the whole hash: annotate asks for the least a search of its budget fills."""
+    from shogi_dnn.annotate.usi_client import DEFAULT_OPTIONS, sized_options
+
+    hash_of = {n: dict(sized_options(n))["Hash"] for n in (1, 1000, 16_384, 16_385, 100_000, 10**7)}
+    assert hash_of == {1: "1", 1000: "1", 16_384: "1", 16_385: "2", 100_000: "8", 10**7: "16"}
+    assert [k for k, _ in sized_options(1000)] == [k for k, _ in DEFAULT_OPTIONS]
