@@ -11,6 +11,8 @@ import os
 import sys
 
 from shogi_dnn.analysis import inspect
+from shogi_dnn.convert.sources import is_archive, list_files
+from shogi_dnn.dataset.shards import MANIFEST_NAME
 from shogi_dnn.errors import ConfigError, KifuError, ShardFormatError, ShogiDnnError, printable
 
 
@@ -41,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     words, code = args.path, 0
+    if len(words) == 1 and _record_folder(words[0]):     # a folder of records, not a dataset: each file
+        words = [str(p) for p in list_files(words) if not is_archive(p.name)]
+        if not words:
+            raise ShardFormatError(f"{args.path[0]}: neither a dataset folder (no manifest.json) nor a "
+                                   "folder of record files")
+        if len(words) == 1:
+            args.path = words[0]
+            return _inspect_one(args)
     if len(words) == 1 or inspect.looks_like_position(" ".join(words)) \
             or not any(os.path.exists(w) for w in words):
         args.path = " ".join(words)          # one path, or a position written without quotes
@@ -65,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shogi-dnn inspect: {failed} of {len(words)} paths could not be inspected", file=sys.stderr)
         return 2
     return code
+
+
+def _record_folder(path: str) -> bool:
+    """A folder without a dataset's manifest.json: its record files are inspected one by one."""
+    return os.path.isdir(path) and not os.path.exists(os.path.join(path, MANIFEST_NAME))
 
 
 def _inspect_one(args: argparse.Namespace) -> int:

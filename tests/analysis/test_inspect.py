@@ -310,3 +310,17 @@ def test_several_paths_go_on_past_an_unreadable_one(tmp_path: Path, capsys: pyte
     captured = capsys.readouterr()
     assert f"{good}: 1 game (1 with a result)" in captured.out
     assert "bad.csa:1:" in captured.err and "1 of 2 paths could not be inspected" in captured.err
+
+
+def test_a_folder_of_records_is_each_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    folder = tmp_path / "kifu"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.csa").write_text("V2.2\nPI\n+\n+7776FU\n-3334FU\n%TORYO\n")
+    (folder / "sub" / "b.csa").write_text("V2.2\nPI\n+\n+2726FU\n%TORYO\n")
+    (folder / "notes.txt").write_text("not a record")
+    assert cli.main(["inspect", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"{folder / 'a.csa'}: 1 game" in out and f"{folder / 'sub' / 'b.csa'}: 1 game" in out
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["inspect", str(tmp_path / "empty")]) == 2
+    assert "neither a dataset folder (no manifest.json) nor a folder of record files" in capsys.readouterr().err
