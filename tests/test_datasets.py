@@ -139,3 +139,45 @@ def test_engine_demo_converts_every_game_with_evaluations_and_predicts_a_validat
              for source, start in zip(*(lambda g: (g["source"], g["line"]))(shards.read_games(out / info.path)))
              if str(source).endswith(":" + member) and int(start) == line}
     assert line == 14560 and where == {"validation"}
+
+
+SELFPLAY_ARCHIVE = REPO / "datasets" / "fairy-selfplay.tar.xz"   # `shogi-dnn selfplay` games (datasets/README.md)
+
+
+def _selfplay_members() -> dict[str, bytes]:
+    import tarfile
+
+    with tarfile.open(SELFPLAY_ARCHIVE) as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+
+
+def test_the_selfplay_corpus_holds_what_its_summary_says() -> None:
+    from shogi_dnn.kifu import read_record_bytes
+    from shogi_dnn.kifu.record import GameRecord
+
+    members = _selfplay_members()
+    assert {"fairy-selfplay/README.md", "fairy-selfplay/selfplay.json", "fairy-selfplay/SUMMARY.tsv"} <= set(members)
+    settings = json.loads(members["fairy-selfplay/selfplay.json"])
+    assert settings["first_seed"] >= 6_000_000 and settings["nodes"] == [1000, 2000, 4000]
+    rows = members["fairy-selfplay/SUMMARY.tsv"].decode().splitlines()[1:]
+    played = [r.split("\t") for r in rows if not r.endswith("\taborted")]
+    files = sorted(n for n in members if n.endswith(".csa"))
+    games = [g for n in files for g in read_record_bytes(members[n], n) if isinstance(g, GameRecord)]
+    assert len(games) == len(played) >= 5000
+    assert [len(g.moves) for g in games] == [int(r[5]) for r in played]
+    assert [g.winner.value for g in games] == [r[6] for r in played]
+    assert all(g.evals and any(e is not None for e in g.evals) for g in games[:200])
+
+
+@pytest.mark.slow
+def test_the_selfplay_corpus_replays(tmp_path: Path) -> None:
+    import shutil
+    import tarfile
+
+    if not (shutil.which("fairy-stockfish") or Path("/usr/games/fairy-stockfish").exists()):
+        pytest.skip("fairy-stockfish not installed")
+    with tarfile.open(SELFPLAY_ARCHIVE) as archive:
+        archive.extractall(tmp_path, filter="data")
+    from shogi_dnn.selfplay import job
+
+    assert job.verify(tmp_path / "fairy-selfplay", 3) == []

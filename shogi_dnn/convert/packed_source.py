@@ -62,11 +62,11 @@ def _after_move(d: packed.Decoded) -> tuple[np.ndarray, np.ndarray]:
     return board, np.clip(hands, 0, 255).astype(np.uint8)
 
 
-def continues(d: packed.Decoded) -> np.ndarray:
-    """[N] bool: row i + 1 is row i's position after row i's move (the same game)."""
+def continues(d: packed.Decoded, after: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """[N] bool: row i + 1 is row i's position after row i's move (`after`: _after_move), the same game."""
     if d.board.shape[0] < 2:
         return np.zeros(d.board.shape[0], bool)
-    board, hands = _after_move(d)
+    board, hands = after
     same = (board[:-1] == d.board[1:]).all(axis=1) & (hands[:-1] == d.hands[1:]).all(axis=(1, 2))
     same &= d.turn[:-1] != d.turn[1:]
     same &= (d.win[:-1] == 1 - d.win[1:])           # one result, seen from the other side
@@ -103,9 +103,42 @@ def _row_problems(d: packed.Decoded) -> np.ndarray:
 PackedGame = tuple[str, tuple, EncodedGame, bytes]      # split, games-table row, positions, game key
 
 
+_SQUARE_NAMES = [f"{9 - i % 9}{'abcdefghi'[i // 9]}" for i in range(NUM_SQUARES)]     # SFEN order -> USI
+
+
+def usi_moves(d: packed.Decoded, rows: np.ndarray) -> list[str]:
+    """The USI moves of decoded rows (absolute squares: no rotation)."""
+    moves = []
+    for origin, to, promote in zip(d.move_from[rows].tolist(), d.move_to[rows].tolist(),
+                                   d.promote[rows].tolist()):
+        if origin < 0:
+            moves.append(f"{'PLNSGBR'[-1 - origin]}*{_SQUARE_NAMES[to]}")
+        else:
+            moves.append(f"{_SQUARE_NAMES[origin]}{_SQUARE_NAMES[to]}{'+' if promote else ''}")
+    return moves
+
+
+def _final_position(d: packed.Decoded, after: tuple[np.ndarray, np.ndarray],
+                    row: int) -> packed.Decoded | None:
+    """The position after row `row`'s move (the game's end, which position files leave out), None where
+    it is not a position (a corrupt move)."""
+    board, hands = after
+    one = slice(row, row + 1)
+    final = packed.Decoded(board[one], hands[one], 1 - d.turn[one], d.move_from[one], d.move_to[one],
+                           d.promote[one], np.full(1, features.EVAL_NONE, np.int16), 1 - d.win[one],
+                           d.ply[one] + 1, d.ok[one])
+    return None if _row_problems(final)[0] else final
+
+
 def convert_rows(data: bytes, name: str, kind: str, settings: ConvertSettings,
                  result: Any) -> list[PackedGame]:
-    """The games of `data` (a whole file); its errors and counts go to `result` (worker.FileResult)."""
+    """The games of `data` (a whole file); its errors and counts go to `result` (worker.FileResult).
+
+    A game of two rows or more is as convert makes it from the same game's record: its positions in order
+    and the final one (the position after the last row's move, no move, which the file leaves out), its key
+    filters.game_key's (start SFEN and USI moves: the same split and --dedup as the record); an hcpe game's
+    plies count from 0. A lone row stays one position.
+    """
     games: list[PackedGame] = []
     dtype = packed.DTYPES[kind]
     whole, tail = divmod(len(data), dtype.itemsize)
@@ -114,11 +147,11 @@ def convert_rows(data: bytes, name: str, kind: str, settings: ConvertSettings,
                              "the complete records before it are converted")
     records = np.frombuffer(data, dtype=dtype, count=whole)
     for start in range(0, whole, CHUNK_ROWS):
-        chunk = records[start:start + CHUNK_ROWS]
-        d = packed.decode(chunk, kind)
+        d = packed.decode(records[start:start + CHUNK_ROWS], kind)
         board, hands, move = encode_rows(d)
         bad = _row_problems(d)
-        link = continues(d) & ~bad
+        after = _after_move(d)
+        link = continues(d, after) & ~bad
         link[:-1] &= ~bad[1:]
         for row in np.flatnonzero(bad)[:20]:
             result.errors.append(f"{name}:record {start + row + 1}: not a position (bad code, piece set or "
@@ -129,23 +162,27 @@ def convert_rows(data: bytes, name: str, kind: str, settings: ConvertSettings,
         starts = np.concatenate([[0], ends[:-1] + 1])
         evals = np.where(np.abs(d.eval.astype(np.int32)) > MATE_EVAL, np.sign(d.eval) * MATE_EVAL,
                          d.eval).astype(np.int16)
-        for first, last in zip(starts, ends):
+        for first, last in zip(starts.tolist(), ends.tolist()):
             if bad[first]:
                 continue
-            span = slice(first, last + 1)
             result.found += 1
-            key = hashlib.sha1(board[span].tobytes() + hands[span].tobytes() + move[span].tobytes()).digest()
-            split = assign_split(key, settings.val_fraction, settings.test_fraction)
-            count = int(last + 1 - first)
-            positions = EncodedGame(board[span].copy(), hands[span].copy(), d.turn[span].copy(),
-                                    d.ply[span].copy(), move[span].copy(), d.win[span].copy(),
-                                    evals[span].copy())
+            rows = np.arange(first, last + 1)
+            ply = np.arange(len(rows), dtype=np.int16) if kind == packed.HCPE else d.ply[rows]
+            parts = [(board[rows], hands[rows], d.turn[rows], ply, move[rows], d.win[rows], evals[rows])]
+            final = _final_position(d, after, last) if last > first else None    # a game, not a position
+            if final is not None:
+                f_board, f_hands, _ = encode_rows(final)
+                none = np.full(1, features.MOVE_NONE, np.uint16)
+                parts.append((f_board, f_hands, final.turn, ply[-1:] + 1, none, final.win, final.eval))
+            positions = EncodedGame(*(np.concatenate(column) for column in zip(*parts)))
             first_turn = int(d.turn[first])
             sfen = format_sfen(d.board[first].tolist(), d.hands[first, 0].tolist(),
-                               d.hands[first, 1].tolist(), first_turn, int(d.ply[first]) + 1)
+                               d.hands[first, 1].tolist(), first_turn, int(ply[0]) + 1)
+            key = hashlib.sha1((sfen + "\n" + " ".join(usi_moves(d, rows))).encode("utf-8")).digest()
+            split = assign_split(key, settings.val_fraction, settings.test_fraction)
             win = float(d.win[first])
             winner = "draw" if win == 0.5 else ("black" if (win == 1.0) == (first_turn == 0) else "white")
-            row = (name, start + int(first) + 1, "", "", float("nan"), float("nan"), winner,
-                   Ending.NONE.value, count, sfen, "")
+            row = (name, start + first + 1, "", "", float("nan"), float("nan"), winner,
+                   Ending.NONE.value, len(rows), sfen, "")
             games.append((split, row, positions, key))
     return games

@@ -94,9 +94,17 @@ def test_convert_rebuilds_the_games_and_equals_the_records(tmp_path: Path, kind:
     from_packed, packed_games = _shard_rows(tmp_path / "packed")
     from_records, _ = _shard_rows(tmp_path / "records")
     assert packed_games == len(games)
-    # the records' shards also hold each game's final position (no move): the rest is the same
-    final = {r for r in from_records if r[95:97] == b"\xff\xff"}
-    assert from_packed == from_records - final
+    # the same positions (the final one, which the file leaves out, made from the last row's move)
+    assert from_packed == from_records
+    # and the same games: the same keys, so the same split and --dedup as the records
+    from shogi_dnn.dataset import game_keys
+    keys = [game_keys.shard_keys(p).keys for p in sorted((tmp_path / "packed").glob("*.h5"))]
+    record_keys = [game_keys.shard_keys(p).keys for p in sorted((tmp_path / "records").glob("*.h5"))]
+    assert sorted(np.concatenate(keys).tolist()) == sorted(np.concatenate(record_keys).tolist())
+
+
+def report_games(report) -> int:
+    return sum(report.games.values())
 
 
 def test_a_shuffled_file_is_split_by_position_and_bad_records_are_lines(tmp_path: Path) -> None:
@@ -106,13 +114,15 @@ def test_a_shuffled_file_is_split_by_position_and_bad_records_are_lines(tmp_path
     path = tmp_path / "shuffled.hcpe"
     path.write_bytes(shuffled.tobytes() + b"\x00" * 10)           # and a torn last record
     report = run_convert([path], tmp_path / "out", ConvertSettings(val_fraction=0.2, dedup=False), workers=1)
-    assert sum(report.positions.values()) == len(records) - 1
-    assert len(records) - 1 - 10 <= report.converted <= len(records) - 1     # a position a game, but chance links
+    good = len(records) - 1
+    assert good - 10 <= report.converted <= good               # a position a game, but for chance links
+    linked = good - report.converted                           # rows joined to the row before them
+    assert sum(report.positions.values()) == good + linked     # each game of 2+ rows gets its final position
     assert any("record 4: not a position" in e for e in report.errors)
     assert any(f"record {len(records) + 1}: truncated (10 of 38 bytes)" in e for e in report.errors)
     # --dedup (the default) drops a repeated row (position and move) as it drops a repeated game
     twice = tmp_path / "twice.hcpe"
     twice.write_bytes(shuffled[:10].tobytes() + shuffled[5:6].tobytes())
     deduped = run_convert([twice], tmp_path / "dedup", ConvertSettings(val_fraction=0.2), workers=1)
-    assert deduped.skipped["duplicate"] == 1 and sum(deduped.positions.values()) == 9
+    assert deduped.skipped["duplicate"] == 1 and deduped.converted == report_games(deduped)
 
