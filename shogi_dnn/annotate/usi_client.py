@@ -52,8 +52,8 @@ HASH_BYTES_PER_NODE = 64               # what a search's transposition table nee
 
 
 def sized_options(nodes: int) -> tuple[tuple[str, str], ...]:
-    """DEFAULT_OPTIONS with the hash sized to a search of `nodes` nodes: a power of two of MB, 1 to 16.
-    `usinewgame` clears the whole hash, and a 16 MB clear costs more CPU than a 1,000-node search."""
+    """DEFAULT_OPTIONS with the hash sized to `nodes` (a power of two of MB, 1 to 16)."""
+    # usinewgame clears the whole hash: a 16 MB clear costs more CPU than a 1,000-node search
     megabytes = 1
     while megabytes < 16 and megabytes * (1 << 20) < nodes * HASH_BYTES_PER_NODE:
         megabytes *= 2

@@ -1,11 +1,9 @@
 """One chunk labelled by one engine: the positions read from the source shards, searched, the labels kept.
 
-Each chunk gets a fresh engine process, `usinewgame` once, then the chunk's positions in order (the hash
-sized to the node budget, usi_client.sized_options), so a chunk's labels are those a fresh engine gives
-searching that chunk: they do not depend on which worker ran it or what it ran before. A position the
-engine crashes or hangs on (per-position timeout) costs that position: it is counted by kind ("crash",
-"timeout", "protocol"), left without a label, and a fresh engine continues the chunk (the labels after it
-may differ in their last digits from an uninterrupted run's: the engine's tables start empty there);
+Each chunk gets a fresh engine process, `usinewgame` once, then the chunk's positions in order (hash:
+usi_client.sized_options): a chunk's labels do not depend on which worker ran it. A position the engine
+crashes or hangs on costs that position (counted by kind, left without a label) and a fresh engine
+continues the chunk (its labels may then differ from an uninterrupted run's);
 MAX_CONSECUTIVE_FAILURES failures in a row stop the job (an engine that cannot search at all).
 
 A chunk's result, as job.py saves it (ChunkResult.arrays; numpy .npz):
