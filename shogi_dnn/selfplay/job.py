@@ -334,7 +334,9 @@ def verify(out: str | os.PathLike[str], sample: int) -> list[str]:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: unreadable ({exc})") from None
     settings, first_seed, ids = settings_from_dict(data, str(path))
-    settings = dataclasses.replace(settings, engines=tuple(find_engine(e) for e in settings.engines))
+    # the engine where the folder was made, else the same name on this machine's PATH (or /usr/games)
+    settings = dataclasses.replace(settings, engines=tuple(
+        find_engine(e) if os.path.exists(e) else find_engine(Path(e).name) for e in settings.engines))
     rows = [r for r in _read_tsv(out / SUMMARY_TSV) if r["ending"] != ABORTED]
     if not rows or sample < 1:
         raise ConfigError(f"{out}: no game to verify" if not rows else f"--verify {sample}: must be >= 1")
