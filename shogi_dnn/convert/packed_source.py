@@ -20,7 +20,15 @@ from shogi_dnn.dataset import features, packed
 from shogi_dnn.dataset.features import EncodedGame
 from shogi_dnn.kifu.evals import MATE_EVAL
 from shogi_dnn.kifu.record import Ending
-from shogi_dnn.rules import HAND_PIECE_TYPES, NUM_PIECE_TYPES, NUM_SQUARES, PROMOTED, UNPROMOTED, format_sfen
+from shogi_dnn.rules import (
+    HAND_PIECE_TYPES,
+    NUM_PIECE_TYPES,
+    NUM_SQUARES,
+    PROMOTED,
+    UNPROMOTED,
+    format_sfen,
+    square_name,
+)
 
 CHUNK_ROWS = 1 << 16
 _ROTATE = np.arange(NUM_SQUARES - 1, -1, -1)
@@ -103,7 +111,7 @@ def _row_problems(d: packed.Decoded) -> np.ndarray:
 PackedGame = tuple[str, tuple, EncodedGame, bytes]      # split, games-table row, positions, game key
 
 
-_SQUARE_NAMES = [f"{9 - i % 9}{'abcdefghi'[i // 9]}" for i in range(NUM_SQUARES)]     # SFEN order -> USI
+_SQUARE_NAMES = [square_name(i) for i in range(NUM_SQUARES)]     # SFEN order -> USI
 
 
 def usi_moves(d: packed.Decoded, rows: np.ndarray) -> list[str]:
