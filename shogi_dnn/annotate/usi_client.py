@@ -100,6 +100,17 @@ def find_engine(name: str = DEFAULT_ENGINE) -> str:
     return found
 
 
+def parse_options(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """`--option NAME=VALUE` arguments as (name, value) pairs. Raises ConfigError naming a bad one."""
+    options = []
+    for text in texts:
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--option {text!r}: expected NAME=VALUE (e.g. --option Hash=64)")
+        options.append((name.strip(), value.strip()))
+    return tuple(options)
+
+
 def parse_score(line: str) -> int | None:
     """The score of an `info` line, side to move's view (module docstring), or None when it has none or
     its value is not a whole integer token (`cp -1e5`, `cp 12.5`, `cp 3x`: the position stays unlabelled)."""

@@ -10,8 +10,7 @@ import sys
 from shogi_dnn.annotate.job import Interrupted, run_annotate
 from shogi_dnn.annotate.output import REPORT_NAME
 from shogi_dnn.annotate.plan import AnnotateSettings
-from shogi_dnn.annotate.usi_client import DEFAULT_ENGINE
-from shogi_dnn.errors import ConfigError
+from shogi_dnn.annotate.usi_client import DEFAULT_ENGINE, parse_options
 from shogi_dnn.folders import run_files
 
 log = logging.getLogger(__name__)
@@ -61,14 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from_args(args: argparse.Namespace) -> AnnotateSettings:
     """AnnotateSettings from parsed arguments. Raises ConfigError on a bad value."""
-    options = []
-    for text in args.option:
-        name, sep, value = text.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--option {text!r}: expected NAME=VALUE (e.g. --option Hash=64)")
-        options.append((name.strip(), value.strip()))
     settings = AnnotateSettings(nodes=args.nodes, evals=args.evals, off_path=args.off_path, plies=args.plies,
-                                seed=args.seed, timeout=args.timeout, options=tuple(options),
+                                seed=args.seed, timeout=args.timeout, options=parse_options(args.option),
                                 chunk_positions=args.chunk_size, shard_size=args.shard_size)
     settings.check()
     return settings

@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from shogi_dnn.annotate.usi_client import DEFAULT_ENGINE
+from shogi_dnn.annotate.usi_client import DEFAULT_ENGINE, parse_options
 from shogi_dnn.errors import ConfigError
 from shogi_dnn.folders import run_files
 from shogi_dnn.selfplay import job
@@ -90,17 +90,12 @@ def read_openings(path: str) -> tuple:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    options = []
-    for text in args.option:
-        name, sep, value = text.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--option {text!r}: expected NAME=VALUE (e.g. --option Hash=64)")
-        options.append((name.strip(), value.strip()))
     if not args.timeout > 0:
         raise ConfigError(f"--timeout {args.timeout}: must be > 0 seconds")
     return Settings(engines=tuple(args.engine or [DEFAULT_ENGINE]), nodes=_int_list(args.nodes, "--nodes"),
                     random_plies=_range(args.random_plies, "--random-plies"),
-                    openings=read_openings(args.openings) if args.openings else (), options=tuple(options),
+                    openings=read_openings(args.openings) if args.openings else (),
+                    options=parse_options(args.option),
                     max_plies=args.max_plies, move_timeout=args.timeout)
 
 
